@@ -1,0 +1,55 @@
+# Strata: every target installs what is missing (scripts/deps.sh), configures
+# and builds before it runs. See README.md.
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?=
+BUILD ?= build
+
+.PHONY: all deps build test demo asan tsan bench format format-check clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Builds everything (CUDA sources included when nvcc is present) and runs the
+# CTest suite; prints the output of failing tests.
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+# The main job: the most complete end-to-end run the project has.
+demo: build
+	bash scripts/demo.sh $(BUILD)
+
+asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=address $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
+
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build build-tsan -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
+
+bench: build
+	bash scripts/bench.sh $(BUILD)
+
+FORMAT_FILES = $(shell git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
+format:
+	@bash scripts/deps.sh
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@bash scripts/deps.sh
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,1 @@
+// Translation unit anchoring libstrata.so; the code comes from the module archives.

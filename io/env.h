@@ -1,0 +1,73 @@
+// Env: every file and clock access of storage/ goes through an Env, so tests
+// can swap in a fault-injecting Env (EIO/ENOSPC on chosen operations, short
+// reads, added latency, dropping unsynced writes to simulate a crash).
+//
+// Thread safety: an Env is shared by all threads; its methods are
+// thread-safe. A File may be read and written concurrently at disjoint
+// offsets; Close/Sync need no other call in flight on the same File.
+// Ownership: Env::Default() is a process-wide singleton, never deleted; Files
+// are owned by their caller (unique_ptr) and closed in their destructor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/status.h"
+
+namespace strata::io {
+
+struct FileOptions {
+  bool create = false;     // create when missing
+  bool truncate = false;   // drop existing content
+  bool direct = false;     // O_DIRECT: offsets, lengths and buffers 4 KiB aligned
+  bool read_only = false;  // open for reading only
+};
+
+// A file opened through an Env. Offsets are absolute (pread/pwrite style).
+class File {
+ public:
+  virtual ~File() = default;
+
+  // Reads up to `len` bytes at `offset` into `buf`; `*bytes_read` is what was
+  // read (less than len only at end of file). Errors name the file and offset.
+  [[nodiscard]] virtual Status Read(uint64_t offset, size_t len, void* buf,
+                                    size_t* bytes_read) = 0;
+  // Writes all `len` bytes at `offset`, or fails naming the file and offset.
+  [[nodiscard]] virtual Status Write(uint64_t offset, const void* buf, size_t len) = 0;
+  // fdatasync: what was written is durable when this returns OK.
+  [[nodiscard]] virtual Status Sync() = 0;
+  [[nodiscard]] virtual Status Truncate(uint64_t size) = 0;
+  [[nodiscard]] virtual Result<uint64_t> Size() const = 0;
+
+  // The OS descriptor, for the io_uring path (-1 for files with no fd).
+  // Reads and writes issued on it bypass fault injection; the Env's
+  // fault hooks (FaultEnv) are consulted by io::IoThreads instead.
+  virtual int fd() const = 0;
+  virtual const std::string& path() const = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The real file system (POSIX). Never null, never deleted.
+  static Env* Default();
+
+  [[nodiscard]] virtual Result<std::unique_ptr<File>> OpenFile(const std::string& path,
+                                                               const FileOptions& options) = 0;
+  [[nodiscard]] virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
+  [[nodiscard]] virtual Status CreateDirs(const std::string& path) = 0;
+  // fsync of a directory, making renames and creations in it durable.
+  [[nodiscard]] virtual Status SyncDir(const std::string& path) = 0;
+  [[nodiscard]] virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+
+  // Monotonic clock in microseconds.
+  virtual uint64_t NowMicros() = 0;
+};
+
+}  // namespace strata::io

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Strata builds with, only those missing.
+# Idempotent and silent when everything is present. Used by every Makefile
+# target, so a fresh Debian 12 machine needs nothing installed by hand.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  liburing-dev librocksdb-dev libnuma-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  nlohmann-json3-dev libxxhash-dev
+  clang-format fio python3-matplotlib
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo_cmd=(sudo -n)
+  else
+    echo "deps.sh: missing packages (${missing[*]}) and no root or sudo to install them" >&2
+    exit 1
+  fi
+fi
+
+echo "deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq >/dev/null
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps.sh: done" >&2
