@@ -1,0 +1,76 @@
+// Options for a Store and its tables. One struct per concern; every field has
+// a unit in its name where it has one, a default, and a one-line trade-off.
+//
+// Thread safety: plain values, copied by Store::Open.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/types.h"
+
+namespace strata {
+
+// The optimizer applied by Push, in place, where the row lives. Its state is
+// part of the row and moves with it between tiers.
+enum class Optimizer : uint8_t {
+  kSgd,             // no state
+  kAdagrad,         // one float of state per embedding float
+  kRowwiseAdagrad,  // one float of state per row
+  kAdam,            // two floats per embedding float plus a step count
+  kFtrl,            // two floats (z, n) per embedding float
+};
+
+// How a row is created the first time its key is touched: deterministic per
+// (table, key), so runs with different tier sizes give the same values.
+enum class Initializer : uint8_t { kZeros, kUniform, kNormal };
+
+struct OptimizerOptions {
+  Optimizer kind = Optimizer::kAdagrad;
+  float learning_rate = 0.01f;
+  float epsilon = 1e-8f;          // AdaGrad / Adam denominator guard
+  float initial_accumulator = 0.0f;  // AdaGrad
+  float beta1 = 0.9f;             // Adam
+  float beta2 = 0.999f;           // Adam
+  float ftrl_alpha = 0.05f;       // FTRL-Proximal
+  float ftrl_beta = 1.0f;
+  float ftrl_l1 = 0.0f;
+  float ftrl_l2 = 0.0f;
+};
+
+struct TableOptions {
+  std::string name;              // unique within a store
+  uint32_t dim = 16;             // embedding floats per row
+  OptimizerOptions optimizer;
+  Initializer initializer = Initializer::kUniform;
+  float init_scale = 0.01f;      // uniform in [-s, s] or normal with stddev s
+};
+
+enum class SsdBackend : uint8_t { kNative, kRocksDb };
+enum class FallbackPolicy : uint8_t { kLru, kLfu };
+
+struct StoreOptions {
+  std::string dir;                       // created when missing
+  // Tier capacities, in rows summed over all tables. Bigger tiers stall less
+  // and cost more memory.
+  uint64_t device_rows_max = 1 << 20;    // T0 (GPU memory, or its host twin)
+  uint64_t dram_rows_max = 1 << 22;      // T1
+  SsdBackend ssd_backend = SsdBackend::kNative;
+  // Eviction order for rows nobody declared an intent for.
+  FallbackPolicy fallback_policy = FallbackPolicy::kLru;
+  // Planner: how often it runs a round when idle, and how much work a round
+  // does at most (bounded rounds keep latency low under load).
+  uint32_t planner_round_us = 200;
+  uint32_t planner_keys_per_round_max = 1 << 18;
+  // AdaPM action timing (alpha, quantile p, initial rate lambda0).
+  double timing_alpha = 0.1;
+  double timing_quantile = 0.9999;
+  double timing_lambda0 = 10.0;
+  // Use the GPU for T0 when one is visible; false forces the host runner.
+  bool use_gpu = true;
+  // I/O threads of the SSD tier (0: chosen from topology).
+  uint32_t io_threads = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,87 @@
+// Store: the object a training pipeline holds. It keeps the rows of several
+// embedding tables (embedding plus optimizer state) across three tiers — T0
+// device memory (GPU, or its host twin without one), T1 DRAM and T2 SSD — and
+// moves them up ahead of use from the intents the pipeline signals.
+//
+// A worker (a training thread, stream or GPU) registers, then per mini-batch:
+//   Intent(w, t, keys, b, b+1)  ... usually from a loader, batches ahead
+//   Pull(w, t, keys, out)       embeddings of keys into out (row-major, dim floats each)
+//   Push(w, t, keys, grads)     optimizer applied once per key (duplicates summed)
+//   AdvanceClock(w)
+// Intents are optional: without them the store is a multi-tier LRU cache and a
+// Pull that misses T0 fetches synchronously (counted as a stall).
+//
+// Consistency: a worker's Pull after its own Push sees the push; no update is
+// lost while a row moves between tiers.
+// Thread safety: every method may be called concurrently from any thread;
+// calls naming one worker must come from one thread at a time.
+// Ownership: the caller owns keys, out and grads; `out`/`grads` are device
+// memory when T0 is a GPU (Stats().t0_on_gpu), host memory otherwise.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/options.h"
+#include "strata/stats.h"
+#include "strata/status.h"
+#include "strata/types.h"
+
+namespace strata {
+
+// Keys of one table, for the multi-table Intent.
+struct TableKeys {
+  TableId table = 0;
+  std::span<const Key> keys;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Opens the store in options.dir: creates it, or restores its last
+  // checkpoint. `tables` must match the directory's tables when it exists.
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
+                                             const std::vector<TableOptions>& tables);
+
+  // A new worker with clock 0 (or the checkpointed clock of the same index).
+  // `device`: CUDA device ordinal, -1 for the host.
+  virtual Result<WorkerId> RegisterWorker(int device = -1) = 0;
+
+  // Worker w will access `keys` of `table` while its clock is in [start, end).
+  // Never blocks on I/O. An already expired window (end <= clock) is ignored
+  // and counted. REQUIRES: start < end.
+  [[nodiscard]] virtual Status Intent(WorkerId worker, TableId table, std::span<const Key> keys,
+                                      Clock start, Clock end) = 0;
+  [[nodiscard]] virtual Status Intent(WorkerId worker, std::span<const TableKeys> keys,
+                                      Clock start, Clock end) = 0;
+  [[nodiscard]] virtual Status AdvanceClock(WorkerId worker) = 0;
+  virtual Result<Clock> CurrentClock(WorkerId worker) const = 0;
+
+  // Embeddings of `keys` into `out` (keys.size() * dim floats). Rows never
+  // seen are created by the table's initializer. `stream`: cudaStream_t on a
+  // GPU, ignored on the host runner.
+  [[nodiscard]] virtual Status Pull(WorkerId worker, TableId table, std::span<const Key> keys,
+                                    float* out, void* stream = nullptr) = 0;
+  // Gradients (keys.size() * dim floats); duplicates are summed, then the
+  // table's optimizer is applied once per key.
+  [[nodiscard]] virtual Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
+                                    const float* grads, void* stream = nullptr) = 0;
+
+  // Flushes dirty rows of T0 and T1 into T2 and switches the manifest
+  // (tables, clocks). Open on the directory restores exactly this state.
+  [[nodiscard]] virtual Status Checkpoint() = 0;
+
+  virtual StoreStats Stats() const = 0;
+  virtual Result<TableId> FindTable(const std::string& name) const = 0;
+  virtual const std::vector<TableOptions>& Tables() const = 0;
+
+  // Stops the planner and I/O; later calls return FailedPrecondition.
+  // Dirty rows not checkpointed are written to T2 but not checkpointed.
+  [[nodiscard]] virtual Status Close() = 0;
+};
+
+}  // namespace strata
