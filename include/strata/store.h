@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,16 @@ class Store {
   // table's optimizer is applied once per key.
   [[nodiscard]] virtual Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
                                     const float* grads, void* stream = nullptr) = 0;
+
+  // Waits until the planner has taken in every intent signalled before this
+  // call and acted on those due now (deterministic tests and replays).
+  [[nodiscard]] virtual Status DrainIntents() = 0;
+
+  // Calls fn(key, embedding) for every row of `table` in any tier (each key
+  // once, its newest copy; order unspecified). For export and verification;
+  // holds the table's lock, so not for the training loop.
+  [[nodiscard]] virtual Status ScanTable(
+      TableId table, const std::function<Status(Key, std::span<const float>)>& fn) = 0;
 
   // Flushes dirty rows of T0 and T1 into T2 and switches the manifest
   // (tables, clocks). Open on the directory restores exactly this state.
