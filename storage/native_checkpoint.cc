@@ -149,7 +149,7 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   std::lock_guard checkpoint_lock(checkpoint_mu_);
-  std::vector<std::unique_lock<std::shared_mutex>> locks;
+  std::vector<std::unique_lock<RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
   Manifest m;
   m.generation = generation_ + 1;

@@ -25,6 +25,7 @@
 #include "storage/page_file.h"
 #include "storage/row_store.h"
 #include "storage/row_store_factory.h"
+#include "storage/rw_lock.h"
 
 namespace strata::storage::native {
 
@@ -36,7 +37,7 @@ struct Table {
   uint32_t page_bytes = 0;
   uint32_t capacity = 0;  // rows per page
 
-  mutable std::shared_mutex mu;
+  mutable RwLock mu;
   uint64_t file_number = 0;
   std::unique_ptr<PageFile> file;
   PageDirectory dir;
