@@ -1,0 +1,177 @@
+// strata-test-labels: unit
+#include "trace/importers.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "tests/trace/test_util.h"
+#include "trace/info.h"
+
+namespace strata::trace {
+namespace {
+
+using testing::TempDir;
+using testing::WriteText;
+
+// The shipped Criteo sample: $STRATA_DATA_DIR, <source>/../shared/data, or
+// /work/shared/data.
+std::string CriteoSample() {
+  std::vector<std::string> dirs;
+  if (const char* d = std::getenv("STRATA_DATA_DIR")) dirs.push_back(d);
+  if (const char* s = std::getenv("STRATA_SOURCE_DIR")) dirs.push_back(std::string(s) + "/../shared/data");
+  dirs.push_back("/work/shared/data");
+  for (const auto& d : dirs) {
+    const std::string p = d + "/criteo_kaggle_train_head10k.txt";
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "";
+}
+
+std::vector<std::string> Fields(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string field;
+  std::istringstream in(line);
+  while (std::getline(in, field, sep)) out.push_back(field);
+  if (!line.empty() && line.back() == sep) out.push_back("");
+  return out;
+}
+
+std::string ExportToString(const std::string& trace, int64_t table = -1) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* mem = open_memstream(&buf, &len);
+  EXPECT_TRUE(ExportLines(trace, table, mem).ok());
+  std::fclose(mem);
+  std::string out(buf, len);
+  std::free(buf);
+  return out;
+}
+
+TEST(ImportCriteoTest, ShippedSampleBecomesTwentySixTables) {
+  const std::string sample = CriteoSample();
+  if (sample.empty()) GTEST_SKIP() << "criteo_kaggle_train_head10k.txt not found";
+  // The model: count non-empty categorical values per column, and the keys
+  // of the first row.
+  std::ifstream in(sample);
+  std::string line;
+  std::vector<uint64_t> present(26, 0);
+  std::vector<std::optional<Key>> first_row(26);  // by column; empty: missing
+  uint64_t rows = 0;
+  while (std::getline(in, line)) {
+    const auto f = Fields(line, '\t');
+    ASSERT_EQ(f.size(), 40u);
+    for (uint32_t c = 0; c < 26; ++c) {
+      if (f[14 + c].empty()) continue;
+      present[c]++;
+      if (rows == 0) first_row[c] = HashFeature(c, f[14 + c].data(), f[14 + c].size());
+    }
+    ++rows;
+  }
+  ASSERT_EQ(rows, 10000u);
+  TempDir dir;
+  ImportOptions o;
+  o.batch_size = 1000;
+  auto totals = ImportCriteo(sample, dir.Path("c.trace"), o);
+  ASSERT_TRUE(totals.ok()) << totals.status().ToString();
+  EXPECT_EQ(totals->batches, 10u);
+  auto info = ComputeTraceInfo(dir.Path("c.trace"));
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->tables.size(), 26u);
+  EXPECT_EQ(info->tables[0].name, "C1");
+  for (uint32_t c = 0; c < 26; ++c) EXPECT_EQ(info->tables[c].keys, present[c]) << c;
+  // First batch starts with the first row's value in each table.
+  bool first = true;
+  ASSERT_TRUE(ForEachBatch(dir.Path("c.trace"), [&](const TraceBatch& b) {
+                if (!first) return Status::Ok();
+                first = false;
+                EXPECT_EQ(b.tables.size(), 26u);
+                for (const auto& t : b.tables) {
+                  if (first_row[t.table]) EXPECT_EQ(t.keys.at(0), *first_row[t.table]) << t.table;
+                }
+                return Status::Ok();
+              }).ok());
+  // Skewed like the README says: the most used keys take a large share.
+  EXPECT_GT(info->tables[0].top1_share, 0.3);
+}
+
+TEST(ImportCriteoTest, BadLineNamesItsNumberAndLeavesNoTrace) {
+  TempDir dir;
+  std::string good = "1";
+  for (int i = 0; i < 39; ++i) good += "\tab";
+  WriteText(dir.Path("in.txt"), good + "\n" + good + "\n1\t2\t3\n");
+  auto r = ImportCriteo(dir.Path("in.txt"), dir.Path("out"), ImportOptions{});
+  ASSERT_TRUE(r.status().IsInvalidArgument());
+  EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir.Path("out")));
+}
+
+TEST(ImportCsvTest, LabelSkippedColumnsChosenEmptyValuesSkipped) {
+  TempDir dir;
+  WriteText(dir.Path("in.csv"), "label,user,ad,hour\n1,u1,a1,3\n0,u2,,4\n1,u1,a2,5\n");
+  ImportOptions o;
+  o.batch_size = 2;
+  o.label = "label";
+  o.columns = {"user", "ad"};
+  auto r = ImportCsv(dir.Path("in.csv"), dir.Path("t"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches, 2u);
+  EXPECT_EQ(r->keys, 5u);
+  auto info = ComputeTraceInfo(dir.Path("t"));
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->tables.size(), 2u);
+  EXPECT_EQ(info->tables[0].name, "user");
+  EXPECT_EQ(info->tables[0].unique_keys, 2u);
+  EXPECT_EQ(info->tables[1].keys, 2u);
+  o.columns.clear();  // all but the label
+  ASSERT_TRUE(ImportCsv(dir.Path("in.csv"), dir.Path("t2"), o).ok());
+  EXPECT_EQ(ComputeTraceInfo(dir.Path("t2"))->tables.size(), 3u);
+  o.columns = {"nope"};
+  auto bad = ImportCsv(dir.Path("in.csv"), dir.Path("t3"), o);
+  EXPECT_NE(bad.status().message().find("'nope'"), std::string::npos);
+}
+
+TEST(ImportLinesTest, RoundTripsThroughExport) {
+  TempDir dir;
+  const std::string text = "1 2 3\n18446744073709551615 0\n\n7 7 7\n";
+  WriteText(dir.Path("in.txt"), text);
+  auto r = ImportLines(dir.Path("in.txt"), dir.Path("t"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches, 4u);
+  EXPECT_EQ(r->keys, 8u);
+  EXPECT_EQ(ExportToString(dir.Path("t")), text);
+}
+
+TEST(ImportLinesTest, BadTokenNamesLineAndColumn) {
+  TempDir dir;
+  WriteText(dir.Path("a.txt"), "1 2\n3 x4\n");
+  auto r = ImportLines(dir.Path("a.txt"), dir.Path("t"));
+  EXPECT_NE(r.status().message().find("line 2: column 3"), std::string::npos)
+      << r.status().ToString();
+  WriteText(dir.Path("b.txt"), "18446744073709551616\n");  // 2^64
+  EXPECT_TRUE(ImportLines(dir.Path("b.txt"), dir.Path("t")).status().IsInvalidArgument());
+  WriteText(dir.Path("c.txt"), "-1\n");
+  EXPECT_TRUE(ImportLines(dir.Path("c.txt"), dir.Path("t")).status().IsInvalidArgument());
+  EXPECT_TRUE(ImportLines(dir.Path("none"), dir.Path("t")).status().IsNotFound());
+}
+
+TEST(TraceInfoTest, CountsMatchAModel) {
+  TempDir dir;
+  WriteText(dir.Path("in.txt"), "5 5 5 5 1\n5 2\n3 4 5\n");
+  ASSERT_TRUE(ImportLines(dir.Path("in.txt"), dir.Path("t")).ok());
+  auto info = ComputeTraceInfo(dir.Path("t"));
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->batches, 3u);
+  EXPECT_EQ(info->keys, 10u);
+  EXPECT_EQ(info->unique_keys, 5u);
+  EXPECT_EQ(info->batch_rows_max, 3u);
+  EXPECT_DOUBLE_EQ(info->batch_rows_mean, 7.0 / 3);
+  EXPECT_EQ(info->tables[0].max_key_count, 6u);
+  EXPECT_DOUBLE_EQ(info->tables[0].top1_share, 0.6);  // top 1% of 5 keys = 1 key
+}
+
+}  // namespace
+}  // namespace strata::trace
