@@ -30,9 +30,13 @@ Status CheckOptions(const DeviceTableOptions& o) {
                                    std::to_string(kBatchKeysMax) + "]");
   }
   const OptimizerOptions& opt = o.optimizer;
-  if (!(opt.learning_rate >= 0.0f) || !(opt.epsilon >= 0.0f) || !(opt.initial_accumulator >= 0.0f)) {
+  // A negative learning rate is allowed: it turns descent into accumulation
+  // (exact push counting in tests).
+  if (!std::isfinite(opt.learning_rate) || !(opt.epsilon >= 0.0f) ||
+      !(opt.initial_accumulator >= 0.0f)) {
     return Status::InvalidArgument(
-        "DeviceTable: optimizer learning_rate, epsilon and initial_accumulator must be >= 0");
+        "DeviceTable: optimizer learning_rate must be finite, epsilon and "
+        "initial_accumulator >= 0");
   }
   if (opt.kind == OptimizerKind::kAdam &&
       !(opt.beta1 >= 0.0f && opt.beta1 < 1.0f && opt.beta2 >= 0.0f && opt.beta2 < 1.0f)) {
