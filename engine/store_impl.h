@@ -33,7 +33,9 @@
 #include <vector>
 
 #include "engine/action_timing.h"
+#include "engine/fault_spec.h"
 #include "engine/intent_index.h"
+#include "io/fault_env.h"
 #include "engine/limits.h"
 #include "kernels/device_table.h"
 #include "storage/dram_cache.h"
@@ -145,6 +147,7 @@ class StoreImpl final : public Store {
 
   StoreImpl(const StoreOptions& options, const std::vector<TableOptions>& tables);
   Status Init();
+  Result<io::Env*> MakeSsdEnv();
   Status CheckOpen() const;
   Status CheckWorker(WorkerId worker) const;
   Status CheckTable(TableId table) const;
@@ -187,6 +190,7 @@ class StoreImpl final : public Store {
   std::vector<TableOptions> table_options_;
   kernels::Runner runner_ = kernels::Runner::kHost;
   std::vector<std::unique_ptr<Table>> tables_;
+  std::unique_ptr<io::FaultEnv> fault_env_;  // set when options_.faults asks for faults
   std::unique_ptr<storage::RowStore> ssd_;
   std::unique_ptr<storage::DramCache> dram_;
 

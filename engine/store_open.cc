@@ -1,5 +1,6 @@
 // Store::Open, workers, the checkpoint meta and Close.
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -169,6 +170,7 @@ Status StoreImpl::Init() {
   ssd_options.backend = options_.ssd_backend;
   ssd_options.dir = options_.dir + "/ssd";
   ssd_options.io_threads = options_.io_threads;
+  STRATA_ASSIGN_OR_RETURN(ssd_options.env, MakeSsdEnv());
   STRATA_ASSIGN_OR_RETURN(ssd_, storage::OpenRowStore(ssd_options, specs));
 
   storage::DramCacheOptions dram_options;
@@ -187,6 +189,36 @@ Status StoreImpl::Init() {
                   static_cast<unsigned long long>(options_.device_rows_max),
                   static_cast<unsigned long long>(options_.dram_rows_max));
   return Status::Ok();
+}
+
+// The SSD tier's Env: the default one, or a FaultEnv over it injecting the
+// faults of options_.faults into every read and write of the SSD files.
+Result<io::Env*> StoreImpl::MakeSsdEnv() {
+  STRATA_ASSIGN_OR_RETURN(FaultSpec spec, ParseFaultSpec(options_.faults));
+  if (!spec.active()) return io::Env::Default();
+  if (options_.ssd_backend != SsdBackend::kNative) {
+    return Status::InvalidArgument("StoreOptions.faults: fault injection needs the native SSD "
+                                   "backend (RocksDB does its own file access)");
+  }
+  fault_env_ = std::make_unique<io::FaultEnv>(io::Env::Default());
+  fault_env_->SetSeed(spec.seed);
+  for (io::FaultOp op : {io::FaultOp::kRead, io::FaultOp::kWrite}) {
+    if (spec.eio_probability > 0) {
+      STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
+          {.op = op, .error_number = EIO, .probability = spec.eio_probability}));
+    }
+    if (spec.delay_us > 0) {
+      STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
+          {.op = op, .kind = io::FaultKind::kLatency, .latency_us = spec.delay_us}));
+    }
+  }
+  if (spec.enospc_probability > 0) {
+    STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
+        {.op = io::FaultOp::kWrite, .error_number = ENOSPC, .probability = spec.enospc_probability}));
+  }
+  STRATA_LOG_WARN("store %s: injecting SSD faults '%s'", options_.dir.c_str(),
+                  options_.faults.c_str());
+  return static_cast<io::Env*>(fault_env_.get());
 }
 
 StoreImpl::~StoreImpl() {
