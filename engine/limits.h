@@ -18,9 +18,10 @@ inline constexpr uint64_t kInboxKeysMax = uint64_t{1} << 26;
 // Fraction of T0 the planner may pin for intents; the rest stays free for
 // synchronous fetches, so a Pull always makes progress.
 inline constexpr double kPinFractionMax = 0.875;
-// The device table is sized so that the rows asked for fill at most this
-// load factor (its probe bound is documented for 0.9).
-inline constexpr double kDeviceLoadFactorMax = 0.85;
+// T0 tables get slots for their share of device_rows_max at this load factor
+// at most: below the table's own limit, so a crowded probe window stays rare
+// (measured: inserts failed at 0.85 under eviction churn).
+inline constexpr double kDeviceLoadFactorMax = 0.7;
 // next_use values at or above this mark rows without intent; the fallback
 // policy orders them below it (the device table evicts the largest first).
 inline constexpr int64_t kFallbackBase = int64_t{1} << 62;

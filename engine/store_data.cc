@@ -151,6 +151,20 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   return Status::Ok();
 }
 
+Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
+  RunnerStaging& st = table.staging;
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, n));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data() + off, n * sizeof(Key)));
+    STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), n, st.flags.data())
+                               : table.t0->Unpin(st.keys.data(), n));
+  }
+  return Status::Ok();
+}
+
 Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
                                bool count_access, uint64_t* brought_in) {
   *brought_in = 0;
@@ -176,17 +190,9 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   const uint64_t free = table.t0_rows_max > size ? table.t0_rows_max - size : 0;
   if (missing.size() > free) {
     // Pin the batch's resident rows so eviction cannot pick them.
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.keys.data(), present.data(),
-                                                 present.size() * sizeof(Key)));
-    if (!present.empty()) {
-      STRATA_RETURN_IF_ERROR(table.t0->Pin(st.keys.data(), present.size(), st.flags.data()));
-    }
+    STRATA_RETURN_IF_ERROR(PinKeys(table, present, true));
     Status evicted = EvictFromT0(table, missing.size() - free);
-    if (!present.empty()) {
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.keys.data(), present.data(),
-                                                   present.size() * sizeof(Key)));
-      STRATA_RETURN_IF_ERROR(table.t0->Unpin(st.keys.data(), present.size()));
-    }
+    STRATA_RETURN_IF_ERROR(PinKeys(table, present, false));
     STRATA_RETURN_IF_ERROR(evicted);
     const uint64_t now = table.t0->Size();
     if (table.t0_rows_max < now + missing.size()) {
@@ -215,8 +221,31 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
                                                m * sizeof(int64_t)));
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty.data(), m));
-  STRATA_RETURN_IF_ERROR(table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(),
-                                                  st.next_use.data(), st.dirty.data()));
+  Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(),
+                                             st.next_use.data(), st.dirty.data());
+  if (inserted.IsResourceExhausted()) {
+    // Some key found no slot within the table's probe bound (a crowded
+    // neighbourhood, rare below the load factor T0 is sized for): evict more
+    // rows, the whole batch pinned meanwhile, and place the batch again.
+    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, true));
+    Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_rows_max / 16));
+    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
+    STRATA_RETURN_IF_ERROR(evicted);
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, m));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, m * table.row_floats));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, m));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, st.keys.data(), missing.data(), m * sizeof(Key)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(), rows.data(),
+                                                 rows.size() * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
+                                                 m * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty.data(), m));
+    inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
+                                        st.dirty.data());
+  }
+  STRATA_RETURN_IF_ERROR(inserted.WithContext("table '" + table.name + "' T0"));
   // The rows have their new home in T0; only now do they leave T1.
   std::vector<Key> leave_t1;
   for (size_t i = 0; i < m; ++i) {
@@ -227,6 +256,21 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   counters_.t0_bytes_in.fetch_add(m * table.row_bytes, std::memory_order_relaxed);
   if (count_access) counters_.stall_pulls.fetch_add(m, std::memory_order_relaxed);
   *brought_in = m;
+  return Status::Ok();
+}
+
+// Every key of a batch made resident must be found; a miss here would hand
+// the caller a row it never got, so it is an error, never silent.
+Status StoreImpl::CheckAllFound(Table& table, std::span<const Key> keys) {
+  std::vector<uint8_t> found(keys.size());
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyOut(runner_, found.data(), table.staging.flags.data(), keys.size()));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!found[i]) {
+      return Status::Internal("table '" + table.name + "': key " + std::to_string(keys[i]) +
+                              " missing from T0 right after it was made resident");
+    }
+  }
   return Status::Ok();
 }
 
@@ -254,6 +298,7 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   STRATA_RETURN_IF_ERROR(
       table.t0->FindAsync(st.keys.data(), keys.size(), out, st.flags.data(), stream));
   STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
+  STRATA_RETURN_IF_ERROR(CheckAllFound(table, keys));
   return Touch(table, unique);
 }
 
@@ -308,6 +353,7 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
         kernels::RunnerCopyIn(runner_, st.keys.data(), chunk.data(), chunk.size_bytes()));
     STRATA_RETURN_IF_ERROR(
         table.t0->Find(st.keys.data(), chunk.size(), st.values.data(), st.flags.data()));
+    STRATA_RETURN_IF_ERROR(CheckAllFound(table, chunk));
     STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, values.data() + off * table.dim,
                                                   st.values.data(),
                                                   chunk.size() * table.dim * sizeof(float)));

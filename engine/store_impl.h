@@ -167,6 +167,8 @@ class StoreImpl final : public Store {
   Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
                       uint64_t* brought_in);
   Status EvictFromT0(Table& table, uint64_t count);
+  Status PinKeys(Table& table, std::span<const Key> keys, bool pin);  // pin or unpin
+  Status CheckAllFound(Table& table, std::span<const Key> keys);
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
                    std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1);
   Status Touch(Table& table, std::span<const Key> unique_keys);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "engine/store_impl.h"
+#include "kernels/limits.h"
 #include "storage/row_store_factory.h"
 #include "strata/log.h"
 
@@ -151,7 +152,10 @@ Status StoreImpl::Init() {
     table->t0_rows_max = share;
 
     kernels::DeviceTableOptions dt;
-    dt.capacity_rows = share;
+    // The table sizes its slots for capacity_rows at its own load factor
+    // limit; ask for more so `share` rows fill kDeviceLoadFactorMax.
+    dt.capacity_rows = static_cast<uint64_t>(
+        std::ceil(double(share) * kernels::kLoadFactorMax / kDeviceLoadFactorMax));
     dt.dim = opt.dim;
     dt.optimizer = table->optimizer;
     dt.initializer = table->init;
