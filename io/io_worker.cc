@@ -50,9 +50,10 @@ void IoWorker::ThreadMain(std::promise<Status>* ready) {
 }
 
 void IoWorker::Push(const IoSlice& slice) {
+  // The handshakes below are read-modify-writes on both sides (no fences):
+  // whichever side comes second in the atomic's order sees the other's work.
   while (!queue_.TryPush(slice)) {
     space_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t seen = space_seq_.load(std::memory_order_seq_cst);
     if (queue_.TryPush(slice)) {
       space_waiters_.fetch_sub(1, std::memory_order_relaxed);
@@ -61,14 +62,12 @@ void IoWorker::Push(const IoSlice& slice) {
     space_seq_.wait(seen, std::memory_order_seq_cst);
     space_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_seq_cst)) Wake();
+  if (sleeping_.fetch_add(0, std::memory_order_seq_cst) != 0) Wake();
 }
 
 bool IoWorker::TryPop(IoSlice* slice) {
   if (!queue_.TryPop(slice)) return false;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (space_waiters_.load(std::memory_order_seq_cst) > 0) {
+  if (space_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) {
     space_seq_.fetch_add(1, std::memory_order_seq_cst);
     space_seq_.notify_all();
   }
@@ -184,12 +183,11 @@ class PsyncWorker final : public IoWorker {
       }
       if (stop_.load(std::memory_order_acquire)) return;
       const uint32_t seen = wake_seq_.load(std::memory_order_seq_cst);
-      sleeping_.store(true, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      sleeping_.exchange(1, std::memory_order_seq_cst);
       if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
         wake_seq_.wait(seen, std::memory_order_seq_cst);
       }
-      sleeping_.store(false, std::memory_order_relaxed);
+      sleeping_.store(0, std::memory_order_relaxed);
     }
   }
 
@@ -257,12 +255,11 @@ class UringWorker final : public IoWorker {
       if (stopping && !more_input && ring_->idle()) break;
       uint32_t wait = ring_->pending_space() == 0 ? 1 : 0;
       if (!more_input) {
-        sleeping_.store(true, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        sleeping_.exchange(1, std::memory_order_seq_cst);
         if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) wait = 1;
       }
       Result<uint32_t> polled = ring_->Poll(wait, this);
-      sleeping_.store(false, std::memory_order_relaxed);
+      sleeping_.store(0, std::memory_order_relaxed);
       if (!polled.ok()) {
         STRATA_LOG_ERROR("I/O thread %u: %s", options_.index, polled.status().ToString().c_str());
         std::this_thread::yield();

@@ -87,7 +87,7 @@ class IoWorker : public CompletionSink {
   const IoWorkerOptions options_;
   BoundedQueue<IoSlice> queue_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  std::atomic<uint32_t> sleeping_{0};  // 1 while the loop waits for work
 
  private:
   void ThreadMain(std::promise<Status>* ready);
