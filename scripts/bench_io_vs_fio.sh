@@ -5,7 +5,7 @@
 #
 #   scripts/bench_io_vs_fio.sh [build-dir] [file] [seconds]
 # Environment: SIZE_GIB (1), CASES ("randread:4096:64 randread:65536:64 randwrite:4096:64"),
-#              BACKEND (uring), ROUNDS (1: alternate strata/fio this many times),
+#              BACKEND (uring), ROUNDS (1: this many rounds, strata first in odd ones),
 #              DIRECT (1; 0: page-cache I/O on both sides, which measures the
 #              engines' CPU cost rather than the device).
 set -euo pipefail
@@ -27,15 +27,26 @@ command -v fio >/dev/null || { echo "fio not found (scripts/deps.sh installs it)
 
 printf '%-10s %7s %5s %5s %12s %12s %7s %10s %10s %9s %9s\n' mode block depth round \
   strata_iops fio_iops ratio s_p99_us f_p99_us s_cpu_us f_cpu_us
+run_strata() {
+  "$bin" bench io --file "$file" --size-gib "$size_gib" --block "$block" --depth "$depth" \
+    --threads 1 --mode "$mode" --seconds "$seconds" --backend "$backend" "${buffered_flag[@]}" --json
+}
+run_fio() {
+  fio --name=cmp --filename="$file" --size="${size_gib}G" --ioengine=io_uring --direct="$direct" \
+    --rw="$mode" --bs="$block" --iodepth="$depth" --numjobs=1 --time_based \
+    --runtime="$seconds" --norandommap --randrepeat=0 --group_reporting \
+    --output-format=json 2>/dev/null
+}
+
 for c in $cases; do
   IFS=: read -r mode block depth <<<"$c"
   for round in $(seq 1 "$rounds"); do
-    s=$("$bin" bench io --file "$file" --size-gib "$size_gib" --block "$block" --depth "$depth" \
-          --threads 1 --mode "$mode" --seconds "$seconds" --backend "$backend" "${buffered_flag[@]}" --json)
-    f=$(fio --name=cmp --filename="$file" --size="${size_gib}G" --ioengine=io_uring --direct="$direct" \
-          --rw="$mode" --bs="$block" --iodepth="$depth" --numjobs=1 --time_based \
-          --runtime="$seconds" --norandommap --randrepeat=0 --group_reporting \
-          --output-format=json 2>/dev/null)
+    # Alternate which runs first, so neither always meets the other's leftovers.
+    if [ $((round % 2)) = 1 ]; then
+      s=$(run_strata); f=$(run_fio)
+    else
+      f=$(run_fio); s=$(run_strata)
+    fi
     python3 - "$mode" "$block" "$depth" "$round" "$s" "$f" <<'PY'
 import json, sys
 mode, block, depth, rnd, s, f = sys.argv[1:]
