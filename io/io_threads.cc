@@ -73,7 +73,9 @@ Result<std::unique_ptr<IoThreads>> IoThreads::Create(const IoThreadsOptions& opt
     if (!options.cores.empty()) {
       for (uint32_t i = 0; i < count; ++i) cores[i] = options.cores[i % options.cores.size()];
     } else {
-      std::vector<int> chosen = ChooseIoCores(count, io->numa_node_, allowed);
+      std::vector<uint64_t> irqs;
+      if (!options.topology_path.empty()) irqs = DeviceIrqCountsOfPath(options.topology_path);
+      std::vector<int> chosen = ChooseIoCores(count, io->numa_node_, allowed, "/sys", irqs);
       if (chosen.size() == count) cores = std::move(chosen);
     }
   }
