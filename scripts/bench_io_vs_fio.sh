@@ -6,6 +6,7 @@
 #   scripts/bench_io_vs_fio.sh [build-dir] [file] [seconds]
 # Environment: SIZE_GIB (1), CASES ("randread:4096:64 randread:65536:64 randwrite:4096:64"),
 #              BACKEND (uring), ROUNDS (1: this many rounds, strata first in odd ones),
+#              FIO_PIN (0; 1: fio runs on the core strata's I/O thread uses),
 #              DIRECT (1; 0: page-cache I/O on both sides, which measures the
 #              engines' CPU cost rather than the device).
 set -euo pipefail
@@ -22,8 +23,13 @@ cases=${CASES:-"randread:4096:64 randread:65536:64 randwrite:4096:64"}
 bin="$build/bin/strata"
 command -v fio >/dev/null || { echo "fio not found (scripts/deps.sh installs it)" >&2; exit 1; }
 
-# Lay the file out once (strata bench io extends it when shorter).
-"$bin" bench io --file "$file" --size-gib "$size_gib" --seconds 0.2 --json >/dev/null
+# Lay the file out once (strata bench io extends it when shorter); note the
+# core strata's I/O thread runs on.
+core=$("$bin" bench io --file "$file" --size-gib "$size_gib" --seconds 0.2 --json |
+       python3 -c 'import json, sys; print(json.load(sys.stdin)["io_cores"][0])')
+fio_pin=()
+[ "${FIO_PIN:-0}" = 1 ] && fio_pin=(--cpus_allowed="$core")
+echo "strata I/O core: $core; fio ${fio_pin[*]:-unpinned}"
 
 printf '%-10s %7s %5s %5s %12s %12s %7s %10s %10s %9s %9s\n' mode block depth round \
   strata_iops fio_iops ratio s_p99_us f_p99_us s_cpu_us f_cpu_us
@@ -35,7 +41,7 @@ run_fio() {
   fio --name=cmp --filename="$file" --size="${size_gib}G" --ioengine=io_uring --direct="$direct" \
     --rw="$mode" --bs="$block" --iodepth="$depth" --numjobs=1 --time_based \
     --runtime="$seconds" --norandommap --randrepeat=0 --group_reporting \
-    --output-format=json 2>/dev/null
+    "${fio_pin[@]}" --output-format=json 2>/dev/null
 }
 
 for c in $cases; do
