@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <unordered_map>
@@ -75,6 +77,19 @@ std::vector<Step> Plan(uint64_t seed, int steps) {
   _exit(7);
 }
 
+// The child's body, run in a fresh process (fork then exec of this binary:
+// a store's thread pools make fork alone unsafe). Skipped unless the parent
+// set STRATA_CRASH_CHILD="dir seed checkpoint_at kill_at".
+TEST(StoreCrashTest, ChildBody) {
+  const char* spec = std::getenv("STRATA_CRASH_CHILD");
+  if (spec == nullptr) GTEST_SKIP() << "runs only as the crash test's child process";
+  char dir[4096];
+  unsigned long long seed = 0;
+  int checkpoint_at = 0, kill_at = 0;
+  if (std::sscanf(spec, "%4095s %llu %d %d", dir, &seed, &checkpoint_at, &kill_at) != 4) _exit(9);
+  Child(dir, Plan(seed, 120), checkpoint_at, kill_at);
+}
+
 TEST(StoreCrashTest, KilledAfterCheckpointReopensAtCheckpoint) {
   std::random_device rd;
   for (int trial = 0; trial < 3; ++trial) {
@@ -93,7 +108,14 @@ TEST(StoreCrashTest, KilledAfterCheckpointReopensAtCheckpoint) {
 
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) Child(dir, plan, checkpoint_at, kill_at);
+    if (pid == 0) {
+      std::string spec = dir + " " + std::to_string(seed) + " " + std::to_string(checkpoint_at) +
+                         " " + std::to_string(kill_at);
+      setenv("STRATA_CRASH_CHILD", spec.c_str(), 1);
+      execl("/proc/self/exe", "store_crash_child", "--gtest_filter=StoreCrashTest.ChildBody",
+            static_cast<char*>(nullptr));
+      _exit(8);
+    }
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
