@@ -40,7 +40,7 @@ Status Store::CollectGarbage(Table& t) {
   const uint64_t number = t.file_number + 1;
   const std::string path = options_.dir + "/" + ssd::DataFileName(t.spec.id, number);
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PageFile> file,
-                          PageFile::Open(env_, path, t.page_bytes, true, options_.direct_io));
+                          PageFile::Open(env_, path, t.page_bytes, true, options_.direct_io, io_threads_.get()));
   const uint32_t per_page = std::max<uint32_t>(1, uint32_t(t.capacity * ssd::kGcFillTarget));
   const uint32_t rb = t.spec.row_bytes;
   std::vector<ssd::LeafRecord> leaves;

@@ -71,6 +71,13 @@ Result<Table*> Store::Find(TableId table) const {
 
 Status Store::Open(const std::vector<TableSpec>& tables) {
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
+  io::IoThreadsOptions io_options;
+  io_options.threads = options_.io_threads;
+  io_options.cores = options_.io_cores;
+  io_options.topology_path = options_.dir;
+  io_options.env = env_;
+  auto threads = io::IoThreads::Create(io_options);
+  if (threads.ok()) io_threads_ = std::move(threads).value();  // else File::Read/Write
   STRATA_ASSIGN_OR_RETURN(std::optional<Manifest> manifest, ReadManifest(env_, options_.dir));
   if (manifest) return OpenExisting(*manifest, tables);
   specs_ = tables;
@@ -82,7 +89,7 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
     t->file_number = 1;
     STRATA_ASSIGN_OR_RETURN(
         t->file, PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1),
-                                t->page_bytes, /*create=*/true, options_.direct_io));
+                                t->page_bytes, /*create=*/true, options_.direct_io, io_threads_.get()));
     tables_.push_back(std::move(t));
   }
   return Checkpoint({});
@@ -128,7 +135,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
       return Status::Corruption(mpath + ": data file " + path + " is missing");
     }
     STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, t->page_bytes, !exists,
-                                                    options_.direct_io));
+                                                    options_.direct_io, io_threads_.get()));
     t->free_hint = 0;
     while (t->free_hint < t->page_state.size() && t->page_state[t->free_hint] != kFree) {
       ++t->free_hint;

@@ -107,6 +107,7 @@ class Store final : public RowStore {
 
   const RowStoreOptions options_;
   io::Env* const env_;
+  std::unique_ptr<io::IoThreads> io_threads_;  // null: File::Read/Write
   std::vector<TableSpec> specs_;
   std::vector<std::unique_ptr<Table>> tables_;
 
