@@ -110,7 +110,8 @@ Result<Phase> Timed(const SsdBenchArgs& a, uint32_t row_bytes, Op op) {
         for (Key& k : keys) k = KeyOf(chooser.Next());
         const auto t0 = SteadyClock::now();
         Status s = op(keys, buf, found);
-        lat[c].push_back(std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
+        lat[c].push_back(
+            std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
         if (!s.ok()) {
           if (!failed.exchange(true)) error = s.ToString();
           stop = true;
@@ -155,8 +156,10 @@ Result<double> RawReadIops(const std::string& path, uint32_t batch, double secon
   double elapsed = 0;
   while (elapsed < seconds) {
     for (uint32_t i = 0; i < batch; ++i) {
-      reqs[i] = io::IoRequest{.op = io::IoRequest::Op::kRead, .file = file.get(),
-                              .offset = (rng() % blocks) * 4096, .buf = buf.data() + i * 4096,
+      reqs[i] = io::IoRequest{.op = io::IoRequest::Op::kRead,
+                              .file = file.get(),
+                              .offset = (rng() % blocks) * 4096,
+                              .buf = buf.data() + i * 4096,
                               .len = 4096};
     }
     STRATA_RETURN_IF_ERROR(io->SubmitAndWait(reqs));
@@ -241,16 +244,21 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   }
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
   nlohmann::json out = {{"rows", a.rows}, {"row_bytes", row_bytes}, {"batch", a.batch},
-                        {"dist", a.dist}, {"clients", a.clients}, {"seconds", a.seconds}};
+                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
     nlohmann::json j = {
-        {"load_rows_per_s", r.load_rows_per_s}, {"get_rows_per_s", r.get.rows_per_s},
-        {"get_mb_per_s", r.get.mb_per_s},       {"get_p50_us", r.get.p50_us},
-        {"get_p99_us", r.get.p99_us},           {"put_rows_per_s", r.put.rows_per_s},
-        {"put_mb_per_s", r.put.mb_per_s},       {"put_p50_us", r.put.p50_us},
-        {"put_p99_us", r.put.p99_us},           {"write_amp", s.write_amp()},
+        {"load_rows_per_s", r.load_rows_per_s},
+        {"get_rows_per_s", r.get.rows_per_s},
+        {"get_mb_per_s", r.get.mb_per_s},
+        {"get_p50_us", r.get.p50_us},
+        {"get_p99_us", r.get.p99_us},
+        {"put_rows_per_s", r.put.rows_per_s},
+        {"put_mb_per_s", r.put.mb_per_s},
+        {"put_p50_us", r.put.p50_us},
+        {"put_p99_us", r.put.p99_us},
+        {"write_amp", s.write_amp()},
         {"space_amp", s.space_amp()},
         {"index_bytes_per_key", s.live_rows ? double(s.index_bytes) / double(s.live_rows) : 0.0}};
     if (r.name == "native" && raw_iops > 0) j["get_vs_raw_read"] = r.get.rows_per_s / raw_iops;
@@ -266,16 +274,15 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   }
   std::printf("bench ssd: rows=%lu row_bytes=%u batch=%u dist=%s clients=%u seconds=%.0f\n",
               (unsigned long)a.rows, row_bytes, a.batch, a.dist.c_str(), a.clients, a.seconds);
-  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %7s %7s %9s\n", "backend", "load_r/s",
-              "get_r/s", "get_MB/s", "get_p99", "put_r/s", "put_MB/s", "put_p99", "w_amp",
-              "s_amp", "idx_B/key");
+  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %7s %7s %9s\n", "backend", "load_r/s", "get_r/s",
+              "get_MB/s", "get_p99", "put_r/s", "put_MB/s", "put_p99", "w_amp", "s_amp",
+              "idx_B/key");
   for (const BackendResult& r : results) {
     const auto& j = out[r.name];
     std::printf("%-8s %10.0f %10.0f %8.1f %8.0f %10.0f %8.1f %8.0f %7.2f %7.2f %9.2f\n",
-                r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s,
-                r.get.p99_us, r.put.rows_per_s, r.put.mb_per_s, r.put.p99_us,
-                j["write_amp"].get<double>(), j["space_amp"].get<double>(),
-                j["index_bytes_per_key"].get<double>());
+                r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s, r.get.p99_us,
+                r.put.rows_per_s, r.put.mb_per_s, r.put.p99_us, j["write_amp"].get<double>(),
+                j["space_amp"].get<double>(), j["index_bytes_per_key"].get<double>());
   }
   if (raw_iops > 0) {
     std::printf("raw 4 KiB random reads of the native file: %.0f IOPS; native gets / raw = %.2f\n",
@@ -289,28 +296,29 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   return Status::Ok();
 }
 
-CommandRegistrar reg{"bench", [](CLI::App& group) {
-  auto args = std::make_shared<SsdBenchArgs>();
-  CLI::App* c = group.add_subcommand("ssd", "SSD row stores: native vs RocksDB gets and puts");
-  c->add_option("--dir", args->dir, "directory for the stores (O_DIRECT capable: not tmpfs)")
-      ->required();
-  c->add_option("--backend", args->backend, "native (alias uring), rocksdb or both");
-  c->add_option("--rows", args->rows, "rows loaded");
-  c->add_option("--dim", args->dim, "embedding floats per row");
-  c->add_option("--state-floats", args->state_floats, "optimizer-state floats per row");
-  c->add_option("--batch", args->batch, "keys per MultiGet/MultiPut call");
-  c->add_option("--dist", args->dist, "uniform or zipf (theta 0.99)");
-  c->add_option("--seconds", args->seconds, "measured seconds per phase (gets, puts)");
-  c->add_option("--clients", args->clients, "threads calling the store");
-  c->add_flag("--json", args->json, "one JSON object instead of the table");
-  c->callback([args] {
-    Status s = RunSsdBench(*args);
-    if (!s.ok()) {
-      std::fprintf(stderr, "strata bench ssd: %s\n", s.ToString().c_str());
-      ExitCode() = 1;
-    }
-  });
-}};
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<SsdBenchArgs>();
+      CLI::App* c = group.add_subcommand("ssd", "SSD row stores: native vs RocksDB gets and puts");
+      c->add_option("--dir", args->dir, "directory for the stores (O_DIRECT capable: not tmpfs)")
+          ->required();
+      c->add_option("--backend", args->backend, "native (alias uring), rocksdb or both");
+      c->add_option("--rows", args->rows, "rows loaded");
+      c->add_option("--dim", args->dim, "embedding floats per row");
+      c->add_option("--state-floats", args->state_floats, "optimizer-state floats per row");
+      c->add_option("--batch", args->batch, "keys per MultiGet/MultiPut call");
+      c->add_option("--dist", args->dist, "uniform or zipf (theta 0.99)");
+      c->add_option("--seconds", args->seconds, "measured seconds per phase (gets, puts)");
+      c->add_option("--clients", args->clients, "threads calling the store");
+      c->add_flag("--json", args->json, "one JSON object instead of the table");
+      c->callback([args] {
+        Status s = RunSsdBench(*args);
+        if (!s.ok()) {
+          std::fprintf(stderr, "strata bench ssd: %s\n", s.ToString().c_str());
+          ExitCode() = 1;
+        }
+      });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

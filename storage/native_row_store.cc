@@ -88,8 +88,9 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
     t->capacity = ssd::PageCapacity(spec.row_bytes);
     t->file_number = 1;
     STRATA_ASSIGN_OR_RETURN(
-        t->file, PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1),
-                                t->page_bytes, /*create=*/true, options_.direct_io, io_threads_.get()));
+        t->file,
+        PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1), t->page_bytes,
+                       /*create=*/true, options_.direct_io, io_threads_.get()));
     tables_.push_back(std::move(t));
   }
   return Checkpoint({});
@@ -150,9 +151,9 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   for (auto& t : tables_) STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
   for (const std::string& name : names) {
-    const bool ours = name == ssd::kManifestTmpName ||
-                      (name.size() > 6 && name[0] == 't' &&
-                       name.compare(name.size() - 6, 6, ".pages") == 0);
+    const bool ours =
+        name == ssd::kManifestTmpName ||
+        (name.size() > 6 && name[0] == 't' && name.compare(name.size() - 6, 6, ".pages") == 0);
     if (ours && referenced.count(name) == 0) {
       STRATA_RETURN_IF_ERROR(env_->DeleteFile(options_.dir + "/" + name));
     }
@@ -170,9 +171,8 @@ Status Store::ReadVerified(Table& t, std::span<const uint32_t> pages,
   STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
   bytes_read_ += bytes;
   for (size_t i = 0; i < pages.size(); ++i) {
-    STRATA_RETURN_IF_ERROR(VerifyPage(data + i * t.page_bytes, t.page_bytes, t.capacity,
-                                      t.spec.id, lows[i], t.file->path(),
-                                      t.file->Offset(pages[i])));
+    STRATA_RETURN_IF_ERROR(VerifyPage(data + i * t.page_bytes, t.page_bytes, t.capacity, t.spec.id,
+                                      lows[i], t.file->path(), t.file->Offset(pages[i])));
   }
   return Status::Ok();
 }
@@ -295,7 +295,7 @@ RowStoreStats Store::Stats() const {
 }  // namespace native
 
 Result<std::unique_ptr<RowStore>> OpenNativeRowStore(const RowStoreOptions& options,
-                                                    const std::vector<TableSpec>& tables) {
+                                                     const std::vector<TableSpec>& tables) {
   io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
   auto store = std::make_unique<native::Store>(options, env);
   STRATA_RETURN_IF_ERROR(store->Open(tables));

@@ -20,8 +20,8 @@
 
 #include "io/aligned.h"
 #include "io/env.h"
-#include "storage/page_directory.h"
 #include "storage/manifest.h"
+#include "storage/page_directory.h"
 #include "storage/page_file.h"
 #include "storage/row_store.h"
 #include "storage/row_store_factory.h"
@@ -42,8 +42,8 @@ struct Table {
   std::unique_ptr<PageFile> file;
   PageDirectory dir;
   uint64_t row_count = 0;
-  std::vector<uint8_t> page_state;  // PageState per physical page
-  uint32_t free_hint = 0;           // no free page below it
+  std::vector<uint8_t> page_state;          // PageState per physical page
+  uint32_t free_hint = 0;                   // no free page below it
   std::vector<std::string> obsolete_paths;  // delete after the next manifest switch
 
   uint8_t* KeysOf(std::byte* page) const {

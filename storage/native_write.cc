@@ -23,8 +23,7 @@ struct Slot {
 
 }  // namespace
 
-Status Store::MultiPut(TableId table, std::span<const Key> keys,
-                       std::span<const std::byte> rows) {
+Status Store::MultiPut(TableId table, std::span<const Key> keys, std::span<const std::byte> rows) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
   if (rows.size() != keys.size() * t->spec.row_bytes) {
     return Status::InvalidArgument("MultiPut table " + t->spec.name +

@@ -29,11 +29,9 @@ class PageFile {
   // O_DIRECT first and falls back to buffered I/O where it is refused. Page
   // reads and writes go through `threads` (io_uring, batched) when given,
   // else through File::Read/Write one request at a time.
-  [[nodiscard]] static Result<std::unique_ptr<PageFile>> Open(io::Env* env,
-                                                              const std::string& path,
+  [[nodiscard]] static Result<std::unique_ptr<PageFile>> Open(io::Env* env, const std::string& path,
                                                               uint32_t page_bytes, bool create,
-                                                              bool direct,
-                                                              io::IoThreads* threads);
+                                                              bool direct, io::IoThreads* threads);
 
   // Reads pages[i] into buf + i * page_bytes. REQUIRES: buf 4 KiB aligned,
   // pages.size() * page_bytes long. Fails on a short read (page past the end).
@@ -50,8 +48,7 @@ class PageFile {
   bool direct() const { return direct_; }
 
  private:
-  PageFile(std::unique_ptr<io::File> file, uint32_t page_bytes, bool direct,
-           io::IoThreads* threads)
+  PageFile(std::unique_ptr<io::File> file, uint32_t page_bytes, bool direct, io::IoThreads* threads)
       : file_(std::move(file)), page_bytes_(page_bytes), direct_(direct), threads_(threads) {}
   // One request per run of consecutive pages.
   [[nodiscard]] Status Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf);

@@ -1,19 +1,18 @@
 #include "storage/rocksdb_row_store.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cstring>
-#include <mutex>
-#include <shared_mutex>
-
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include "storage/limits.h"
 
@@ -190,8 +189,7 @@ Result<const RocksDbRowStore::Family*> RocksDbRowStore::Find(TableId table) cons
 
 Status RocksDbRowStore::ReadPointer(uint64_t* gen) const {
   std::string text;
-  rocksdb::Status s =
-      rocksdb::ReadFileToString(env_, options_.dir + "/" + kPointerName, &text);
+  rocksdb::Status s = rocksdb::ReadFileToString(env_, options_.dir + "/" + kPointerName, &text);
   if (s.IsNotFound() || s.IsPathNotFound()) {
     *gen = 0;
     return Status::Ok();
@@ -207,8 +205,8 @@ Status RocksDbRowStore::ReadPointer(uint64_t* gen) const {
 Status RocksDbRowStore::WritePointer(uint64_t gen) {
   const std::string path = options_.dir + "/" + kPointerName;
   const std::string text = "ckpt-" + std::to_string(gen) + "\n";
-  STRATA_RETURN_IF_ERROR(FromRocks(
-      rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
   STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
   std::unique_ptr<rocksdb::Directory> dir;
   STRATA_RETURN_IF_ERROR(FromRocks(env_->NewDirectory(options_.dir, &dir), options_.dir));
@@ -258,8 +256,8 @@ Status RocksDbRowStore::OpenDb(const std::string& path, bool create) {
   for (const TableSpec& t : tables_) descriptors.emplace_back(FamilyName(t.id), FamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
-  STRATA_RETURN_IF_ERROR(FromRocks(
-      rocksdb::DB::Open(db_options, path, descriptors, &handles, &db), "open " + path));
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &handles, &db), "open " + path));
   db_.reset(db);
   db_->DestroyColumnFamilyHandle(handles[0]);
   meta_family_ = handles[1];
@@ -300,9 +298,9 @@ Status RocksDbRowStore::Open() {
     descriptors.emplace_back(kMetaFamily, FamilyOptions());
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
-    STRATA_RETURN_IF_ERROR(FromRocks(
-        rocksdb::DB::OpenForReadOnly(DbOptions(), ckpt, descriptors, &handles, &db),
-        "open " + ckpt));
+    STRATA_RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::OpenForReadOnly(DbOptions(), ckpt, descriptors, &handles, &db),
+                  "open " + ckpt));
     std::unique_ptr<rocksdb::DB> ro(db);
     std::string tables_text, meta_text;
     rocksdb::Status s = ro->Get(rocksdb::ReadOptions(), handles[1], kTablesKey, &tables_text);
@@ -390,9 +388,9 @@ Status RocksDbRowStore::MultiPut(TableId table, std::span<const Key> keys,
       char k[8];
       EncodeKey(keys[base + i], k);
       const char* v = reinterpret_cast<const char*>(rows.data() + (base + i) * rb);
-      STRATA_RETURN_IF_ERROR(FromRocks(batch.Put(f->handle, rocksdb::Slice(k, 8),
-                                                 rocksdb::Slice(v, rb)),
-                                       "MultiPut table " + f->spec.name));
+      STRATA_RETURN_IF_ERROR(
+          FromRocks(batch.Put(f->handle, rocksdb::Slice(k, 8), rocksdb::Slice(v, rb)),
+                    "MultiPut table " + f->spec.name));
     }
     STRATA_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "MultiPut table " + f->spec.name));
     rows_written_ += n;
@@ -410,8 +408,8 @@ Status RocksDbRowStore::Delete(TableId table, std::span<const Key> keys) {
   for (Key key : keys) {
     char k[8];
     EncodeKey(key, k);
-    STRATA_RETURN_IF_ERROR(FromRocks(batch.Delete(f->handle, rocksdb::Slice(k, 8)),
-                                     "Delete table " + f->spec.name));
+    STRATA_RETURN_IF_ERROR(
+        FromRocks(batch.Delete(f->handle, rocksdb::Slice(k, 8)), "Delete table " + f->spec.name));
   }
   return FromRocks(db_->Write(wo, &batch), "Delete table " + f->spec.name);
 }
@@ -444,10 +442,10 @@ Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;
   const std::string where = "Checkpoint " + options_.dir;
-  STRATA_RETURN_IF_ERROR(FromRocks(
-      db_->Put(wo, meta_family_, kMetaKey,
-               rocksdb::Slice(reinterpret_cast<const char*>(meta.data()), meta.size())),
-      where));
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, meta_family_, kMetaKey,
+                         rocksdb::Slice(reinterpret_cast<const char*>(meta.data()), meta.size())),
+                where));
   std::vector<rocksdb::ColumnFamilyHandle*> handles{meta_family_};
   for (const Family& f : families_) handles.push_back(f.handle);
   STRATA_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions(), handles), where));
@@ -456,9 +454,8 @@ Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
   rocksdb::Checkpoint* raw = nullptr;
   STRATA_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), where));
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  STRATA_RETURN_IF_ERROR(
-      FromRocks(checkpoint->CreateCheckpoint(CheckpointDir(next), /*log_size_for_flush=*/0),
-                where));
+  STRATA_RETURN_IF_ERROR(FromRocks(
+      checkpoint->CreateCheckpoint(CheckpointDir(next), /*log_size_for_flush=*/0), where));
   STRATA_RETURN_IF_ERROR(WritePointer(next));
   const uint64_t old = generation_;
   generation_ = next;

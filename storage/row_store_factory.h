@@ -26,8 +26,8 @@ namespace strata::storage {
 
 struct RowStoreOptions {
   SsdBackend backend = SsdBackend::kNative;
-  std::string dir;            // created when missing; existing -> recover last checkpoint
-  io::Env* env = nullptr;     // native backend file access; nullptr: io::Env::Default()
+  std::string dir;         // created when missing; existing -> recover last checkpoint
+  io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
 
   // Native backend.
   // I/O threads submitting the page reads and writes (0: one per 4 cores,
@@ -58,7 +58,7 @@ struct RowStoreOptions {
 // REQUIRES: tables non-empty, ids and names unique, row_bytes in
 // [1, kRowBytesMax]; otherwise InvalidArgument.
 [[nodiscard]] Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
-                                                            const std::vector<TableSpec>& tables);
+                                                             const std::vector<TableSpec>& tables);
 
 // Checks `tables` against the REQUIRES of OpenRowStore.
 [[nodiscard]] Status ValidateTableSpecs(const std::vector<TableSpec>& tables);

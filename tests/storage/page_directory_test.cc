@@ -60,7 +60,8 @@ TEST(PageDirectoryTest, SplitsMatchModel) {
     const int pieces = 1 + int(rng() % (round % 50 == 0 ? 3000 : 40));
     std::vector<ssd::LeafRecord> leaves{{low, next_page++, 1}};
     std::vector<uint64_t> lows;
-    for (int p = 1; p < pieces; ++p) lows.push_back(low + 1 + rng() % std::max<uint64_t>(1, high - low));
+    for (int p = 1; p < pieces; ++p)
+      lows.push_back(low + 1 + rng() % std::max<uint64_t>(1, high - low));
     std::sort(lows.begin(), lows.end());
     lows.erase(std::unique(lows.begin(), lows.end()), lows.end());
     for (uint64_t l : lows) {

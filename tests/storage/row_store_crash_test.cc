@@ -5,7 +5,6 @@
 // completed: its meta names the iteration, and the content equals a model
 // replayed up to that iteration.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,7 +126,8 @@ TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
     auto store = OpenRowStore(OptionsFor(TypeParam::kBackend, dir), kTables);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     const std::vector<std::byte> meta = (*store)->CheckpointMeta();
-    const int done = std::stoi(std::string(reinterpret_cast<const char*>(meta.data()), meta.size()));
+    const int done =
+        std::stoi(std::string(reinterpret_cast<const char*>(meta.data()), meta.size()));
     EXPECT_GE(done, last);  // it may have finished one more after its last report
     EXPECT_LE(done, last + 1);
     Model model;
