@@ -13,6 +13,17 @@
 namespace strata::storage {
 namespace native {
 
+io::AlignedBuffer* ThreadScratch(ScratchSlot slot) {
+  thread_local io::AlignedBuffer buffers[3];
+  return &buffers[slot];
+}
+
+Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes) {
+  if (buf->size() >= bytes) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(*buf, io::AlignedBuffer::Allocate(bytes));
+  return Status::Ok();
+}
+
 uint64_t Table::KeyAt(const std::byte* page, uint32_t slot) const {
   uint64_t key;
   std::memcpy(&key, page + ssd::kPageHeaderBytes + uint64_t{slot} * 8, 8);
@@ -164,9 +175,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
 Status Store::ReadVerified(Table& t, std::span<const uint32_t> pages,
                            std::span<const uint64_t> lows, io::AlignedBuffer* buf) {
   const size_t bytes = pages.size() * t.page_bytes;
-  if (buf->size() < bytes) {
-    STRATA_ASSIGN_OR_RETURN(*buf, io::AlignedBuffer::Allocate(bytes));
-  }
+  STRATA_RETURN_IF_ERROR(EnsureBytes(buf, bytes));
   auto* data = reinterpret_cast<std::byte*>(buf->data());
   STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
   bytes_read_ += bytes;
@@ -202,7 +211,7 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   }
   std::sort(wants.begin(), wants.end(),
             [](const Want& a, const Want& b) { return a.page < b.page; });
-  io::AlignedBuffer buf;
+  io::AlignedBuffer& buf = *ThreadScratch(kGetScratch);
   std::vector<uint32_t> pages;
   std::vector<uint64_t> lows;
   size_t pos = 0;

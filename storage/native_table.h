@@ -29,6 +29,15 @@
 
 namespace strata::storage::native {
 
+// Per-thread aligned scratch buffers of the hot paths (MultiGet: slot 0,
+// writes: slots 1 and 2), kept between calls so steady-state gets and puts do
+// not allocate. Scan and garbage collection use their own buffers, so a Scan
+// callback may call MultiGet.
+enum ScratchSlot { kGetScratch = 0, kWriteInScratch = 1, kWriteOutScratch = 2 };
+io::AlignedBuffer* ThreadScratch(ScratchSlot slot);
+// Grows `*buf` to at least `bytes` (contents not kept).
+[[nodiscard]] Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes);
+
 enum PageState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
 
 struct Table {
