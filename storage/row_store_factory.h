@@ -30,8 +30,9 @@ struct RowStoreOptions {
   io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
 
   // Native backend.
-  // I/O threads submitting the page reads and writes (0: one per 4 cores,
-  // at least 1). More threads overlap more requests and use more cores.
+  // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
+  // per entry of io_cores, else one (one core per SSD). More threads overlap
+  // more system-call work and take more cores from the trainer.
   uint32_t io_threads = 0;
   std::vector<int> io_cores;  // cores the I/O threads are bound to (empty: unbound)
   // O_DIRECT on the data files: bypasses the page cache (T1 is the cache).
