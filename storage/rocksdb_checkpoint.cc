@@ -39,6 +39,7 @@ rocksdb::Options RocksDbRowStore::DbOptions() const {
   db.max_background_jobs = std::max(2, options_.rocksdb_background_threads);
   db.max_open_files = -1;
   db.statistics = statistics_;
+  db.env = env_;
   db.avoid_flush_during_shutdown = true;  // live/ is scratch; checkpoints are durable
   return db;
 }

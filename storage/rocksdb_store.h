@@ -42,7 +42,9 @@ bool DirectIoWorks(const std::string& dir);
 class RocksDbRowStore final : public RowStore {
  public:
   RocksDbRowStore(RowStoreOptions options, std::vector<TableSpec> tables)
-      : options_(std::move(options)), tables_(std::move(tables)), env_(rocksdb::Env::Default()) {}
+      : options_(std::move(options)),
+        tables_(std::move(tables)),
+        env_(options_.rocksdb_env != nullptr ? options_.rocksdb_env : rocksdb::Env::Default()) {}
 
   ~RocksDbRowStore() override { CloseDb(); }
 

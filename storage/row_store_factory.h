@@ -22,6 +22,10 @@
 #include "strata/options.h"
 #include "strata/status.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace strata::storage {
 
 struct RowStoreOptions {
@@ -54,6 +58,9 @@ struct RowStoreOptions {
   uint64_t rocksdb_write_buffer_bytes = 64ull << 20;
   // Background flush and compaction threads.
   int rocksdb_background_threads = 2;
+  // RocksDB's Env (tests inject I/O faults through a rocksdb::FileSystem
+  // wrapper); nullptr: rocksdb::Env::Default(). Not owned; outlives the store.
+  rocksdb::Env* rocksdb_env = nullptr;
 };
 
 // REQUIRES: tables non-empty, ids and names unique, row_bytes in
