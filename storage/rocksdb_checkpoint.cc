@@ -195,6 +195,14 @@ Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   std::unique_lock lock(write_mu_);
+  // A failed flush stops RocksDB's writes; try to resume first, so a retry
+  // can succeed where RocksDB deems the error recoverable (a hard EIO stays:
+  // the store then only reads, and reopening gives the last checkpoint).
+  (void)db_->Resume();
+  return CheckpointLocked(meta);
+}
+
+Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;
   const std::string where = "Checkpoint " + options_.dir;

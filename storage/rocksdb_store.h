@@ -85,6 +85,8 @@ class RocksDbRowStore final : public RowStore {
   Status CloneCheckpointToLive(uint64_t gen);
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();
+  // REQUIRES: write_mu_ held exclusively.
+  Status CheckpointLocked(std::span<const std::byte> meta);
 
   const RowStoreOptions options_;
   const std::vector<TableSpec> tables_;

@@ -186,11 +186,16 @@ TEST_F(RocksDbRowStoreTest, InjectedWriteErrorsLoseNothing) {
       fs->fail_writes = false;
       // Nothing was lost: the rows written before the failure still read back.
       testing::ExpectContent(**store, 1, kRowBytes, model);
+      EXPECT_EQ((*store)->CheckpointMeta(), testing::Bytes("one"));
     }
     auto store = OpenRowStore(o, {{1, "emb", kRowBytes}});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     EXPECT_EQ((*store)->CheckpointMeta(), testing::Bytes("one"));
     testing::ExpectContent(**store, 1, kRowBytes, checkpointed);
+    // The reopened store works: a new checkpoint sticks.
+    ASSERT_TRUE(PutRows(**store, 1, kRowBytes, {3, 5}, 2, &checkpointed).ok());
+    ASSERT_TRUE((*store)->Checkpoint(testing::Bytes("three")).ok());
+    EXPECT_EQ((*store)->CheckpointMeta(), testing::Bytes("three"));
     store->reset();
     std::error_code ignored;
     std::filesystem::remove_all(o.dir, ignored);
