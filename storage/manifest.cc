@@ -163,7 +163,8 @@ Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& di
   std::string bytes(size, '\0');
   size_t got = 0;
   STRATA_RETURN_IF_ERROR(file->Read(0, size, bytes.data(), &got));
-  if (got != size) return Status::Corruption(path + " offset " + std::to_string(got) + ": short read");
+  if (got != size)
+    return Status::Corruption(path + " offset " + std::to_string(got) + ": short read");
   STRATA_ASSIGN_OR_RETURN(Manifest m, DecodeManifest(bytes, path));
   return std::optional<Manifest>(std::move(m));
 }

@@ -42,8 +42,8 @@ std::string EncodeManifest(const Manifest& manifest);
 [[nodiscard]] Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& path);
 
 // Writes and switches dir/MANIFEST; `*bytes_written` gets its size.
-[[nodiscard]] Status WriteManifest(io::Env* env, const std::string& dir,
-                                   const Manifest& manifest, uint64_t* bytes_written);
+[[nodiscard]] Status WriteManifest(io::Env* env, const std::string& dir, const Manifest& manifest,
+                                   uint64_t* bytes_written);
 // The manifest of `dir`, or nullopt when it has none.
 [[nodiscard]] Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& dir);
 

@@ -39,8 +39,9 @@ bool Store::GcDue(const Table& t) const {
 Status Store::CollectGarbage(Table& t) {
   const uint64_t number = t.file_number + 1;
   const std::string path = options_.dir + "/" + ssd::DataFileName(t.spec.id, number);
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<PageFile> file,
-                          PageFile::Open(env_, path, t.page_bytes, true, options_.direct_io));
+  STRATA_ASSIGN_OR_RETURN(
+      std::unique_ptr<PageFile> file,
+      PageFile::Open(env_, path, t.page_bytes, true, options_.direct_io, io_threads_.get()));
   const uint32_t per_page = std::max<uint32_t>(1, uint32_t(t.capacity * ssd::kGcFillTarget));
   const uint32_t rb = t.spec.row_bytes;
   std::vector<ssd::LeafRecord> leaves;
@@ -73,8 +74,8 @@ Status Store::CollectGarbage(Table& t) {
     }
     std::byte* page = out_data + (out_pages.size() - 1) * t.page_bytes;
     std::memcpy(page + ssd::kPageHeaderBytes + uint64_t{fill} * 8, &key, 8);
-    std::memcpy(page + ssd::kPageHeaderBytes + uint64_t{t.capacity} * 8 + uint64_t{fill} * rb,
-                row, rb);
+    std::memcpy(page + ssd::kPageHeaderBytes + uint64_t{t.capacity} * 8 + uint64_t{fill} * rb, row,
+                rb);
     ++fill;
     return Status::Ok();
   };

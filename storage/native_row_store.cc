@@ -13,6 +13,17 @@
 namespace strata::storage {
 namespace native {
 
+io::AlignedBuffer* ThreadScratch(ScratchSlot slot) {
+  thread_local io::AlignedBuffer buffers[3];
+  return &buffers[slot];
+}
+
+Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes) {
+  if (buf->size() >= bytes) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(*buf, io::AlignedBuffer::Allocate(bytes));
+  return Status::Ok();
+}
+
 uint64_t Table::KeyAt(const std::byte* page, uint32_t slot) const {
   uint64_t key;
   std::memcpy(&key, page + ssd::kPageHeaderBytes + uint64_t{slot} * 8, 8);
@@ -71,6 +82,13 @@ Result<Table*> Store::Find(TableId table) const {
 
 Status Store::Open(const std::vector<TableSpec>& tables) {
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
+  io::IoThreadsOptions io_options;
+  io_options.threads = options_.io_threads;
+  io_options.cores = options_.io_cores;
+  io_options.topology_path = options_.dir;
+  io_options.env = env_;
+  auto threads = io::IoThreads::Create(io_options);
+  if (threads.ok()) io_threads_ = std::move(threads).value();  // else File::Read/Write
   STRATA_ASSIGN_OR_RETURN(std::optional<Manifest> manifest, ReadManifest(env_, options_.dir));
   if (manifest) return OpenExisting(*manifest, tables);
   specs_ = tables;
@@ -81,8 +99,9 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
     t->capacity = ssd::PageCapacity(spec.row_bytes);
     t->file_number = 1;
     STRATA_ASSIGN_OR_RETURN(
-        t->file, PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1),
-                                t->page_bytes, /*create=*/true, options_.direct_io));
+        t->file,
+        PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1), t->page_bytes,
+                       /*create=*/true, options_.direct_io, io_threads_.get()));
     tables_.push_back(std::move(t));
   }
   return Checkpoint({});
@@ -128,7 +147,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
       return Status::Corruption(mpath + ": data file " + path + " is missing");
     }
     STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, t->page_bytes, !exists,
-                                                    options_.direct_io));
+                                                    options_.direct_io, io_threads_.get()));
     t->free_hint = 0;
     while (t->free_hint < t->page_state.size() && t->page_state[t->free_hint] != kFree) {
       ++t->free_hint;
@@ -143,9 +162,9 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   for (auto& t : tables_) STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
   for (const std::string& name : names) {
-    const bool ours = name == ssd::kManifestTmpName ||
-                      (name.size() > 6 && name[0] == 't' &&
-                       name.compare(name.size() - 6, 6, ".pages") == 0);
+    const bool ours =
+        name == ssd::kManifestTmpName ||
+        (name.size() > 6 && name[0] == 't' && name.compare(name.size() - 6, 6, ".pages") == 0);
     if (ours && referenced.count(name) == 0) {
       STRATA_RETURN_IF_ERROR(env_->DeleteFile(options_.dir + "/" + name));
     }
@@ -156,16 +175,13 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
 Status Store::ReadVerified(Table& t, std::span<const uint32_t> pages,
                            std::span<const uint64_t> lows, io::AlignedBuffer* buf) {
   const size_t bytes = pages.size() * t.page_bytes;
-  if (buf->size() < bytes) {
-    STRATA_ASSIGN_OR_RETURN(*buf, io::AlignedBuffer::Allocate(bytes));
-  }
+  STRATA_RETURN_IF_ERROR(EnsureBytes(buf, bytes));
   auto* data = reinterpret_cast<std::byte*>(buf->data());
   STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
   bytes_read_ += bytes;
   for (size_t i = 0; i < pages.size(); ++i) {
-    STRATA_RETURN_IF_ERROR(VerifyPage(data + i * t.page_bytes, t.page_bytes, t.capacity,
-                                      t.spec.id, lows[i], t.file->path(),
-                                      t.file->Offset(pages[i])));
+    STRATA_RETURN_IF_ERROR(VerifyPage(data + i * t.page_bytes, t.page_bytes, t.capacity, t.spec.id,
+                                      lows[i], t.file->path(), t.file->Offset(pages[i])));
   }
   return Status::Ok();
 }
@@ -195,7 +211,7 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   }
   std::sort(wants.begin(), wants.end(),
             [](const Want& a, const Want& b) { return a.page < b.page; });
-  io::AlignedBuffer buf;
+  io::AlignedBuffer& buf = *ThreadScratch(kGetScratch);
   std::vector<uint32_t> pages;
   std::vector<uint64_t> lows;
   size_t pos = 0;
@@ -288,7 +304,7 @@ RowStoreStats Store::Stats() const {
 }  // namespace native
 
 Result<std::unique_ptr<RowStore>> OpenNativeRowStore(const RowStoreOptions& options,
-                                                    const std::vector<TableSpec>& tables) {
+                                                     const std::vector<TableSpec>& tables) {
   io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
   auto store = std::make_unique<native::Store>(options, env);
   STRATA_RETURN_IF_ERROR(store->Open(tables));

@@ -20,14 +20,23 @@
 
 #include "io/aligned.h"
 #include "io/env.h"
-#include "storage/page_directory.h"
 #include "storage/manifest.h"
+#include "storage/page_directory.h"
 #include "storage/page_file.h"
 #include "storage/row_store.h"
 #include "storage/row_store_factory.h"
 #include "storage/rw_lock.h"
 
 namespace strata::storage::native {
+
+// Per-thread aligned scratch buffers of the hot paths (MultiGet: slot 0,
+// writes: slots 1 and 2), kept between calls so steady-state gets and puts do
+// not allocate. Scan and garbage collection use their own buffers, so a Scan
+// callback may call MultiGet.
+enum ScratchSlot { kGetScratch = 0, kWriteInScratch = 1, kWriteOutScratch = 2 };
+io::AlignedBuffer* ThreadScratch(ScratchSlot slot);
+// Grows `*buf` to at least `bytes` (contents not kept).
+[[nodiscard]] Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes);
 
 enum PageState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
 
@@ -42,8 +51,8 @@ struct Table {
   std::unique_ptr<PageFile> file;
   PageDirectory dir;
   uint64_t row_count = 0;
-  std::vector<uint8_t> page_state;  // PageState per physical page
-  uint32_t free_hint = 0;           // no free page below it
+  std::vector<uint8_t> page_state;          // PageState per physical page
+  uint32_t free_hint = 0;                   // no free page below it
   std::vector<std::string> obsolete_paths;  // delete after the next manifest switch
 
   uint8_t* KeysOf(std::byte* page) const {
@@ -107,6 +116,7 @@ class Store final : public RowStore {
 
   const RowStoreOptions options_;
   io::Env* const env_;
+  std::unique_ptr<io::IoThreads> io_threads_;  // null: File::Read/Write
   std::vector<TableSpec> specs_;
   std::vector<std::unique_ptr<Table>> tables_;
 

@@ -23,8 +23,7 @@ struct Slot {
 
 }  // namespace
 
-Status Store::MultiPut(TableId table, std::span<const Key> keys,
-                       std::span<const std::byte> rows) {
+Status Store::MultiPut(TableId table, std::span<const Key> keys, std::span<const std::byte> rows) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
   if (rows.size() != keys.size() * t->spec.row_bytes) {
     return Status::InvalidArgument("MultiPut table " + t->spec.name +
@@ -79,7 +78,7 @@ Status Store::WriteRound(Table& t, std::span<const Key> keys, const std::byte* r
     read_pages.push_back(g.old_page);
     read_lows.push_back(g.low);
   }
-  io::AlignedBuffer in;
+  io::AlignedBuffer& in = *ThreadScratch(kWriteInScratch);
   if (!read_pages.empty()) STRATA_RETURN_IF_ERROR(ReadVerified(t, read_pages, read_lows, &in));
 
   // Merge each leaf's rows with its ops (both sorted by mixed key).
@@ -133,12 +132,11 @@ Status Store::WriteRound(Table& t, std::span<const Key> keys, const std::byte* r
     new_pages += pieces[g];
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<uint32_t> pages, t.Allocate(new_pages));
-  auto out_or = io::AlignedBuffer::Allocate(std::max<size_t>(1, new_pages) * t.page_bytes);
-  if (!out_or.ok()) {
+  io::AlignedBuffer& out = *ThreadScratch(kWriteOutScratch);
+  if (Status s = EnsureBytes(&out, std::max<size_t>(1, new_pages) * t.page_bytes); !s.ok()) {
     t.Unallocate(pages);
-    return out_or.status();
+    return s;
   }
-  io::AlignedBuffer out = std::move(out_or).value();
   auto* out_data = reinterpret_cast<std::byte*>(out.data());
   std::vector<std::vector<ssd::LeafRecord>> leaves(groups.size());
   size_t next_page = 0;

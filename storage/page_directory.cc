@@ -71,8 +71,8 @@ void PageDirectory::Replace(Handle h, std::span<const Leaf> leaves) {
 }
 
 uint64_t PageDirectory::MemoryBytes() const {
-  uint64_t bytes = chunk_lows_.capacity() * sizeof(uint64_t) +
-                   chunks_.capacity() * sizeof(std::vector<Leaf>);
+  uint64_t bytes =
+      chunk_lows_.capacity() * sizeof(uint64_t) + chunks_.capacity() * sizeof(std::vector<Leaf>);
   for (const auto& c : chunks_) bytes += c.capacity() * sizeof(Leaf);
   return bytes;
 }

@@ -7,7 +7,8 @@
 namespace strata::storage {
 
 Result<std::unique_ptr<PageFile>> PageFile::Open(io::Env* env, const std::string& path,
-                                                 uint32_t page_bytes, bool create, bool direct) {
+                                                 uint32_t page_bytes, bool create, bool direct,
+                                                 io::IoThreads* threads) {
   io::FileOptions options;
   options.create = create;
   options.truncate = create;
@@ -15,47 +16,64 @@ Result<std::unique_ptr<PageFile>> PageFile::Open(io::Env* env, const std::string
     options.direct = true;
     auto file = env->OpenFile(path, options);
     if (file.ok()) {
-      return std::unique_ptr<PageFile>(new PageFile(std::move(file).value(), page_bytes, true));
+      return std::unique_ptr<PageFile>(
+          new PageFile(std::move(file).value(), page_bytes, true, threads));
     }
   }
   options.direct = false;
   STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(path, options));
-  return std::unique_ptr<PageFile>(new PageFile(std::move(file), page_bytes, false));
+  return std::unique_ptr<PageFile>(new PageFile(std::move(file), page_bytes, false, threads));
 }
 
-Status PageFile::ReadPages(std::span<const uint32_t> pages, std::byte* buf) {
-  size_t i = 0;
-  while (i < pages.size()) {
-    size_t run = 1;  // coalesce consecutive pages into one request
-    while (i + run < pages.size() && pages[i + run] == pages[i] + run &&
-           (run + 1) * page_bytes_ <= (8u << 20)) {
-      ++run;
-    }
-    const size_t len = run * page_bytes_;
-    size_t got = 0;
-    STRATA_RETURN_IF_ERROR(file_->Read(Offset(pages[i]), len, buf + i * page_bytes_, &got));
-    if (got != len) {
-      return Status::Corruption(path() + " offset " + std::to_string(Offset(pages[i]) + got) +
-                                ": short read of a page (file ends early)");
-    }
-    i += run;
-  }
-  return Status::Ok();
-}
-
-Status PageFile::WritePages(std::span<const uint32_t> pages, const std::byte* buf) {
+Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf) {
+  constexpr size_t kRunBytesMax = 8u << 20;
+  std::vector<io::IoRequest> reqs;
   size_t i = 0;
   while (i < pages.size()) {
     size_t run = 1;
     while (i + run < pages.size() && pages[i + run] == pages[i] + run &&
-           (run + 1) * page_bytes_ <= (8u << 20)) {
+           (run + 1) * page_bytes_ <= kRunBytesMax) {
       ++run;
     }
-    STRATA_RETURN_IF_ERROR(file_->Write(Offset(pages[i]), buf + i * page_bytes_,
-                                        run * page_bytes_));
+    io::IoRequest r;
+    r.op = write ? io::IoRequest::Op::kWrite : io::IoRequest::Op::kRead;
+    r.file = file_.get();
+    r.offset = Offset(pages[i]);
+    r.buf = buf + i * page_bytes_;
+    r.len = static_cast<uint32_t>(run * page_bytes_);
+    reqs.push_back(std::move(r));
     i += run;
   }
+  if (threads_ != nullptr) {
+    STRATA_RETURN_IF_ERROR(threads_->SubmitAndWait(reqs));
+  } else {
+    for (io::IoRequest& r : reqs) {
+      if (write) {
+        STRATA_RETURN_IF_ERROR(file_->Write(r.offset, r.buf, r.len));
+        r.bytes_done = r.len;
+      } else {
+        size_t got = 0;
+        STRATA_RETURN_IF_ERROR(file_->Read(r.offset, r.len, r.buf, &got));
+        r.bytes_done = static_cast<uint32_t>(got);
+      }
+    }
+  }
+  for (const io::IoRequest& r : reqs) {
+    if (r.bytes_done != r.len) {
+      return Status::Corruption(path() + " offset " + std::to_string(r.offset + r.bytes_done) +
+                                ": short " + (write ? "write" : "read") +
+                                " of a page (file ends early)");
+    }
+  }
   return Status::Ok();
+}
+
+Status PageFile::ReadPages(std::span<const uint32_t> pages, std::byte* buf) {
+  return Transfer(false, pages, buf);
+}
+
+Status PageFile::WritePages(std::span<const uint32_t> pages, const std::byte* buf) {
+  return Transfer(true, pages, const_cast<std::byte*>(buf));  // a write only reads buf
 }
 
 Status PageFile::TruncatePages(uint64_t page_count) {

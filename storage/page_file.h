@@ -17,6 +17,7 @@
 #include <string>
 
 #include "io/env.h"
+#include "io/io_threads.h"
 #include "storage/ssd_format.h"
 #include "strata/status.h"
 
@@ -25,11 +26,12 @@ namespace strata::storage {
 class PageFile {
  public:
   // Opens (or with `create`, creates empty) `path`; with `direct` tries
-  // O_DIRECT first and falls back to buffered I/O where it is refused.
-  [[nodiscard]] static Result<std::unique_ptr<PageFile>> Open(io::Env* env,
-                                                              const std::string& path,
+  // O_DIRECT first and falls back to buffered I/O where it is refused. Page
+  // reads and writes go through `threads` (io_uring, batched) when given,
+  // else through File::Read/Write one request at a time.
+  [[nodiscard]] static Result<std::unique_ptr<PageFile>> Open(io::Env* env, const std::string& path,
                                                               uint32_t page_bytes, bool create,
-                                                              bool direct);
+                                                              bool direct, io::IoThreads* threads);
 
   // Reads pages[i] into buf + i * page_bytes. REQUIRES: buf 4 KiB aligned,
   // pages.size() * page_bytes long. Fails on a short read (page past the end).
@@ -46,12 +48,15 @@ class PageFile {
   bool direct() const { return direct_; }
 
  private:
-  PageFile(std::unique_ptr<io::File> file, uint32_t page_bytes, bool direct)
-      : file_(std::move(file)), page_bytes_(page_bytes), direct_(direct) {}
+  PageFile(std::unique_ptr<io::File> file, uint32_t page_bytes, bool direct, io::IoThreads* threads)
+      : file_(std::move(file)), page_bytes_(page_bytes), direct_(direct), threads_(threads) {}
+  // One request per run of consecutive pages.
+  [[nodiscard]] Status Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf);
 
   std::unique_ptr<io::File> file_;
   const uint32_t page_bytes_;
   const bool direct_;
+  io::IoThreads* const threads_;  // not owned; may be null
 };
 
 // Fills a page's header (magic, version, count, table, range) and checksum.

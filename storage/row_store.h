@@ -35,13 +35,13 @@ struct TableSpec {
 struct RowStoreStats {
   uint64_t rows_read = 0;
   uint64_t rows_written = 0;
-  uint64_t bytes_read = 0;       // from the device
-  uint64_t bytes_written = 0;    // to the device
+  uint64_t bytes_read = 0;          // from the device
+  uint64_t bytes_written = 0;       // to the device
   uint64_t user_bytes_written = 0;  // row bytes handed to MultiPut
   uint64_t live_rows = 0;
-  uint64_t live_bytes = 0;       // live rows x row bytes
-  uint64_t file_bytes = 0;       // bytes the store occupies on disk
-  uint64_t index_bytes = 0;      // DRAM held by the in-memory index
+  uint64_t live_bytes = 0;   // live rows x row bytes
+  uint64_t file_bytes = 0;   // bytes the store occupies on disk
+  uint64_t index_bytes = 0;  // DRAM held by the in-memory index
   double write_amp() const {
     return user_bytes_written ? double(bytes_written) / double(user_bytes_written) : 0.0;
   }
@@ -56,8 +56,7 @@ class RowStore {
   // key, found[i] is set to 1 when present, 0 when missing (row bytes left
   // untouched). An I/O or checksum error fails the whole call.
   [[nodiscard]] virtual Status MultiGet(TableId table, std::span<const Key> keys,
-                                        std::span<std::byte> rows,
-                                        std::span<uint8_t> found) = 0;
+                                        std::span<std::byte> rows, std::span<uint8_t> found) = 0;
   // Inserts or overwrites rows (keys.size() * row_bytes bytes). A failed call
   // may have applied a prefix of the batch; each row is whole or absent.
   [[nodiscard]] virtual Status MultiPut(TableId table, std::span<const Key> keys,

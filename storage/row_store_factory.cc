@@ -62,12 +62,14 @@ Status CompareTableSpecs(const std::vector<TableSpec>& stored,
 }
 
 Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
-                                              const std::vector<TableSpec>& tables) {
+                                               const std::vector<TableSpec>& tables) {
   STRATA_RETURN_IF_ERROR(ValidateTableSpecs(tables));
   if (options.dir.empty()) return Status::InvalidArgument("row store: options.dir is empty");
   switch (options.backend) {
-    case SsdBackend::kNative: return OpenNativeRowStore(options, tables);
-    case SsdBackend::kRocksDb: return OpenRocksDbRowStore(options, tables);
+    case SsdBackend::kNative:
+      return OpenNativeRowStore(options, tables);
+    case SsdBackend::kRocksDb:
+      return OpenRocksDbRowStore(options, tables);
   }
   return Status::InvalidArgument("row store: unknown backend");
 }

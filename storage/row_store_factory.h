@@ -22,16 +22,21 @@
 #include "strata/options.h"
 #include "strata/status.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace strata::storage {
 
 struct RowStoreOptions {
   SsdBackend backend = SsdBackend::kNative;
-  std::string dir;            // created when missing; existing -> recover last checkpoint
-  io::Env* env = nullptr;     // native backend file access; nullptr: io::Env::Default()
+  std::string dir;         // created when missing; existing -> recover last checkpoint
+  io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
 
   // Native backend.
-  // I/O threads submitting the page reads and writes (0: one per 4 cores,
-  // at least 1). More threads overlap more requests and use more cores.
+  // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
+  // per entry of io_cores, else one (one core per SSD). More threads overlap
+  // more system-call work and take more cores from the trainer.
   uint32_t io_threads = 0;
   std::vector<int> io_cores;  // cores the I/O threads are bound to (empty: unbound)
   // O_DIRECT on the data files: bypasses the page cache (T1 is the cache).
@@ -53,12 +58,15 @@ struct RowStoreOptions {
   uint64_t rocksdb_write_buffer_bytes = 64ull << 20;
   // Background flush and compaction threads.
   int rocksdb_background_threads = 2;
+  // RocksDB's Env (tests inject I/O faults through a rocksdb::FileSystem
+  // wrapper); nullptr: rocksdb::Env::Default(). Not owned; outlives the store.
+  rocksdb::Env* rocksdb_env = nullptr;
 };
 
 // REQUIRES: tables non-empty, ids and names unique, row_bytes in
 // [1, kRowBytesMax]; otherwise InvalidArgument.
 [[nodiscard]] Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
-                                                            const std::vector<TableSpec>& tables);
+                                                             const std::vector<TableSpec>& tables);
 
 // Checks `tables` against the REQUIRES of OpenRowStore.
 [[nodiscard]] Status ValidateTableSpecs(const std::vector<TableSpec>& tables);

@@ -60,12 +60,12 @@ inline constexpr char kManifestName[] = "MANIFEST";
 inline constexpr char kManifestTmpName[] = "MANIFEST.tmp";
 
 struct ManifestHeader {
-  uint64_t magic;        // kManifestMagic
-  uint32_t version;      // kFormatVersion
+  uint64_t magic;    // kManifestMagic
+  uint32_t version;  // kFormatVersion
   uint32_t table_count;
-  uint64_t generation;   // checkpoint number, 1 for the first
-  uint64_t meta_bytes;   // length of the opaque checkpoint meta
-  uint64_t body_bytes;   // bytes between this header and the trailing checksum
+  uint64_t generation;  // checkpoint number, 1 for the first
+  uint64_t meta_bytes;  // length of the opaque checkpoint meta
+  uint64_t body_bytes;  // bytes between this header and the trailing checksum
 };
 
 struct TableRecord {
@@ -80,7 +80,7 @@ struct TableRecord {
 
 struct LeafRecord {
   uint64_t low_mixed;
-  uint32_t page;       // physical page number, or kNoPage
+  uint32_t page;  // physical page number, or kNoPage
   uint32_t row_count;
 };
 static_assert(sizeof(LeafRecord) == 16);

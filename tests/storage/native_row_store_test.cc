@@ -4,9 +4,8 @@
 // torn pages (Corruption naming file and offset, never wrong data), injected
 // EIO/ENOSPC (an error, nothing lost), space amplification after garbage
 // collection and the DRAM index bound.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <random>
@@ -63,14 +62,18 @@ TEST_F(NativeRowStoreTest, CrashAtRandomPointsGivesLastCheckpointExactly) {
     std::vector<Key> keys(1 + rng() % 200);
     for (Key& k : keys) k = rng() % 5000;
     switch (rng() % 8) {
-      case 0: case 1: case 2: case 3:
+      case 0:
+      case 1:
+      case 2:
+      case 3:
         ASSERT_TRUE(PutRows(*store, 3, kRowBytes, keys, step, &model).ok());
         break;
       case 4:
         ASSERT_TRUE(store->Delete(3, keys).ok());
         for (Key k : keys) model.erase(k);
         break;
-      case 5: case 6: {
+      case 5:
+      case 6: {
         checkpointed_meta = "ckpt " + std::to_string(step);
         ASSERT_TRUE(store->Checkpoint(Bytes(checkpointed_meta)).ok());
         checkpointed = model;
@@ -93,8 +96,10 @@ TEST_F(NativeRowStoreTest, CrashAtRandomPointsGivesLastCheckpointExactly) {
 TEST_F(NativeRowStoreTest, CrashDuringCheckpointGivesOldOrNewCheckpoint) {
   // Fail each step of the manifest switch in turn, then lose power.
   const std::vector<std::pair<io::FaultOp, std::string>> points = {
-      {io::FaultOp::kSync, ".pages"}, {io::FaultOp::kWrite, "MANIFEST.tmp"},
-      {io::FaultOp::kSync, "MANIFEST.tmp"}, {io::FaultOp::kRename, "MANIFEST"},
+      {io::FaultOp::kSync, ".pages"},
+      {io::FaultOp::kWrite, "MANIFEST.tmp"},
+      {io::FaultOp::kSync, "MANIFEST.tmp"},
+      {io::FaultOp::kRename, "MANIFEST"},
       {io::FaultOp::kSyncDir, ""}};
   Model old_model;
   {

@@ -1,0 +1,324 @@
+// `strata bench ssd`: the tier-T2 row stores side by side (native page store
+// on io_uring, RocksDB) on the same machine, directory and workload.
+//
+//   strata bench ssd --dir D [--backend native|rocksdb|both] --rows N --dim 64
+//                    --state-floats 64 --batch 4096 --dist uniform|zipf
+//                    --seconds S [--clients 1] [--json]
+//
+// For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
+// batches of 64k, timed as load), checkpoints, then runs random batched gets
+// for S seconds and random batched puts (overwrites) for S seconds, keys drawn
+// uniformly or Zipf(0.99). Latency is per MultiGet/MultiPut call. A final
+// checkpoint (garbage collection included) precedes the amplification figures.
+// Also measures raw 4 KiB random reads of the native data file through
+// io::IoThreads with the same batch size, the device's ceiling for the native
+// store's one-read-per-get design.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/command.h"
+#include "io/aligned.h"
+#include "io/io_threads.h"
+#include "storage/row_store_factory.h"
+
+namespace strata::cli {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct SsdBenchArgs {
+  std::string dir;
+  std::string backend = "both";
+  uint64_t rows = 1'000'000;
+  uint32_t dim = 64;
+  uint32_t state_floats = 64;
+  uint32_t batch = 4096;
+  std::string dist = "uniform";
+  double seconds = 10;
+  uint32_t clients = 1;
+  bool json = false;
+};
+
+Key KeyOf(uint64_t i) { return i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull; }
+
+// Zipf(theta) over [0, n) by Gray et al.'s method (as YCSB); rank 0 hottest,
+// scattered over the key space by KeyOf.
+class KeyChooser {
+ public:
+  KeyChooser(uint64_t n, bool zipf, uint64_t seed) : n_(n), zipf_(zipf), rng_(seed) {
+    if (!zipf_) return;
+    double zetan = 0;
+    for (uint64_t i = 1; i <= n; ++i) zetan += 1.0 / std::pow(double(i), kTheta);
+    const double zeta2 = 1.0 + 1.0 / std::pow(2.0, kTheta);
+    alpha_ = 1.0 / (1.0 - kTheta);
+    eta_ = (1.0 - std::pow(2.0 / double(n), 1.0 - kTheta)) / (1.0 - zeta2 / zetan);
+    zetan_ = zetan;
+  }
+  uint64_t Next() {
+    if (!zipf_) return rng_() % n_;
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng_);
+    const double uz = u * zetan_;
+    if (uz < 1.0) return 0;
+    if (uz < 1.0 + std::pow(0.5, kTheta)) return 1;
+    return std::min<uint64_t>(n_ - 1, uint64_t(double(n_) * std::pow(eta_ * u - eta_ + 1, alpha_)));
+  }
+
+ private:
+  static constexpr double kTheta = 0.99;
+  uint64_t n_;
+  bool zipf_;
+  std::mt19937_64 rng_;
+  double alpha_ = 0, eta_ = 0, zetan_ = 0;
+};
+
+struct Phase {
+  double rows_per_s = 0, mb_per_s = 0, p50_us = 0, p99_us = 0;
+  uint64_t calls = 0;
+};
+
+double Percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+}
+
+// `clients` threads call `op(rng_seed, keys)` on batches for `seconds`.
+template <typename Op>
+Result<Phase> Timed(const SsdBenchArgs& a, uint32_t row_bytes, Op op) {
+  std::atomic<bool> stop{false}, failed{false};
+  std::vector<std::vector<double>> lat(a.clients);
+  std::vector<uint64_t> rows(a.clients, 0);
+  std::string error;
+  std::vector<std::thread> threads;
+  const auto start = SteadyClock::now();
+  for (uint32_t c = 0; c < a.clients; ++c) {
+    threads.emplace_back([&, c] {
+      KeyChooser chooser(a.rows, a.dist == "zipf", 1000 + c);
+      std::vector<Key> keys(a.batch);
+      std::vector<std::byte> buf(size_t{a.batch} * row_bytes, std::byte{0x33});
+      std::vector<uint8_t> found(a.batch);
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (Key& k : keys) k = KeyOf(chooser.Next());
+        const auto t0 = SteadyClock::now();
+        Status s = op(keys, buf, found);
+        lat[c].push_back(
+            std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
+        if (!s.ok()) {
+          if (!failed.exchange(true)) error = s.ToString();
+          stop = true;
+        }
+        rows[c] += keys.size();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));  // the measured window
+  stop = true;
+  for (auto& t : threads) t.join();
+  const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (failed) return Status::IOError("bench ssd: " + error);
+  std::vector<double> all;
+  Phase p;
+  for (uint32_t c = 0; c < a.clients; ++c) {
+    all.insert(all.end(), lat[c].begin(), lat[c].end());
+    p.rows_per_s += double(rows[c]);
+  }
+  p.calls = all.size();
+  p.rows_per_s /= elapsed;
+  p.mb_per_s = p.rows_per_s * row_bytes / 1e6;
+  p.p50_us = Percentile(all, 0.5);
+  p.p99_us = Percentile(all, 0.99);
+  return p;
+}
+
+// Random 4 KiB reads of `path` in batches of `batch`, SubmitAndWait per batch.
+Result<double> RawReadIops(const std::string& path, uint32_t batch, double seconds) {
+  STRATA_ASSIGN_OR_RETURN(auto file, io::Env::Default()->OpenFile(path, {.direct = true}));
+  STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+  const uint64_t blocks = size / 4096;
+  if (blocks == 0) return Status::InvalidArgument(path + ": empty");
+  io::IoThreadsOptions o;
+  o.topology_path = path;
+  STRATA_ASSIGN_OR_RETURN(auto io, io::IoThreads::Create(o));
+  STRATA_ASSIGN_OR_RETURN(auto buf, io::AlignedBuffer::Allocate(size_t{batch} * 4096));
+  std::vector<io::IoRequest> reqs(batch);
+  std::mt19937_64 rng(5);
+  uint64_t done = 0;
+  const auto start = SteadyClock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (uint32_t i = 0; i < batch; ++i) {
+      reqs[i] = io::IoRequest{.op = io::IoRequest::Op::kRead,
+                              .file = file.get(),
+                              .offset = (rng() % blocks) * 4096,
+                              .buf = buf.data() + i * 4096,
+                              .len = 4096};
+    }
+    STRATA_RETURN_IF_ERROR(io->SubmitAndWait(reqs));
+    done += batch;
+    elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  }
+  return double(done) / elapsed;
+}
+
+struct BackendResult {
+  std::string name;
+  double load_rows_per_s = 0;
+  Phase get, put;
+  storage::RowStoreStats stats;
+  std::string data_file;
+};
+
+Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
+  BackendResult r;
+  r.name = backend == SsdBackend::kNative ? "native" : "rocksdb";
+  storage::RowStoreOptions o;
+  o.backend = backend;
+  o.dir = a.dir + "/" + r.name;
+  std::error_code ignored;
+  std::filesystem::remove_all(o.dir, ignored);
+  const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
+  STRATA_ASSIGN_OR_RETURN(auto store, storage::OpenRowStore(o, {{1, "emb", row_bytes}}));
+  constexpr uint64_t kLoadBatch = 1 << 16;
+  std::vector<Key> keys;
+  std::vector<std::byte> rows(kLoadBatch * row_bytes);
+  std::mt19937_64 rng(1);
+  for (auto& b : rows) b = std::byte(rng());
+  const auto t0 = SteadyClock::now();
+  for (uint64_t i = 0; i < a.rows; i += kLoadBatch) {
+    keys.clear();
+    for (uint64_t k = i; k < std::min(a.rows, i + kLoadBatch); ++k) keys.push_back(KeyOf(k));
+    STRATA_RETURN_IF_ERROR(store->MultiPut(1, keys, {rows.data(), keys.size() * row_bytes}));
+  }
+  STRATA_RETURN_IF_ERROR(store->Checkpoint({}));
+  r.load_rows_per_s =
+      double(a.rows) / std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  STRATA_ASSIGN_OR_RETURN(r.get, Timed(a, row_bytes, [&](auto& k, auto& buf, auto& found) {
+                            return store->MultiGet(1, k, buf, found);
+                          }));
+  const storage::RowStoreStats before_puts = store->Stats();
+  STRATA_ASSIGN_OR_RETURN(r.put, Timed(a, row_bytes, [&](auto& k, auto& buf, auto&) {
+                            return store->MultiPut(1, k, buf);
+                          }));
+  STRATA_RETURN_IF_ERROR(store->Checkpoint({}));
+  r.stats = store->Stats();
+  // Write amplification of the put phase alone (load excluded).
+  r.stats.bytes_written -= before_puts.bytes_written;
+  r.stats.user_bytes_written -= before_puts.user_bytes_written;
+  if (backend == SsdBackend::kNative) {
+    for (const auto& e : std::filesystem::directory_iterator(o.dir)) {
+      if (e.path().extension() == ".pages") r.data_file = e.path().string();
+    }
+  }
+  return r;
+}
+
+Status RunSsdBench(const SsdBenchArgs& a) {
+  if (a.dir.empty() || a.rows == 0 || a.batch == 0 || a.seconds <= 0 || a.clients == 0 ||
+      (a.dist != "uniform" && a.dist != "zipf") ||
+      (a.backend != "native" && a.backend != "uring" && a.backend != "rocksdb" &&
+       a.backend != "both")) {
+    return Status::InvalidArgument(
+        "bench ssd: need --dir, positive --rows/--batch/--seconds/--clients, --dist "
+        "uniform|zipf, --backend native|uring|rocksdb|both");
+  }
+  std::vector<SsdBackend> backends;
+  if (a.backend != "rocksdb") backends.push_back(SsdBackend::kNative);
+  if (a.backend == "rocksdb" || a.backend == "both") backends.push_back(SsdBackend::kRocksDb);
+  std::vector<BackendResult> results;
+  for (SsdBackend b : backends) {
+    STRATA_ASSIGN_OR_RETURN(BackendResult r, RunBackend(a, b));
+    results.push_back(std::move(r));
+  }
+  double raw_iops = 0;
+  if (!results[0].data_file.empty()) {
+    STRATA_ASSIGN_OR_RETURN(raw_iops, RawReadIops(results[0].data_file, a.batch, a.seconds));
+  }
+  const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
+  nlohmann::json out = {{"rows", a.rows}, {"row_bytes", row_bytes}, {"batch", a.batch},
+                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds}};
+  if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
+  for (const BackendResult& r : results) {
+    const auto& s = r.stats;
+    nlohmann::json j = {
+        {"load_rows_per_s", r.load_rows_per_s},
+        {"get_rows_per_s", r.get.rows_per_s},
+        {"get_mb_per_s", r.get.mb_per_s},
+        {"get_p50_us", r.get.p50_us},
+        {"get_p99_us", r.get.p99_us},
+        {"put_rows_per_s", r.put.rows_per_s},
+        {"put_mb_per_s", r.put.mb_per_s},
+        {"put_p50_us", r.put.p50_us},
+        {"put_p99_us", r.put.p99_us},
+        {"write_amp", s.write_amp()},
+        {"space_amp", s.space_amp()},
+        {"index_bytes_per_key", s.live_rows ? double(s.index_bytes) / double(s.live_rows) : 0.0}};
+    if (r.name == "native" && raw_iops > 0) j["get_vs_raw_read"] = r.get.rows_per_s / raw_iops;
+    out[r.name] = j;
+  }
+  if (results.size() == 2 && results[1].get.rows_per_s > 0) {
+    out["native_vs_rocksdb_get"] = results[0].get.rows_per_s / results[1].get.rows_per_s;
+    out["native_vs_rocksdb_put"] = results[0].put.rows_per_s / results[1].put.rows_per_s;
+  }
+  if (a.json) {
+    std::printf("%s\n", out.dump().c_str());
+    return Status::Ok();
+  }
+  std::printf("bench ssd: rows=%lu row_bytes=%u batch=%u dist=%s clients=%u seconds=%.0f\n",
+              (unsigned long)a.rows, row_bytes, a.batch, a.dist.c_str(), a.clients, a.seconds);
+  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %7s %7s %9s\n", "backend", "load_r/s", "get_r/s",
+              "get_MB/s", "get_p99", "put_r/s", "put_MB/s", "put_p99", "w_amp", "s_amp",
+              "idx_B/key");
+  for (const BackendResult& r : results) {
+    const auto& j = out[r.name];
+    std::printf("%-8s %10.0f %10.0f %8.1f %8.0f %10.0f %8.1f %8.0f %7.2f %7.2f %9.2f\n",
+                r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s, r.get.p99_us,
+                r.put.rows_per_s, r.put.mb_per_s, r.put.p99_us, j["write_amp"].get<double>(),
+                j["space_amp"].get<double>(), j["index_bytes_per_key"].get<double>());
+  }
+  if (raw_iops > 0) {
+    std::printf("raw 4 KiB random reads of the native file: %.0f IOPS; native gets / raw = %.2f\n",
+                raw_iops, results[0].get.rows_per_s / raw_iops);
+  }
+  if (out.contains("native_vs_rocksdb_get")) {
+    std::printf("native / rocksdb: gets %.2fx, puts %.2fx\n",
+                out["native_vs_rocksdb_get"].get<double>(),
+                out["native_vs_rocksdb_put"].get<double>());
+  }
+  return Status::Ok();
+}
+
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<SsdBenchArgs>();
+      CLI::App* c = group.add_subcommand("ssd", "SSD row stores: native vs RocksDB gets and puts");
+      c->add_option("--dir", args->dir, "directory for the stores (O_DIRECT capable: not tmpfs)")
+          ->required();
+      c->add_option("--backend", args->backend, "native (alias uring), rocksdb or both");
+      c->add_option("--rows", args->rows, "rows loaded");
+      c->add_option("--dim", args->dim, "embedding floats per row");
+      c->add_option("--state-floats", args->state_floats, "optimizer-state floats per row");
+      c->add_option("--batch", args->batch, "keys per MultiGet/MultiPut call");
+      c->add_option("--dist", args->dist, "uniform or zipf (theta 0.99)");
+      c->add_option("--seconds", args->seconds, "measured seconds per phase (gets, puts)");
+      c->add_option("--clients", args->clients, "threads calling the store");
+      c->add_flag("--json", args->json, "one JSON object instead of the table");
+      c->callback([args] {
+        Status s = RunSsdBench(*args);
+        if (!s.ok()) {
+          std::fprintf(stderr, "strata bench ssd: %s\n", s.ToString().c_str());
+          ExitCode() = 1;
+        }
+      });
+    }};
+
+}  // namespace
+}  // namespace strata::cli

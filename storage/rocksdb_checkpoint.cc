@@ -1,0 +1,234 @@
+// RocksDB backend: options for point lookups, open and recovery (live/
+// rebuilt from the last checkpoint), and checkpoints (flush, then
+// rocksdb::Checkpoint, then the CHECKPOINT pointer switched atomically).
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/checkpoint.h>
+
+#include "storage/limits.h"
+#include "storage/rocksdb_store.h"
+
+namespace strata::storage::rocks {
+
+rocksdb::ColumnFamilyOptions RocksDbRowStore::FamilyOptions() const {
+  rocksdb::ColumnFamilyOptions cf;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache_;
+  table.block_size = 4096;
+  if (options_.rocksdb_bloom_bits_per_key > 0) {
+    table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(options_.rocksdb_bloom_bits_per_key));
+  }
+  table.whole_key_filtering = true;
+  // A hash index inside each data block answers point lookups without a
+  // binary search of the block.
+  table.data_block_index_type = rocksdb::BlockBasedTableOptions::kDataBlockBinaryAndHash;
+  table.cache_index_and_filter_blocks = false;  // keep index and filters pinned
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  cf.write_buffer_size = options_.rocksdb_write_buffer_bytes;
+  cf.compression = rocksdb::kNoCompression;  // embeddings do not compress
+  cf.level_compaction_dynamic_level_bytes = true;
+  return cf;
+}
+
+rocksdb::Options RocksDbRowStore::DbOptions() const {
+  rocksdb::Options db(rocksdb::DBOptions(), FamilyOptions());
+  db.create_if_missing = true;
+  db.create_missing_column_families = true;
+  db.use_direct_reads = direct_;
+  db.use_direct_io_for_flush_and_compaction = direct_;
+  db.max_background_jobs = std::max(2, options_.rocksdb_background_threads);
+  db.max_open_files = -1;
+  db.statistics = statistics_;
+  db.env = env_;
+  db.avoid_flush_during_shutdown = true;  // live/ is scratch; checkpoints are durable
+  return db;
+}
+
+Result<const RocksDbRowStore::Family*> RocksDbRowStore::Find(TableId table) const {
+  for (const Family& f : families_) {
+    if (f.spec.id == table) return &f;
+  }
+  return Status::InvalidArgument(options_.dir + ": unknown table id " + std::to_string(table));
+}
+
+Status RocksDbRowStore::ReadPointer(uint64_t* gen) const {
+  std::string text;
+  rocksdb::Status s = rocksdb::ReadFileToString(env_, options_.dir + "/" + kPointerName, &text);
+  if (s.IsNotFound() || s.IsPathNotFound()) {
+    *gen = 0;
+    return Status::Ok();
+  }
+  STRATA_RETURN_IF_ERROR(FromRocks(s, options_.dir + "/" + kPointerName));
+  if (text.rfind("ckpt-", 0) != 0 || text.back() != '\n') {
+    return Status::Corruption(options_.dir + "/" + kPointerName + " at offset 0: malformed");
+  }
+  *gen = std::stoull(text.substr(5));
+  return Status::Ok();
+}
+
+Status RocksDbRowStore::WritePointer(uint64_t gen) {
+  const std::string path = options_.dir + "/" + kPointerName;
+  const std::string text = "ckpt-" + std::to_string(gen) + "\n";
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
+  std::unique_ptr<rocksdb::Directory> dir;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->NewDirectory(options_.dir, &dir), options_.dir));
+  return FromRocks(dir->Fsync(), options_.dir);
+}
+
+Status RocksDbRowStore::RemoveDir(const std::string& dir) {
+  if (!env_->FileExists(dir).ok()) return Status::Ok();
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(dir, &children), dir));
+  for (const std::string& c : children) {
+    if (c == "." || c == "..") continue;
+    STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(dir + "/" + c), dir + "/" + c));
+  }
+  return FromRocks(env_->DeleteDir(dir), dir);
+}
+
+// live/ = the checkpoint: SST files hard-linked (immutable), the rest copied.
+Status RocksDbRowStore::CloneCheckpointToLive(uint64_t gen) {
+  STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->CreateDirIfMissing(LiveDir()), LiveDir()));
+  const std::string src = CheckpointDir(gen);
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(src, &children), src));
+  for (const std::string& c : children) {
+    if (c == "." || c == "..") continue;
+    const std::string from = src + "/" + c;
+    const std::string to = LiveDir() + "/" + c;
+    if (c.size() > 4 && c.compare(c.size() - 4, 4, ".sst") == 0) {
+      STRATA_RETURN_IF_ERROR(FromRocks(env_->LinkFile(from, to), from));
+    } else {
+      std::string data;
+      STRATA_RETURN_IF_ERROR(FromRocks(rocksdb::ReadFileToString(env_, from, &data), from));
+      STRATA_RETURN_IF_ERROR(
+          FromRocks(rocksdb::WriteStringToFile(env_, data, to, /*should_sync=*/false), to));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RocksDbRowStore::OpenDb(const std::string& path, bool create) {
+  rocksdb::Options db_options = DbOptions();
+  db_options.create_if_missing = create;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, FamilyOptions());
+  descriptors.emplace_back(kMetaFamily, FamilyOptions());
+  for (const TableSpec& t : tables_) descriptors.emplace_back(FamilyName(t.id), FamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::Open(db_options, path, descriptors, &handles, &db), "open " + path));
+  db_.reset(db);
+  db_->DestroyColumnFamilyHandle(handles[0]);
+  meta_family_ = handles[1];
+  families_.clear();
+  for (size_t i = 0; i < tables_.size(); ++i) families_.push_back({tables_[i], handles[i + 2]});
+  return Status::Ok();
+}
+
+void RocksDbRowStore::CloseDb() {
+  if (!db_) return;
+  for (Family& f : families_) (void)db_->DestroyColumnFamilyHandle(f.handle);
+  if (meta_family_ != nullptr) (void)db_->DestroyColumnFamilyHandle(meta_family_);
+  families_.clear();
+  meta_family_ = nullptr;
+  (void)db_->Close();
+  db_.reset();
+}
+
+Status RocksDbRowStore::Open() {
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->CreateDirIfMissing(options_.dir), options_.dir));
+  direct_ = DirectIoWorks(options_.dir);
+  cache_ = rocksdb::NewLRUCache(options_.rocksdb_block_cache_bytes);
+  statistics_ = rocksdb::CreateDBStatistics();
+  STRATA_RETURN_IF_ERROR(ReadPointer(&generation_));
+  if (generation_ == 0) {  // fresh store: empty live DB, then checkpoint 1
+    STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
+    STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/true));
+    rocksdb::WriteOptions wo;
+    STRATA_RETURN_IF_ERROR(
+        FromRocks(db_->Put(wo, meta_family_, kTablesKey, EncodeTables(tables_)), LiveDir()));
+    return Checkpoint({});
+  }
+  // Check the stored tables in the checkpoint, read-only, before changing anything.
+  {
+    const std::string ckpt = CheckpointDir(generation_);
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, FamilyOptions());
+    descriptors.emplace_back(kMetaFamily, FamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    STRATA_RETURN_IF_ERROR(
+        FromRocks(rocksdb::DB::OpenForReadOnly(DbOptions(), ckpt, descriptors, &handles, &db),
+                  "open " + ckpt));
+    std::unique_ptr<rocksdb::DB> ro(db);
+    std::string tables_text, meta_text;
+    rocksdb::Status s = ro->Get(rocksdb::ReadOptions(), handles[1], kTablesKey, &tables_text);
+    rocksdb::Status m = ro->Get(rocksdb::ReadOptions(), handles[1], kMetaKey, &meta_text);
+    for (auto* h : handles) (void)ro->DestroyColumnFamilyHandle(h);
+    STRATA_RETURN_IF_ERROR(FromRocks(s, ckpt + ": table list"));
+    if (!m.ok() && !m.IsNotFound()) return FromRocks(m, ckpt + ": checkpoint meta");
+    STRATA_ASSIGN_OR_RETURN(std::vector<TableSpec> stored, DecodeTables(tables_text, ckpt));
+    STRATA_RETURN_IF_ERROR(CompareTableSpecs(stored, tables_, options_.dir));
+    const auto* p = reinterpret_cast<const std::byte*>(meta_text.data());
+    meta_.assign(p, p + meta_text.size());
+  }
+  STRATA_RETURN_IF_ERROR(CloneCheckpointToLive(generation_));
+  STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/false));
+  // Leftovers of a crash during an earlier checkpoint.
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
+  for (const std::string& c : children) {
+    if (c.rfind("ckpt-", 0) == 0 && c != "ckpt-" + std::to_string(generation_)) {
+      STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
+    }
+  }
+  return Status::Ok();
+}
+
+Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
+  if (meta.size() > kCheckpointMetaBytesMax) {
+    return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
+  }
+  std::unique_lock lock(write_mu_);
+  // A failed flush stops RocksDB's writes; try to resume first, so a retry
+  // can succeed where RocksDB deems the error recoverable (a hard EIO stays:
+  // the store then only reads, and reopening gives the last checkpoint).
+  (void)db_->Resume();
+  return CheckpointLocked(meta);
+}
+
+Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  const std::string where = "Checkpoint " + options_.dir;
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, meta_family_, kMetaKey,
+                         rocksdb::Slice(reinterpret_cast<const char*>(meta.data()), meta.size())),
+                where));
+  std::vector<rocksdb::ColumnFamilyHandle*> handles{meta_family_};
+  for (const Family& f : families_) handles.push_back(f.handle);
+  STRATA_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions(), handles), where));
+  const uint64_t next = generation_ + 1;
+  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next)));  // leftover of a failed attempt
+  rocksdb::Checkpoint* raw = nullptr;
+  STRATA_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), where));
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  STRATA_RETURN_IF_ERROR(FromRocks(
+      checkpoint->CreateCheckpoint(CheckpointDir(next), /*log_size_for_flush=*/0), where));
+  STRATA_RETURN_IF_ERROR(WritePointer(next));
+  const uint64_t old = generation_;
+  generation_ = next;
+  {
+    std::lock_guard meta_lock(meta_mu_);
+    meta_.assign(meta.begin(), meta.end());
+  }
+  if (old != 0) STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(old)));
+  return Status::Ok();
+}
+
+}  // namespace strata::storage::rocks

@@ -1,0 +1,112 @@
+// Internal to the RocksDB backend (rocksdb_row_store.cc: data path and
+// stats; rocksdb_checkpoint.cc: options, open, checkpoints). The layout and
+// the durability argument are in rocksdb_row_store.h.
+//
+// Thread safety: as RowStore; writers hold write_mu_ shared and Checkpoint
+// holds it exclusively. Ownership: the store owns its database and handles.
+#pragma once
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/statistics.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "storage/row_store.h"
+#include "storage/row_store_factory.h"
+
+namespace strata::storage::rocks {
+
+inline constexpr char kMetaFamily[] = "strata_meta";
+inline constexpr char kTablesKey[] = "tables";
+inline constexpr char kMetaKey[] = "checkpoint_meta";
+inline constexpr char kPointerName[] = "CHECKPOINT";
+
+// A Status from RocksDB's, the message prefixed by `what`.
+Status FromRocks(const rocksdb::Status& s, const std::string& what);
+// Keys as 8 bytes big endian, so scans run in key order.
+void EncodeKey(Key key, char out[8]);
+Key DecodeKey(const char* in);
+// Table specs as "id row_bytes name" lines (stored in kMetaFamily).
+std::string EncodeTables(const std::vector<TableSpec>& tables);
+Result<std::vector<TableSpec>> DecodeTables(const std::string& text, const std::string& where);
+std::string FamilyName(TableId id);
+// O_DIRECT works in `dir` (tmpfs refuses it).
+bool DirectIoWorks(const std::string& dir);
+
+class RocksDbRowStore final : public RowStore {
+ public:
+  RocksDbRowStore(RowStoreOptions options, std::vector<TableSpec> tables)
+      : options_(std::move(options)),
+        tables_(std::move(tables)),
+        env_(options_.rocksdb_env != nullptr ? options_.rocksdb_env : rocksdb::Env::Default()) {}
+
+  ~RocksDbRowStore() override { CloseDb(); }
+
+  Status Open();
+
+  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                  std::span<uint8_t> found) override;
+  Status MultiPut(TableId table, std::span<const Key> keys,
+                  std::span<const std::byte> rows) override;
+  Status Delete(TableId table, std::span<const Key> keys) override;
+  Status Scan(TableId table,
+              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
+  Status Sync() override;
+  Status Checkpoint(std::span<const std::byte> meta) override;
+  std::vector<std::byte> CheckpointMeta() const override {
+    std::lock_guard lock(meta_mu_);
+    return meta_;
+  }
+  RowStoreStats Stats() const override;
+  const std::vector<TableSpec>& Tables() const override { return tables_; }
+
+ private:
+  struct Family {
+    TableSpec spec;
+    rocksdb::ColumnFamilyHandle* handle = nullptr;
+  };
+
+  std::string LiveDir() const { return options_.dir + "/live"; }
+  std::string CheckpointDir(uint64_t gen) const {
+    return options_.dir + "/ckpt-" + std::to_string(gen);
+  }
+  rocksdb::Options DbOptions() const;
+  rocksdb::ColumnFamilyOptions FamilyOptions() const;
+  Result<const Family*> Find(TableId table) const;
+  Status ReadPointer(uint64_t* gen) const;
+  Status WritePointer(uint64_t gen);
+  Status RemoveDir(const std::string& dir);
+  Status CloneCheckpointToLive(uint64_t gen);
+  Status OpenDb(const std::string& path, bool create);
+  void CloseDb();
+  // REQUIRES: write_mu_ held exclusively.
+  Status CheckpointLocked(std::span<const std::byte> meta);
+
+  const RowStoreOptions options_;
+  const std::vector<TableSpec> tables_;
+  rocksdb::Env* const env_;
+  std::shared_ptr<rocksdb::Cache> cache_;
+  std::shared_ptr<rocksdb::Statistics> statistics_;
+  bool direct_ = false;
+
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<Family> families_;
+  rocksdb::ColumnFamilyHandle* meta_family_ = nullptr;
+  uint64_t generation_ = 0;
+
+  // Writers hold it shared, Checkpoint exclusively: a checkpoint sees no
+  // write half-applied across column families.
+  std::shared_mutex write_mu_;
+  mutable std::mutex meta_mu_;
+  std::vector<std::byte> meta_;  // guarded by meta_mu_
+
+  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, user_bytes_written_{0};
+};
+
+}  // namespace strata::storage::rocks
