@@ -155,7 +155,7 @@ class DramCache {
                       std::string_view what, bool may_be_empty) const;
 
   // Eviction order (all REQUIRE mu_).
-  bool Evictable(const SlotMeta& m) const;
+  bool Evictable(const Table& t, uint32_t slot) const;
   OrderEntry OrderOf(uint32_t table, uint32_t slot, const SlotMeta& m) const;
   void OrderAdd(uint32_t table, uint32_t slot);
   void OrderRemove(uint32_t table, uint32_t slot);
