@@ -118,15 +118,17 @@ bool DramCache::Evictable(const Table& t, uint32_t slot) const {
          !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
 }
 
-DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot, const SlotMeta& m) const {
-  OrderEntry e{0, 0, m.tick_in_order, table, slot};
+DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
+  const SlotMeta& m = tables_[table]->meta[slot];
+  const DramSlotHeader& h = tables_[table]->Header(slot);
+  OrderEntry e{0, 0, h.tick.load(std::memory_order_relaxed), table, slot};
   if (options_.eviction == DramEviction::kIntent) {
     // Order-preserving map of the signed clock to unsigned, then reversed:
     // the farthest next use ranks first; kClockNever (INT64_MAX) ranks 0.
     uint64_t rank = static_cast<uint64_t>(m.next_use) ^ (1ull << 63);
     e.primary = UINT64_MAX - rank;
   } else if (options_.eviction == DramEviction::kLfu) {
-    e.secondary = m.freq_in_order;
+    e.secondary = h.freq.load(std::memory_order_relaxed);
   }
   return e;
 }
@@ -134,18 +136,16 @@ DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot, const Sl
 void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
   SlotMeta& m = tables_[table]->meta[slot];
   STRATA_ASSERT(!m.in_order, "dram cache: row already in the eviction order");
-  const DramSlotHeader& h = tables_[table]->Header(slot);
-  m.tick_in_order = h.tick.load(std::memory_order_relaxed);
-  m.freq_in_order = h.freq.load(std::memory_order_relaxed);
-  order_.insert(OrderOf(table, slot, m));
+  auto [it, inserted] = order_.insert(OrderOf(table, slot));
+  STRATA_ASSERT(inserted, "dram cache: duplicate eviction order entry");
+  m.order_pos = it;
   m.in_order = 1;
 }
 
 void DramCache::OrderRemove(uint32_t table, uint32_t slot) {
   SlotMeta& m = tables_[table]->meta[slot];
   STRATA_ASSERT(m.in_order, "dram cache: row not in the eviction order");
-  size_t erased = order_.erase(OrderOf(table, slot, m));
-  STRATA_ASSERT(erased == 1, "dram cache: eviction order lost a row");
+  order_.erase(m.order_pos);  // by position: no search
   m.in_order = 0;
 }
 

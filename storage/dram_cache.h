@@ -156,7 +156,7 @@ class DramCache {
 
   // Eviction order (all REQUIRE mu_).
   bool Evictable(const Table& t, uint32_t slot) const;
-  OrderEntry OrderOf(uint32_t table, uint32_t slot, const SlotMeta& m) const;
+  OrderEntry OrderOf(uint32_t table, uint32_t slot) const;  // from current values
   void OrderAdd(uint32_t table, uint32_t slot);
   void OrderRemove(uint32_t table, uint32_t slot);
   void OrderSync(uint32_t table, uint32_t slot);  // add or remove per Evictable

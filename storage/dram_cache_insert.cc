@@ -23,18 +23,11 @@ Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
           ", used " + std::to_string(bytes_used_) +
           "): every other resident row is pinned, or dirty with no backing store");
     }
-    auto it = order_.begin();
-    const OrderEntry e = *it;
-    SlotMeta& m = tables_[e.table]->meta[e.slot];
+    const OrderEntry e = *order_.begin();
     // Lookups bump tick (and freq) without mu_, which only moves a row later
     // in the order; an entry whose use counters moved is re-filed first.
-    const DramSlotHeader& h = tables_[e.table]->Header(e.slot);
-    const uint64_t tick = h.tick.load(std::memory_order_relaxed);
-    const uint32_t freq = h.freq.load(std::memory_order_relaxed);
-    order_.erase(it);
-    m.in_order = 0;
-    if (tick != m.tick_in_order ||
-        (options_.eviction == DramEviction::kLfu && freq != m.freq_in_order)) {
+    OrderRemove(e.table, e.slot);
+    if (OrderOf(e.table, e.slot) != e) {
       OrderAdd(e.table, e.slot);
       continue;
     }

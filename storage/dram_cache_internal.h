@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,13 @@ inline uint32_t DramSlotBytes(uint32_t row_bytes) {
 }
 
 // Mutator-only state of a slot (Lookup never reads it), constructed when the
-// slot is first allocated. 40 bytes.
+// slot is first allocated. 32 bytes.
 struct DramCache::SlotMeta {
   Key key = 0;                   // written under mu_ before publication
   Clock next_use = kClockNever;  // guarded by mu_
-  uint64_t tick_in_order = 0;    // guarded by mu_: tick of the order_ entry
-  uint32_t freq_in_order = 0;    // guarded by mu_: freq of the order_ entry
+  // guarded by mu_: this row's order_ entry when in_order (its tick and
+  // uses are those the header had when it was filed).
+  std::set<OrderEntry>::iterator order_pos{};
   uint32_t pins = 0;             // guarded by mu_
   uint8_t occupied = 0;          // guarded by mu_
   uint8_t in_order = 0;          // guarded by mu_: has an order_ entry
