@@ -4,7 +4,7 @@
 // Each table has an arena of row slots (DramArena: pages interleaved across
 // all NUMA nodes, huge pages where available) and a lock-striped index
 // key -> slot (DramIndex). Capacity is `dram_bytes_max` row bytes summed
-// over all tables; index and metadata come on top (about 150 bytes per
+// over all tables; index and metadata come on top (about 160 bytes per
 // resident row, see docs/dram-cache.md).
 //
 // Eviction (DramEviction): kIntent evicts the unpinned row whose next
