@@ -82,8 +82,9 @@ Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys,
                                std::string_view what, bool may_be_empty) const {
   if (other == keys || (may_be_empty && other == 0)) return Status::Ok();
   return Status::InvalidArgument("dram cache " + std::string(op) + " of " + t.Name() + ": " +
-                                 std::string(what) + " has " + std::to_string(other) +
-                                 " entries for " + std::to_string(keys) + " keys");
+                                 std::string(what) + " has size " + std::to_string(other) +
+                                 ", expected " + std::to_string(keys) +
+                                 (may_be_empty ? " or 0" : ""));
 }
 
 uint32_t DramCache::FindSlot(const Table& t, Key key) const {
