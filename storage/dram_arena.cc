@@ -58,11 +58,19 @@ Result<std::unique_ptr<DramArena>> DramArena::Create(uint64_t slots, uint32_t sl
   STRATA_ASSERT(slots > 0 && slot_bytes > 0, "DramArena needs at least one non-empty slot");
   uint64_t bytes = slots * slot_bytes;
   bytes = (bytes + kDramArenaAlignBytes - 1) / kDramArenaAlignBytes * kDramArenaAlignBytes;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  // Over-map by one alignment unit and trim, so the arena starts on a
+  // huge-page boundary and every 2 MiB of it can be one huge page.
+  void* raw = mmap(nullptr, bytes + kDramArenaAlignBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
     return Status::FromErrno(errno, "dram arena: mmap of " + std::to_string(bytes) + " bytes");
   }
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kDramArenaAlignBytes - 1) & ~(kDramArenaAlignBytes - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t tail = start + bytes + kDramArenaAlignBytes - (aligned + bytes);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  void* p = reinterpret_cast<void*>(aligned);
   std::unique_ptr<DramArena> arena(new DramArena(static_cast<std::byte*>(p), bytes, slot_bytes));
   if (InterleaveRange(p, bytes)) {
     arena->interleaved_ = true;

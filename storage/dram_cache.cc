@@ -55,11 +55,12 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     t->slots_max = std::min<uint64_t>(options.dram_bytes_max / spec.row_bytes,
                                       kDramSlotsPerTableMax);
     STRATA_ASSIGN_OR_RETURN(t->rows,
-                            DramArena::Create(t->slots_max, spec.row_bytes, options.huge_pages));
+                            DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
+                                              options.huge_pages));
     STRATA_ASSIGN_OR_RETURN(t->meta_arena, DramArena::Create(t->slots_max, sizeof(SlotMeta),
-                                                             /*huge_pages=*/false));
+                                                             options.huge_pages));
     t->meta = reinterpret_cast<SlotMeta*>(t->meta_arena->base());
-    t->index = std::make_unique<DramIndex>(stripes);
+    t->index = std::make_unique<DramIndex>(stripes, options.huge_pages);
     cache->table_pos_[spec.id] = t->pos;
     cache->tables_.push_back(std::move(t));
     row_bytes_min = std::min(row_bytes_min, spec.row_bytes);
@@ -81,8 +82,9 @@ Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys,
                                std::string_view what, bool may_be_empty) const {
   if (other == keys || (may_be_empty && other == 0)) return Status::Ok();
   return Status::InvalidArgument("dram cache " + std::string(op) + " of " + t.Name() + ": " +
-                                 std::string(what) + " has " + std::to_string(other) +
-                                 " entries for " + std::to_string(keys) + " keys");
+                                 std::string(what) + " has size " + std::to_string(other) +
+                                 ", expected " + std::to_string(keys) +
+                                 (may_be_empty ? " or 0" : ""));
 }
 
 uint32_t DramCache::FindSlot(const Table& t, Key key) const {
@@ -101,29 +103,33 @@ uint32_t DramCache::AllocateSlot(Table& t) {
   STRATA_ASSERT(t.slots_touched < t.slots_max, "dram cache slot arena exhausted");
   uint32_t slot = static_cast<uint32_t>(t.slots_touched++);
   new (&t.meta[slot]) SlotMeta();
+  new (t.rows->Slot(slot)) DramSlotHeader();
   return slot;
 }
 
 void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty) {
-  t.meta[slot].dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
+  t.Header(slot).dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
   OrderSync(t.pos, slot);
 }
 
 // ---- Eviction order --------------------------------------------------------
 
-bool DramCache::Evictable(const SlotMeta& m) const {
-  return m.pins == 0 && !(m.dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
+bool DramCache::Evictable(const Table& t, uint32_t slot) const {
+  return t.meta[slot].pins == 0 &&
+         !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
 }
 
-DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot, const SlotMeta& m) const {
-  OrderEntry e{0, 0, m.tick_in_order, table, slot};
+DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
+  const SlotMeta& m = tables_[table]->meta[slot];
+  const DramSlotHeader& h = tables_[table]->Header(slot);
+  OrderEntry e{0, 0, h.tick.load(std::memory_order_relaxed), table, slot};
   if (options_.eviction == DramEviction::kIntent) {
     // Order-preserving map of the signed clock to unsigned, then reversed:
     // the farthest next use ranks first; kClockNever (INT64_MAX) ranks 0.
     uint64_t rank = static_cast<uint64_t>(m.next_use) ^ (1ull << 63);
     e.primary = UINT64_MAX - rank;
   } else if (options_.eviction == DramEviction::kLfu) {
-    e.secondary = m.freq_in_order;
+    e.secondary = h.freq.load(std::memory_order_relaxed);
   }
   return e;
 }
@@ -131,23 +137,22 @@ DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot, const Sl
 void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
   SlotMeta& m = tables_[table]->meta[slot];
   STRATA_ASSERT(!m.in_order, "dram cache: row already in the eviction order");
-  m.tick_in_order = m.tick.load(std::memory_order_relaxed);
-  m.freq_in_order = m.freq.load(std::memory_order_relaxed);
-  order_.insert(OrderOf(table, slot, m));
+  auto [it, inserted] = order_.insert(OrderOf(table, slot));
+  STRATA_ASSERT(inserted, "dram cache: duplicate eviction order entry");
+  m.order_pos = it;
   m.in_order = 1;
 }
 
 void DramCache::OrderRemove(uint32_t table, uint32_t slot) {
   SlotMeta& m = tables_[table]->meta[slot];
   STRATA_ASSERT(m.in_order, "dram cache: row not in the eviction order");
-  size_t erased = order_.erase(OrderOf(table, slot, m));
-  STRATA_ASSERT(erased == 1, "dram cache: eviction order lost a row");
+  order_.erase(m.order_pos);  // by position: no search
   m.in_order = 0;
 }
 
 void DramCache::OrderSync(uint32_t table, uint32_t slot) {
   SlotMeta& m = tables_[table]->meta[slot];
-  bool want = Evictable(m);
+  bool want = Evictable(*tables_[table], slot);
   if (want && !m.in_order) OrderAdd(table, slot);
   if (!want && m.in_order) OrderRemove(table, slot);
 }
@@ -185,7 +190,14 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
 
   const uint64_t tick_base = tick_.fetch_add(n, std::memory_order_relaxed);
   const bool lfu = options_.eviction == DramEviction::kLfu;
-  constexpr size_t kPrefetchAhead = 8;
+  // Software pipeline over chunks of kChunk keys per stripe, so the cache
+  // misses of many keys are in flight together: while chunk c is probed (its
+  // buckets prefetched one step earlier) and its rows prefetched, the
+  // buckets of chunk c+1 are prefetched and the rows of chunk c-1 copied.
+  constexpr uint32_t kChunk = 16;
+  const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
+  thread_local std::vector<uint32_t> slot_of;
+  slot_of.resize(n);
   uint64_t hits = 0;
   // Threads start at different stripes so they rarely queue on one lock.
   const uint32_t first = static_cast<uint32_t>(tick_base) & (stripes - 1);
@@ -194,24 +206,48 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
     const uint32_t begin = starts[s], end = starts[s + 1];
     if (begin == end) continue;
     const DramIndex::Stripe& stripe = index.stripe(s);
-    std::shared_lock lock(stripe.mu);
-    for (uint32_t j = begin; j < end; ++j) {
-      if (j + kPrefetchAhead < end) stripe.map.Prefetch(hashes[by_stripe[j + kPrefetchAhead]]);
-      const uint32_t i = by_stripe[j];
-      const uint32_t slot = stripe.map.Find(keys[i], hashes[i]);
-      if (slot == kDramNoSlot) {
-        found[i] = 0;
-        if (!dirty.empty()) dirty[i] = 0;
-        continue;
+    auto prefetch_buckets = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        stripe.map.Prefetch(hashes[by_stripe[j]]);
       }
-      std::memcpy(rows.data() + uint64_t{i} * rb, t->rows->Slot(slot), rb);
-      SlotMeta& m = t->meta[slot];
-      m.tick.store(tick_base + i, std::memory_order_relaxed);
-      if (lfu) m.freq.fetch_add(1, std::memory_order_relaxed);
-      found[i] = 1;
-      if (!dirty.empty()) dirty[i] = m.dirty.load(std::memory_order_relaxed);
-      ++hits;
+    };
+    auto probe = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        const uint32_t i = by_stripe[j];
+        const uint32_t slot = stripe.map.Find(keys[i], hashes[i]);
+        slot_of[i] = slot;
+        if (slot == kDramNoSlot) continue;
+        const std::byte* line = t->rows->Slot(slot);  // header, then the row
+        __builtin_prefetch(line, 1);
+        for (uint32_t off = 64; off < row_prefetch_bytes; off += 64) __builtin_prefetch(line + off);
+      }
+    };
+    auto copy = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        const uint32_t i = by_stripe[j];
+        const uint32_t slot = slot_of[i];
+        if (slot == kDramNoSlot) {
+          found[i] = 0;
+          if (!dirty.empty()) dirty[i] = 0;
+          continue;
+        }
+        std::memcpy(rows.data() + uint64_t{i} * rb, t->Row(slot), rb);
+        DramSlotHeader& h = t->Header(slot);
+        h.tick.store(tick_base + i, std::memory_order_relaxed);
+        if (lfu) h.freq.fetch_add(1, std::memory_order_relaxed);
+        found[i] = 1;
+        if (!dirty.empty()) dirty[i] = h.dirty.load(std::memory_order_relaxed);
+        ++hits;
+      }
+    };
+    std::shared_lock lock(stripe.mu);
+    prefetch_buckets(begin);
+    for (uint32_t c = begin; c < end; c += kChunk) {
+      probe(c);
+      if (c + kChunk < end) prefetch_buckets(c + kChunk);
+      if (c > begin) copy(c - kChunk);
     }
+    copy(begin + (end - begin - 1) / kChunk * kChunk);
   }
   hits_.fetch_add(hits, std::memory_order_relaxed);
   misses_.fetch_add(n - hits, std::memory_order_relaxed);
@@ -229,7 +265,7 @@ Status DramCache::PinImpl(TableId table, std::span<const Key> keys, std::span<ui
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(*t, keys[i]);
     found[i] = slot != kDramNoSlot;
-    if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->rows->Slot(slot) : nullptr;
+    if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->Row(slot) : nullptr;
     if (slot == kDramNoSlot) continue;
     SlotMeta& m = t->meta[slot];
     STRATA_ASSERT(m.pins < UINT32_MAX, "dram cache: pin count overflow");
@@ -310,8 +346,9 @@ Status DramCache::ForEach(
   for (uint64_t slot = 0; slot < t->slots_touched; ++slot) {
     const SlotMeta& m = t->meta[slot];
     if (!m.occupied) continue;
-    STRATA_RETURN_IF_ERROR(fn(m.key, {t->rows->Slot(slot), t->spec.row_bytes},
-                              m.dirty.load(std::memory_order_relaxed) != 0));
+    STRATA_RETURN_IF_ERROR(
+        fn(m.key, {t->Row(static_cast<uint32_t>(slot)), t->spec.row_bytes},
+           t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed) != 0));
   }
   return Status::Ok();
 }
@@ -333,7 +370,8 @@ DramCacheStats DramCache::Stats() const {
   s.bytes_used = bytes_used_;
   s.index_bytes = order_.size() * kOrderNodeBytes;
   for (const auto& t : tables_) {
-    s.index_bytes += t->index->bytes() + t->slots_touched * sizeof(SlotMeta) +
+    const uint64_t header_bytes = DramSlotBytes(t->spec.row_bytes) - t->spec.row_bytes;
+    s.index_bytes += t->index->bytes() + t->slots_touched * (sizeof(SlotMeta) + header_bytes) +
                      t->free_slots.capacity() * sizeof(uint32_t);
   }
   return s;

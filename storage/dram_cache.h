@@ -4,7 +4,7 @@
 // Each table has an arena of row slots (DramArena: pages interleaved across
 // all NUMA nodes, huge pages where available) and a lock-striped index
 // key -> slot (DramIndex). Capacity is `dram_bytes_max` row bytes summed
-// over all tables; index and metadata come on top (about 150 bytes per
+// over all tables; index and metadata come on top (about 160 bytes per
 // resident row, see docs/dram-cache.md).
 //
 // Eviction (DramEviction): kIntent evicts the unpinned row whose next
@@ -155,8 +155,8 @@ class DramCache {
                       std::string_view what, bool may_be_empty) const;
 
   // Eviction order (all REQUIRE mu_).
-  bool Evictable(const SlotMeta& m) const;
-  OrderEntry OrderOf(uint32_t table, uint32_t slot, const SlotMeta& m) const;
+  bool Evictable(const Table& t, uint32_t slot) const;
+  OrderEntry OrderOf(uint32_t table, uint32_t slot) const;  // from current values
   void OrderAdd(uint32_t table, uint32_t slot);
   void OrderRemove(uint32_t table, uint32_t slot);
   void OrderSync(uint32_t table, uint32_t slot);  // add or remove per Evictable

@@ -23,17 +23,11 @@ Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
           ", used " + std::to_string(bytes_used_) +
           "): every other resident row is pinned, or dirty with no backing store");
     }
-    auto it = order_.begin();
-    const OrderEntry e = *it;
-    SlotMeta& m = tables_[e.table]->meta[e.slot];
+    const OrderEntry e = *order_.begin();
     // Lookups bump tick (and freq) without mu_, which only moves a row later
     // in the order; an entry whose use counters moved is re-filed first.
-    const uint64_t tick = m.tick.load(std::memory_order_relaxed);
-    const uint32_t freq = m.freq.load(std::memory_order_relaxed);
-    order_.erase(it);
-    m.in_order = 0;
-    if (tick != m.tick_in_order ||
-        (options_.eviction == DramEviction::kLfu && freq != m.freq_in_order)) {
+    OrderRemove(e.table, e.slot);
+    if (OrderOf(e.table, e.slot) != e) {
       OrderAdd(e.table, e.slot);
       continue;
     }
@@ -50,7 +44,7 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
     std::vector<Key> keys;
     std::vector<uint32_t> slots;
     for (const Victim& v : victims) {
-      if (v.table != t->pos || !t->meta[v.slot].dirty.load(std::memory_order_relaxed)) continue;
+      if (v.table != t->pos || !t->Header(v.slot).dirty.load(std::memory_order_relaxed)) continue;
       keys.push_back(t->meta[v.slot].key);
       slots.push_back(v.slot);
     }
@@ -59,7 +53,7 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
     std::vector<std::byte> rows(keys.size() * rb);
     // Row bytes change only under mu_, which this thread holds.
     for (size_t i = 0; i < slots.size(); ++i) {
-      std::memcpy(rows.data() + i * rb, t->rows->Slot(slots[i]), rb);
+      std::memcpy(rows.data() + i * rb, t->Row(slots[i]), rb);
     }
     Status s = backing_->MultiPut(t->spec.id, keys, rows);
     if (!s.ok()) {
@@ -68,7 +62,7 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
                                   " dirty victims of " + t->Name());
       break;
     }
-    for (uint32_t slot : slots) t->meta[slot].dirty.store(0, std::memory_order_relaxed);
+    for (uint32_t slot : slots) t->Header(slot).dirty.store(0, std::memory_order_relaxed);
     dirty_writebacks_.fetch_add(keys.size(), std::memory_order_relaxed);
   }
   if (!first_error.ok()) {
@@ -160,18 +154,18 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     uint32_t slot = slots[k];
     if (slot != kDramNoSlot) {
       std::unique_lock stripe_lock(stripe.mu);  // lookups may be copying this row
-      std::memcpy(t->rows->Slot(slot), src, rb);
-      t->meta[slot].dirty.store(is_dirty, std::memory_order_relaxed);
+      std::memcpy(t->Row(slot), src, rb);
+      t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
     } else {
       slot = AllocateSlot(*t);
-      std::memcpy(t->rows->Slot(slot), src, rb);  // unpublished: no reader yet
+      std::memcpy(t->Row(slot), src, rb);  // unpublished: no reader yet
       SlotMeta& m = t->meta[slot];
       m.key = keys[i];
       m.pins = 0;
       m.occupied = 1;
       m.in_order = 0;
-      m.freq.store(0, std::memory_order_relaxed);
-      m.dirty.store(is_dirty, std::memory_order_relaxed);
+      t->Header(slot).freq.store(0, std::memory_order_relaxed);
+      t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
       {
         std::unique_lock stripe_lock(stripe.mu);
         stripe.map.Insert(keys[i], hash, slot);
@@ -183,8 +177,8 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     }
     SlotMeta& m = t->meta[slot];
     m.next_use = next_use.empty() ? kClockNever : next_use[i];
-    m.tick.store(tick_base + k, std::memory_order_relaxed);
-    m.freq.fetch_add(1, std::memory_order_relaxed);
+    t->Header(slot).tick.store(tick_base + k, std::memory_order_relaxed);
+    t->Header(slot).freq.fetch_add(1, std::memory_order_relaxed);
     OrderSync(t->pos, slot);
   }
   return Status::Ok();
@@ -214,7 +208,7 @@ Status DramCache::FlushDirty() {
     std::vector<uint32_t> slots;
     for (uint64_t slot = 0; slot < t->slots_touched; ++slot) {
       const SlotMeta& m = t->meta[slot];
-      if (m.occupied && m.dirty.load(std::memory_order_relaxed)) {
+      if (m.occupied && t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed)) {
         slots.push_back(static_cast<uint32_t>(slot));
       }
     }
@@ -230,7 +224,7 @@ Status DramCache::FlushDirty() {
       rows.resize((end - begin) * rb);
       for (size_t j = begin; j < end; ++j) {
         keys.push_back(t->meta[slots[j]].key);
-        std::memcpy(rows.data() + (j - begin) * rb, t->rows->Slot(slots[j]), rb);
+        std::memcpy(rows.data() + (j - begin) * rb, t->Row(slots[j]), rb);
       }
       Status s = backing_->MultiPut(t->spec.id, keys, rows);
       if (!s.ok()) {

@@ -3,6 +3,7 @@
 #include <bit>
 #include <mutex>
 
+#include "storage/dram_limits.h"
 #include "strata/assert.h"
 
 namespace strata::storage {
@@ -10,8 +11,27 @@ namespace {
 constexpr uint64_t kInitialBuckets = 16;
 }  // namespace
 
-DramHashMap::DramHashMap()
-    : buckets_(kInitialBuckets, Entry{0, kDramNoSlot}), mask_(kInitialBuckets - 1) {}
+DramHashMap::DramHashMap(bool huge_pages)
+    : huge_pages_(huge_pages),
+      storage_(Allocate(kInitialBuckets)),
+      buckets_(storage_.data),
+      mask_(kInitialBuckets - 1) {}
+
+DramHashMap::Buckets DramHashMap::Allocate(uint64_t n) const {
+  Buckets b;
+  if (n * sizeof(Entry) >= kDramArenaAlignBytes) {
+    auto arena = DramArena::Create(n, sizeof(Entry), huge_pages_);
+    if (arena.ok()) {
+      b.large = std::move(arena).value();
+      b.data = reinterpret_cast<Entry*>(b.large->base());
+      for (uint64_t i = 0; i < n; ++i) b.data[i] = Entry{0, kDramNoSlot};
+      return b;
+    }
+  }
+  b.small.assign(n, Entry{0, kDramNoSlot});
+  b.data = b.small.data();
+  return b;
+}
 
 void DramHashMap::Insert(Key key, uint64_t hash, uint32_t slot) {
   STRATA_ASSERT(slot != kDramNoSlot, "DramHashMap::Insert of the empty marker");
@@ -49,13 +69,14 @@ bool DramHashMap::Erase(Key key, uint64_t hash) {
 }
 
 void DramHashMap::Grow() {
-  std::vector<Entry> old;
-  old.swap(buckets_);
-  uint64_t n = (mask_ + 1) * 2;
-  buckets_.assign(n, Entry{0, kDramNoSlot});
-  mask_ = n - 1;
+  const uint64_t old_count = mask_ + 1;
+  Buckets old = std::move(storage_);
+  storage_ = Allocate(old_count * 2);
+  buckets_ = storage_.data;
+  mask_ = old_count * 2 - 1;
   size_ = 0;
-  for (const Entry& e : old) {
+  for (uint64_t k = 0; k < old_count; ++k) {
+    const Entry& e = old.data[k];
     if (e.slot == kDramNoSlot) continue;
     uint64_t i = DramKeyHash(e.key) & mask_;
     while (buckets_[i].slot != kDramNoSlot) i = (i + 1) & mask_;
@@ -64,11 +85,12 @@ void DramHashMap::Grow() {
   }
 }
 
-DramIndex::DramIndex(uint32_t stripes)
+DramIndex::DramIndex(uint32_t stripes, bool huge_pages)
     : count_(stripes),
       shift_(64 - static_cast<uint32_t>(std::countr_zero(stripes))),
       stripes_(new Stripe[stripes]) {
   STRATA_ASSERT(std::has_single_bit(stripes), "DramIndex stripes must be a power of two");
+  for (uint32_t i = 0; i < stripes; ++i) stripes_[i].map = DramHashMap(huge_pages);
 }
 
 uint64_t DramIndex::bytes() const {

@@ -16,6 +16,7 @@
 #include <shared_mutex>
 #include <vector>
 
+#include "storage/dram_arena.h"
 #include "strata/types.h"
 
 namespace strata::storage {
@@ -34,7 +35,9 @@ inline uint64_t DramKeyHash(Key key) {
 
 class DramHashMap {
  public:
-  DramHashMap();
+  // Bucket arrays of 2 MiB and more live in a DramArena (interleaved, huge
+  // pages when `huge_pages`), so probes of a large map rarely miss the TLB.
+  explicit DramHashMap(bool huge_pages = false);
 
   // The slot of `key`, or kDramNoSlot. `hash` is DramKeyHash(key).
   uint32_t Find(Key key, uint64_t hash) const {
@@ -51,16 +54,24 @@ class DramHashMap {
   bool Erase(Key key, uint64_t hash);
 
   uint64_t size() const { return size_; }
-  uint64_t bytes() const { return buckets_.capacity() * sizeof(Entry); }
+  uint64_t bytes() const { return (mask_ + 1) * sizeof(Entry); }
 
  private:
   struct Entry {
     Key key;
     uint32_t slot;
   };
+  struct Buckets {  // a vector when small, a huge-page arena when large
+    std::vector<Entry> small;
+    std::unique_ptr<DramArena> large;
+    Entry* data = nullptr;
+  };
+  Buckets Allocate(uint64_t n) const;  // n empty buckets
   void Grow();
 
-  std::vector<Entry> buckets_;
+  bool huge_pages_;
+  Buckets storage_;
+  Entry* buckets_;  // storage_.data
   uint64_t mask_;
   uint64_t size_ = 0;
 };
@@ -73,7 +84,7 @@ class DramIndex {
   };
 
   // REQUIRES: stripes is a power of two >= 1.
-  explicit DramIndex(uint32_t stripes);
+  DramIndex(uint32_t stripes, bool huge_pages);
 
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
