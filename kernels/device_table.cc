@@ -54,6 +54,19 @@ Status CheckOptions(const DeviceTableOptions& o) {
   return Status::Ok();
 }
 
+// Smallest prime >= n (trial division; n < 2^29 here).
+uint64_t NextPrime(uint64_t n) {
+  auto prime = [](uint64_t x) {
+    if (x < 2) return false;
+    for (uint64_t d = 2; d * d <= x; ++d) {
+      if (x % d == 0) return false;
+    }
+    return true;
+  };
+  while (!prime(n)) ++n;
+  return n;
+}
+
 }  // namespace
 
 const char* OptimizerName(OptimizerKind kind) {
@@ -88,8 +101,10 @@ Result<std::unique_ptr<DeviceTable>> DeviceTable::Create(const DeviceTableOption
 
 Status DeviceTable::Allocate() {
   const double slots_min = std::ceil(static_cast<double>(options_.capacity_rows) / kLoadFactorMax);
-  const uint64_t num_buckets =
-      (static_cast<uint64_t>(slots_min) + kBucketSlots - 1) / kBucketSlots;
+  uint64_t num_buckets = (static_cast<uint64_t>(slots_min) + kBucketSlots - 1) / kBucketSlots;
+  // A prime bucket count makes every double-hashing step coprime with it,
+  // so a probe sequence never revisits a bucket within the probe bound.
+  if (num_buckets > kProbeBucketsMax) num_buckets = NextPrime(num_buckets);
   const uint64_t slots = num_buckets * kBucketSlots;
   const uint32_t row_floats = options_.dim + StateFloats(options_.optimizer.kind, options_.dim);
   if (runner_ == Runner::kGpu) STRATA_RETURN_IF_ERROR(GpuInit());

@@ -37,7 +37,8 @@ namespace strata::kernels {
 
 struct DeviceTableOptions {
   // Rows the table must hold; slots = ceil(capacity_rows / kLoadFactorMax),
-  // rounded up to whole buckets. More rows may fit; none beyond the slots.
+  // rounded up to whole buckets (a prime count of them beyond 32). More rows
+  // fit (0.9 of the slots is tested); none beyond the slots.
   uint64_t capacity_rows = 0;
   uint32_t dim = 16;                // embedding floats per row
   OptimizerOptions optimizer;       // decides the state floats per row

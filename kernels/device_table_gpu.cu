@@ -2,6 +2,7 @@
 // device_table_ref.h, initializer.h and optimizer.h, one thread per key (or
 // per slot for scans). The only CUDA translation unit of the table; built
 // with --fmad=false so its arithmetic rounds like the host runner's.
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -59,12 +60,39 @@ __device__ inline void CopyRow(float* dst, const float* src, uint32_t n) {
   for (uint32_t d = 0; d < n; ++d) dst[d] = src[d];
 }
 
+// Find with a tile of kBucketSlots threads per key: lane j compares slot j
+// of the bucket (one coalesced 128-byte read of keys), a ballot picks the
+// hit, and the tile copies the row. Same semantics as DeviceTableRef::Find.
+constexpr uint32_t kFindTile = kBucketSlots;
+static_assert(kFindTile == 16);
+
 __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out,
                            uint32_t out_floats, uint8_t* found) {
-  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
-    const uint64_t s = ref.Find(keys[i]);
-    found[i] = s != kNoSlot;
-    if (s != kNoSlot && out != nullptr) CopyRow(out + i * out_floats, ref.Row(s), out_floats);
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kFindTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
+  const uint64_t tiles = GridStride() / kFindTile;
+  for (uint64_t i = GlobalIndex() / kFindTile; i < n; i += tiles) {  // uniform per tile
+    const Key key = keys[i];
+    uint64_t bucket = ref.HomeBucket(key);
+    const uint64_t step = ref.ProbeStep(key);
+    uint64_t slot = kNoSlot;
+    for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
+      const uint64_t s = bucket * kBucketSlots + lane;
+      const uint32_t hits = tile.ballot(ref.keys[s] == key && ref.states[s] == kSlotOccupied);
+      if (hits != 0) {
+        slot = bucket * kBucketSlots + (__ffs(hits) - 1);
+        break;
+      }
+      if (ref.overflow[bucket] == 0) break;
+      bucket = ref.NextBucket(bucket, step);
+    }
+    if (lane == 0) found[i] = slot != kNoSlot;
+    if (slot != kNoSlot && out != nullptr) {
+      const float* row = ref.Row(slot);
+      float* dst = out + i * out_floats;
+      for (uint32_t d = lane; d < out_floats; d += kFindTile) dst[d] = row[d];
+    }
   }
 }
 
@@ -311,7 +339,8 @@ static Status BeginCall(uint64_t* counters, void* stream) {
 Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats,
                             uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
-  FindKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out, out_floats, found);
+  FindKernel<<<Blocks(n * kFindTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out,
+                                                                     out_floats, found);
   return LaunchStatus("FindKernel");
 }
 

@@ -14,8 +14,9 @@
 // Occupancy lives in `states`, so every 64-bit key is a valid key.
 //
 // Probing: a key's home bucket is MulHi64(Mix64(key), num_buckets); it lives
-// in the first probe_buckets buckets from there (wrapping). A lookup scans a
-// bucket and moves on only while that bucket's overflow flag is set.
+// in the first probe_buckets buckets of its double-hashing sequence (see
+// ProbeStep). A lookup scans a bucket and moves on only while that bucket's
+// overflow flag is set (some insert found it full and went on).
 //
 // Thread safety: within one batched call many threads use a ref at once.
 // Find is safe against concurrent readers; FindOrClaim is safe against
@@ -69,14 +70,24 @@ struct DeviceTableRef {
     return detail::MulHi64(detail::Mix64(key), num_buckets);
   }
   STRATA_HD float* Row(uint64_t slot) const { return rows + slot * row_floats; }
-  STRATA_HD uint64_t NextBucket(uint64_t bucket) const {
-    return bucket + 1 == num_buckets ? 0 : bucket + 1;
+  // Double hashing over buckets: a key's probe sequence is home, home +
+  // step, home + 2 step, ... (mod num_buckets) with a per-key step, so keys
+  // that collide at home part ways (no primary clustering). Tables of at
+  // most probe_buckets buckets probe linearly and so reach every bucket.
+  STRATA_HD uint64_t ProbeStep(Key key) const {
+    if (num_buckets <= probe_buckets) return 1;
+    return 1 + detail::MulHi64(detail::Mix64(key ^ 0x2545f4914f6cdd1dULL), num_buckets - 1);
+  }
+  STRATA_HD uint64_t NextBucket(uint64_t bucket, uint64_t step) const {
+    bucket += step;
+    return bucket >= num_buckets ? bucket - num_buckets : bucket;
   }
 
   // Slot holding `key`, or kNoSlot. For batches without inserts (Find, Push,
   // Pin, Erase, ...): relaxed loads, key compared first.
   STRATA_HD uint64_t Find(Key key) const {
     uint64_t bucket = HomeBucket(key);
+    const uint64_t step = ProbeStep(key);
     for (uint32_t p = 0; p < probe_buckets; ++p) {
       const uint64_t base = bucket * kBucketSlots;
       for (uint32_t j = 0; j < kBucketSlots; ++j) {
@@ -85,7 +96,7 @@ struct DeviceTableRef {
         }
       }
       if (overflow[bucket] == 0) return kNoSlot;
-      bucket = NextBucket(bucket);
+      bucket = NextBucket(bucket, step);
     }
     return kNoSlot;
   }
@@ -96,6 +107,7 @@ struct DeviceTableRef {
   // empty slot within the probe bound; nothing changed.
   STRATA_HD ClaimResult FindOrClaim(Key key, uint64_t* slot_out) const {
     const uint64_t home = HomeBucket(key);
+    const uint64_t step = ProbeStep(key);
     // Pass 1: rows published before this batch (erase may have left holes,
     // so the first empty slot does not end the search).
     uint64_t bucket = home;
@@ -109,7 +121,7 @@ struct DeviceTableRef {
         }
       }
       if (detail::AtomicLoadAcquire(&overflow[bucket]) == 0) break;
-      bucket = NextBucket(bucket);
+      bucket = NextBucket(bucket, step);
     }
     // Pass 2: claim the first empty slot in probe order. Every thread with
     // this key walks the same order and inspects each slot it cannot claim,
@@ -123,8 +135,10 @@ struct DeviceTableRef {
         if (state == kSlotEmpty) {
           if (detail::AtomicCas(&states[s], kSlotEmpty, kSlotBusy)) {
             keys[s] = key;
-            for (uint64_t b = home; b != bucket; b = NextBucket(b)) {
-              detail::AtomicOr(&overflow[b], 1u);
+            uint64_t passed = home;
+            for (uint32_t q = 0; q < p; ++q) {
+              detail::AtomicOr(&overflow[passed], 1u);
+              passed = NextBucket(passed, step);
             }
             *slot_out = s;
             return ClaimResult::kClaimed;
@@ -137,7 +151,7 @@ struct DeviceTableRef {
           return ClaimResult::kFound;
         }
       }
-      bucket = NextBucket(bucket);
+      bucket = NextBucket(bucket, step);
     }
     return ClaimResult::kFull;
   }

@@ -127,7 +127,8 @@ STRATA_HD inline void ApplyOptimizer(const OptimizerOptions& opt, uint32_t dim, 
         const float g = grad[i];
         const float n_old = n[i];
         const float n_new = n_old + g * g;
-        const float sigma = (sqrtf(n_new) - sqrtf(n_old)) / opt.ftrl_alpha;
+        // sqrt(n_new) - sqrt(n_old), written without the cancellation.
+        const float sigma = g * g / (sqrtf(n_new) + sqrtf(n_old)) / opt.ftrl_alpha;
         const float zi = z[i] + g - sigma * w[i];
         z[i] = zi;
         n[i] = n_new;

@@ -230,6 +230,24 @@ TYPED_TEST(DeviceTableTest, HoldsCapacityRowsOfRandomKeys) {
   EXPECT_NEAR(t->LoadFactor(), 0.85, 0.01);
 }
 
+TYPED_TEST(DeviceTableTest, HoldsNinetyPercentOfSlots) {
+  auto o = this->Options(1 << 20, 1);
+  o.batch_keys_max = 1 << 21;
+  auto t = MakeTable(this->kRunner, o);
+  ASSERT_NE(t, nullptr);
+  Harness h(t.get());
+  std::mt19937_64 rng(8);
+  std::vector<Key> keys(static_cast<size_t>(0.9 * static_cast<double>(t->slots())));
+  for (Key& k : keys) k = rng();
+  std::vector<uint8_t> inserted;
+  Status s = h.FindOrInsert(keys, nullptr, &inserted, 0);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NEAR(t->LoadFactor(), 0.9, 0.001);
+  std::vector<float> values;
+  ASSERT_TRUE(h.Find(keys, &values, &inserted).ok());
+  EXPECT_EQ(std::count(inserted.begin(), inserted.end(), 1), static_cast<long>(keys.size()));
+}
+
 TYPED_TEST(DeviceTableTest, EraseThenReinsertRecreatesTheSameRow) {
   auto t = MakeTable(this->kRunner, this->Options(1000, 4, OptimizerKind::kAdam));
   ASSERT_NE(t, nullptr);
