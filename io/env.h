@@ -47,7 +47,11 @@ class File {
   // fault hooks (FaultEnv) are consulted by io::IoThreads instead.
   virtual int fd() const = 0;
   virtual const std::string& path() const = 0;
+  // True when opened with O_DIRECT: every request on it must be 4 KiB aligned.
+  virtual bool direct() const { return false; }
 };
+
+class FaultEnv;
 
 class Env {
  public:
@@ -68,6 +72,11 @@ class Env {
 
   // Monotonic clock in microseconds.
   virtual uint64_t NowMicros() = 0;
+
+  // The fault injector behind this Env, or nullptr (the default) when it
+  // injects nothing. io::IoThreads consults it for reads and writes it issues
+  // on File::fd() directly.
+  virtual FaultEnv* AsFaultEnv() { return nullptr; }
 };
 
 }  // namespace strata::io

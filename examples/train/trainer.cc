@@ -1,0 +1,165 @@
+#include "examples/train/trainer.h"
+
+#include <chrono>
+#include <mutex>
+
+#include "examples/train/metrics.h"
+#include "examples/train/row_staging.h"
+
+namespace strata::train {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The trainer's side of one worker: its store calls, under the worker mutex
+// the loader shares, with rows staged through device memory when T0 is a GPU.
+class WorkerSession {
+ public:
+  WorkerSession(Store* store, WorkerId worker, std::mutex* mu, bool on_device)
+      : store_(store), worker_(worker), mu_(mu), staging_(on_device) {}
+
+  Status Check() const { return staging_.Check(); }
+
+  Status Pull(TableId table, std::span<const Key> keys, std::vector<float>* out, uint32_t dim) {
+    out->resize(keys.size() * dim);
+    STRATA_ASSIGN_OR_RETURN(float* target, staging_.PullTarget(out->data(), out->size()));
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      STRATA_RETURN_IF_ERROR(store_->Pull(worker_, table, keys, target));
+    }
+    return staging_.FinishPull(out->data(), out->size());
+  }
+
+  Status Push(TableId table, std::span<const Key> keys, const std::vector<float>& grads) {
+    STRATA_ASSIGN_OR_RETURN(const float* source, staging_.PushSource(grads.data(), grads.size()));
+    std::lock_guard<std::mutex> lock(*mu_);
+    return store_->Push(worker_, table, keys, source);
+  }
+
+  Status AdvanceClock() {
+    std::lock_guard<std::mutex> lock(*mu_);
+    return store_->AdvanceClock(worker_);
+  }
+
+ private:
+  Store* const store_;
+  const WorkerId worker_;
+  std::mutex* const mu_;
+  RowStaging staging_;
+};
+
+void FillStoreCounters(const StoreStats& before, const StoreStats& after, EpochReport* r) {
+  r->pulls = after.pulls - before.pulls;
+  r->stall_pulls = after.stall_pulls - before.stall_pulls;
+  r->stall_fraction =
+      r->pulls == 0 ? 0.0 : static_cast<double>(r->stall_pulls) / static_cast<double>(r->pulls);
+  r->t0_hits = after.t0.hits - before.t0.hits;
+  r->t1_hits = after.t1.hits - before.t1.hits;
+  r->ssd_row_reads = after.ssd_row_reads - before.ssd_row_reads;
+  r->ssd_row_writes = after.ssd_row_writes - before.ssd_row_writes;
+  r->prefetched_rows = after.prefetched_rows - before.prefetched_rows;
+  r->late_prefetches = after.late_prefetches - before.late_prefetches;
+}
+
+Result<std::vector<TableId>> ResolveTables(Store* store, const Dataset& data, uint32_t row_dim) {
+  std::vector<TableId> ids;
+  for (const std::string& name : data.categorical_names) {
+    STRATA_ASSIGN_OR_RETURN(TableId id, store->FindTable(name));
+    if (id >= store->Tables().size() || store->Tables()[id].dim != row_dim) {
+      return Status::InvalidArgument("train: table '" + name + "' must have dim " +
+                                     std::to_string(row_dim));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+}  // namespace
+
+std::vector<TableOptions> MakeTables(const Dataset& data, const FmConfig& config) {
+  std::vector<TableOptions> tables;
+  for (const std::string& name : data.categorical_names) {
+    TableOptions t;
+    t.name = name;
+    t.dim = RowDim(config.dim);
+    t.optimizer.kind = Optimizer::kAdagrad;
+    t.optimizer.learning_rate = config.learning_rate;
+    t.optimizer.epsilon = config.epsilon;
+    t.initializer = Initializer::kUniform;
+    t.init_scale = config.init_scale;
+    tables.push_back(std::move(t));
+  }
+  return tables;
+}
+
+Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions& options) {
+  const uint32_t row_dim = RowDim(options.model.dim);
+  STRATA_ASSIGN_OR_RETURN(std::vector<TableId> tables, ResolveTables(store, data, row_dim));
+  STRATA_ASSIGN_OR_RETURN(WorkerId worker,
+                          store->RegisterWorker(store->Stats().t0_on_gpu ? 0 : -1));
+  STRATA_ASSIGN_OR_RETURN(Clock first_clock, store->CurrentClock(worker));
+  std::mutex worker_mu;
+  WorkerSession session(store, worker, &worker_mu, store->Stats().t0_on_gpu);
+  STRATA_RETURN_IF_ERROR(session.Check());
+
+  TrainResult result;
+  FmModel model(static_cast<uint32_t>(data.dense_columns()), options.model);
+  BatchLoader loader(data, tables, options.loader, store, worker, first_clock, &worker_mu,
+                     options.record_accesses ? &result.accesses : nullptr);
+  STRATA_RETURN_IF_ERROR(loader.Start());
+  const Schedule schedule = loader.schedule();
+
+  PulledRows rows(tables.size()), row_grads;
+  DenseParams dense_grads;
+  std::vector<float> logits;
+  for (uint32_t epoch = 0; epoch < schedule.epochs; ++epoch) {
+    EpochReport report;
+    report.epoch = epoch;
+    const StoreStats before = store->Stats();
+    const double wait_before = loader.wait_seconds();
+    const auto start = SteadyClock::now();
+    std::vector<float> train_logits, train_labels, val_logits, val_labels;
+    const size_t batches = schedule.train_batches + schedule.validation_batches;
+    for (size_t b = 0; b < batches; ++b) {
+      STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Batch> batch, loader.Next());
+      if (!batch) return Status::Internal("train: the loader ended early");
+      for (size_t t = 0; t < tables.size(); ++t) {
+        STRATA_RETURN_IF_ERROR(session.Pull(tables[t], batch->unique_keys[t], &rows[t], row_dim));
+      }
+      model.Forward(*batch, rows, &logits);
+      auto& out_logits = batch->train ? train_logits : val_logits;
+      auto& out_labels = batch->train ? train_labels : val_labels;
+      out_logits.insert(out_logits.end(), logits.begin(), logits.end());
+      out_labels.insert(out_labels.end(), batch->labels.begin(), batch->labels.end());
+      if (batch->train) {
+        model.Backward(*batch, rows, logits, &row_grads, &dense_grads);
+        for (size_t t = 0; t < tables.size(); ++t) {
+          if (batch->unique_keys[t].empty()) continue;
+          STRATA_RETURN_IF_ERROR(session.Push(tables[t], batch->unique_keys[t], row_grads[t]));
+        }
+        model.ApplyDense(dense_grads);
+      }
+      STRATA_RETURN_IF_ERROR(session.AdvanceClock());
+      report.rows += batch->size();
+    }
+    report.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    report.rows_per_s = report.seconds > 0 ? static_cast<double>(report.rows) / report.seconds : 0;
+    report.loader_wait_fraction =
+        report.seconds > 0 ? (loader.wait_seconds() - wait_before) / report.seconds : 0;
+    report.train_logloss = MeanLogLoss(train_logits, train_labels);
+    report.train_auc = RocAuc(train_logits, train_labels);
+    report.validation_logloss = MeanLogLoss(val_logits, val_labels);
+    report.validation_auc = RocAuc(val_logits, val_labels);
+    FillStoreCounters(before, store->Stats(), &report);
+    result.epochs.push_back(report);
+    result.validation_logits = std::move(val_logits);
+  }
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Batch> tail, loader.Next());
+  if (tail) return Status::Internal("train: the loader produced more batches than scheduled");
+  loader.Stop();
+  result.dense = model.dense();
+  result.final_stats = store->Stats();
+  return result;
+}
+
+}  // namespace strata::train

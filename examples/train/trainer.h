@@ -1,0 +1,67 @@
+// Trainer: the training loop of the example, written against the public
+// Store API only, so it serves as a template for pipelines embedding Strata.
+//
+// Per batch (from the BatchLoader, which has already signalled its intents):
+//   Pull each table's unique keys -> FM forward (host) -> if training:
+//   backward (host), Push each table's row gradients (the store applies
+//   AdaGrad where the row lives), AdaGrad on the dense part -> AdvanceClock.
+// Per epoch it reports logloss and AUC on the training rows (progressive:
+// each row scored just before the model trains on it, the usual online
+// estimate, which costs no extra pass) and on the validation rows (scored
+// after the epoch's training), rows/s, and the store's counters over the
+// epoch: per-tier hits, SSD reads, stall fraction.
+//
+// Thread safety: Train runs on the calling thread plus one loader thread.
+// The store is borrowed; Train registers its own worker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "examples/train/batch_loader.h"
+#include "examples/train/belady.h"
+#include "examples/train/dataset.h"
+#include "examples/train/fm_model.h"
+#include "strata/store.h"
+
+namespace strata::train {
+
+struct TrainOptions {
+  FmConfig model;
+  LoaderOptions loader;
+  bool record_accesses = true;  // keep each batch's keys (for the Belady floor)
+};
+
+struct EpochReport {
+  uint32_t epoch = 0;
+  double train_logloss = 0, train_auc = 0;
+  double validation_logloss = 0, validation_auc = 0;
+  uint64_t rows = 0;  // training plus validation rows processed
+  double seconds = 0;
+  double rows_per_s = 0;
+  double loader_wait_fraction = 0;  // share of the epoch the trainer waited for a batch
+  // Store counters over the epoch (differences of Stats()).
+  uint64_t pulls = 0, stall_pulls = 0;
+  double stall_fraction = 0;  // stall_pulls / pulls
+  uint64_t t0_hits = 0, t1_hits = 0, ssd_row_reads = 0, ssd_row_writes = 0;
+  uint64_t prefetched_rows = 0, late_prefetches = 0;
+};
+
+struct TrainResult {
+  std::vector<EpochReport> epochs;
+  std::vector<float> validation_logits;  // last epoch, validation rows in file order
+  DenseParams dense;                     // final dense parameters
+  AccessRecorder accesses;               // when record_accesses
+  StoreStats final_stats;
+};
+
+// The tables the model needs in a store: one per categorical column of
+// `data`, named after the column, rows of RowDim(config.dim) floats, AdaGrad
+// with the model's learning rate, uniform initializer.
+std::vector<TableOptions> MakeTables(const Dataset& data, const FmConfig& config);
+
+// Trains on `data` through `store`, whose tables must be MakeTables(data, ...).
+Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions& options);
+
+}  // namespace strata::train

@@ -1,0 +1,125 @@
+// FaultEnv: an Env wrapping another Env (usually Env::Default()) that injects
+// faults for tests and simulates crashes.
+//
+// Faults are described by FaultRules: on calls of one kind (read, write,
+// sync, ...) whose path contains a substring, from the Nth matching call on,
+// at most `times_max` times, it returns an error (EIO, ENOSPC or any errno,
+// as an IOError naming the file and offset), shortens a read, or adds
+// latency. io::IoThreads, which issues reads and writes on File::fd()
+// directly, consults the same rules through BeforeIo()/AfterSync(), so both
+// paths fail alike. With no rules the cost is one relaxed atomic load.
+//
+// Crash simulation: FaultEnv remembers, for every file opened through it, its
+// content at the last Sync (or at first open, for a file that existed), and
+// whether its directory entry is durable (it existed, or SyncDir ran on its
+// directory after it was created or renamed). DropUnsyncedWrites() makes the
+// file system look as after a power loss: each file reverts to its synced
+// content; files created and never dir-synced vanish; files renamed and never
+// dir-synced move back to their old name. Deletions count as durable at once.
+// The cost is a copy of the file at every Sync: meant for tests, small files.
+//
+// Thread safety: all methods are thread-safe. Ownership: the base Env is not
+// owned and must outlive the FaultEnv; Files it returns must not outlive it.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "io/env.h"
+#include "io/limits.h"
+
+namespace strata::io {
+
+enum class FaultOp : uint8_t {
+  kOpen, kRead, kWrite, kSync, kTruncate, kRename, kDelete, kCreateDirs, kSyncDir, kListDir,
+};
+std::string_view FaultOpName(FaultOp op);
+
+enum class FaultKind : uint8_t {
+  kError,      // the call fails with `error_number`
+  kShortRead,  // a read returns at most `short_read_bytes` (other ops: ignored)
+  kLatency,    // the call is delayed by `latency_us`, then proceeds
+};
+
+struct FaultRule {
+  FaultOp op = FaultOp::kRead;
+  std::string path_substring;  // matches paths containing it; "" matches every path
+  uint64_t nth_call = 1;       // fires from the Nth matching call on (1-based)
+  uint64_t times_max = std::numeric_limits<uint64_t>::max();  // then at most this many times
+  FaultKind kind = FaultKind::kError;
+  int error_number = EIO;      // kError: EIO, ENOSPC, ...
+  size_t short_read_bytes = 0; // kShortRead
+  uint64_t latency_us = 0;     // kLatency
+};
+
+class FaultEnv final : public Env {
+ public:
+  // REQUIRES: base != nullptr and outlives this FaultEnv.
+  explicit FaultEnv(Env* base);
+  ~FaultEnv() override;
+
+  // Adds a rule; ResourceExhausted past kFaultRulesMax rules.
+  [[nodiscard]] Status AddRule(const FaultRule& rule);
+  void ClearRules();
+  // Faults injected so far (errors, short reads and delays).
+  uint64_t faults_injected() const { return faults_injected_.load(std::memory_order_relaxed); }
+
+  // Simulates a crash (see the header comment). REQUIRES: no File of this
+  // Env is being read or written concurrently; Files may stay open.
+  [[nodiscard]] Status DropUnsyncedWrites();
+
+  // Hooks for I/O issued on File::fd() directly (io::IoThreads). BeforeIo
+  // applies the rules to one call: returns the injected error, or OK after
+  // any added latency, shortening `*len` for a short read.
+  [[nodiscard]] Status BeforeIo(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
+  // Records a successful sync of `path` (its content becomes the crash state).
+  void AfterSync(const std::string& path);
+  bool has_rules() const { return rules_active_.load(std::memory_order_relaxed); }
+
+  // Env.
+  [[nodiscard]] Result<std::unique_ptr<File>> OpenFile(const std::string& path,
+                                                       const FileOptions& options) override;
+  [[nodiscard]] Status RenameFile(const std::string& from, const std::string& to) override;
+  [[nodiscard]] Status DeleteFile(const std::string& path) override;
+  [[nodiscard]] Status CreateDirs(const std::string& path) override;
+  [[nodiscard]] Status SyncDir(const std::string& path) override;
+  [[nodiscard]] Result<std::vector<std::string>> ListDir(const std::string& path) override;
+  bool FileExists(const std::string& path) override;
+  uint64_t NowMicros() override;
+  FaultEnv* AsFaultEnv() override { return this; }
+
+ private:
+  struct RuleState {
+    FaultRule rule;
+    uint64_t calls = 0;  // matching calls seen
+    uint64_t fired = 0;
+  };
+  // What a crash leaves of one file.
+  struct CrashState {
+    std::string synced_content;
+    bool entry_durable = false;
+    std::string renamed_from;     // old name to restore when the rename is not durable
+    bool overwrote = false;       // a rename replaced a durable file at this name ...
+    std::string overwritten_content;  // ... whose synced content this is
+  };
+
+  Status Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
+  void TrackOpen(const std::string& path, bool existed);
+
+  Env* const base_;
+  std::atomic<bool> rules_active_{false};
+  std::atomic<uint64_t> faults_injected_{0};
+  std::mutex rules_mu_;
+  std::vector<RuleState> rules_;  // guarded by rules_mu_
+  std::mutex crash_mu_;
+  std::map<std::string, CrashState> files_;  // guarded by crash_mu_
+};
+
+}  // namespace strata::io

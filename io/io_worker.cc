@@ -1,0 +1,292 @@
+// The I/O thread's common part (pinning, queue, faults, batch accounting)
+// and its two backends: io_uring (UringWorker) and pread/pwrite (PsyncWorker).
+#include "io/io_worker.h"
+
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "io/aligned.h"
+#include "io/limits.h"
+#include "strata/log.h"
+
+namespace strata::io {
+
+IoWorker::IoWorker(const IoWorkerOptions& options)
+    : options_(options), queue_(kIoQueueDepthMax) {}
+
+IoWorker::~IoWorker() { Stop(); }
+
+Status IoWorker::Start() {
+  std::promise<Status> ready;
+  std::future<Status> result = ready.get_future();
+  thread_ = std::thread([this, &ready] { ThreadMain(&ready); });
+  Status status = result.get();
+  if (!status.ok()) {
+    thread_.join();
+  }
+  return status;
+}
+
+void IoWorker::ThreadMain(std::promise<Status>* ready) {
+  thread_id_.store(static_cast<int>(::gettid()), std::memory_order_release);
+  if (options_.core >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(options_.core, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      ready->set_value(Status::FromErrno(errno, "I/O thread " + std::to_string(options_.index) +
+                                                    ": sched_setaffinity to core " +
+                                                    std::to_string(options_.core)));
+      return;
+    }
+  }
+  Status status = Init();
+  const bool ok = status.ok();
+  ready->set_value(std::move(status));  // `ready` dies once Start returns
+  if (ok) Loop();
+}
+
+void IoWorker::Push(const IoSlice& slice) {
+  while (!queue_.TryPush(slice)) {
+    space_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    const uint32_t seen = space_seq_.load(std::memory_order_seq_cst);
+    if (queue_.TryPush(slice)) {
+      space_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+    space_seq_.wait(seen, std::memory_order_seq_cst);
+    space_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping_.load(std::memory_order_seq_cst)) Wake();
+}
+
+bool IoWorker::TryPop(IoSlice* slice) {
+  if (!queue_.TryPop(slice)) return false;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (space_waiters_.load(std::memory_order_seq_cst) > 0) {
+    space_seq_.fetch_add(1, std::memory_order_seq_cst);
+    space_seq_.notify_all();
+  }
+  return true;
+}
+
+void IoWorker::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_seq_cst);
+  Wake();
+  thread_.join();
+}
+
+void IoWorker::OnComplete(IoRequest* req) {
+  if (options_.fault != nullptr && IsSync(req->op) && req->status.ok()) {
+    options_.fault->AfterSync(req->file->path());
+  }
+  auto* batch = static_cast<IoBatch*>(req->context);
+  if (batch->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    batch->done(batch->reqs);
+    delete batch;
+  }
+}
+
+void IoWorker::Cancel(IoRequest* req) {
+  req->bytes_done = 0;
+  req->status = Status::Unavailable("IoThreads shut down before the " +
+                                    std::string(IoOpName(req->op)) + " of file " +
+                                    req->file->path() + " at offset " +
+                                    std::to_string(req->offset) + " was issued");
+  OnComplete(req);
+}
+
+bool IoWorker::InjectFault(IoRequest* req) {
+  FaultEnv* fault = options_.fault;
+  if (fault == nullptr || !fault->has_rules()) return false;
+  const FaultOp op = req->op == IoRequest::Op::kRead    ? FaultOp::kRead
+                     : req->op == IoRequest::Op::kWrite ? FaultOp::kWrite
+                                                        : FaultOp::kSync;
+  size_t len = req->len;
+  Status status = fault->BeforeIo(op, req->file->path(), req->offset, &len);
+  if (!status.ok()) {
+    req->bytes_done = 0;
+    req->status = std::move(status);
+    OnComplete(req);
+    return true;
+  }
+  if (len < req->len) {  // a short read: served here, synchronously
+    if (req->file->direct()) len = AlignDown(len);
+    ExecuteBlocking(req, static_cast<uint32_t>(len));
+    OnComplete(req);
+    return true;
+  }
+  return false;
+}
+
+void IoWorker::ExecuteBlocking(IoRequest* req, uint32_t len) {
+  req->status = Status::Ok();
+  req->bytes_done = 0;
+  const int fd = req->file->fd();
+  if (IsSync(req->op)) {
+    int rc = req->op == IoRequest::Op::kFsync ? ::fsync(fd) : ::fdatasync(fd);
+    if (rc != 0) req->status = IoRequestError(*req, errno, "psync");
+    return;
+  }
+  auto* buf = static_cast<uint8_t*>(req->buf);
+  const bool read = req->op == IoRequest::Op::kRead;
+  while (req->bytes_done < len) {
+    const size_t want = len - req->bytes_done;
+    const auto offset = static_cast<off_t>(req->offset + req->bytes_done);
+    ssize_t n = read ? ::pread(fd, buf + req->bytes_done, want, offset)
+                     : ::pwrite(fd, buf + req->bytes_done, want, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      req->status = IoRequestError(*req, errno, read ? "pread" : "pwrite");
+      return;
+    }
+    if (n == 0) {
+      if (!read) req->status = IoRequestError(*req, EIO, "pwrite wrote nothing:");
+      return;  // a read: end of file
+    }
+    req->bytes_done += static_cast<uint32_t>(n);
+    if (read && req->file->direct() && !IsAligned(req->bytes_done)) return;  // end of file
+  }
+}
+
+namespace {
+
+// pread/pwrite, one request at a time; sleeps on a futex when idle.
+class PsyncWorker final : public IoWorker {
+ public:
+  explicit PsyncWorker(const IoWorkerOptions& options) : IoWorker(options) {}
+  ~PsyncWorker() override { Stop(); }
+
+ private:
+  Status Init() override { return Status::Ok(); }
+
+  void Loop() override {
+    for (;;) {
+      IoSlice slice;
+      if (TryPop(&slice)) {
+        const bool stopping = stop_.load(std::memory_order_acquire);
+        for (uint32_t i = slice.begin; i < slice.end; ++i) {
+          IoRequest* req = &slice.batch->reqs[i];
+          if (stopping) {
+            Cancel(req);
+          } else if (!InjectFault(req)) {
+            ExecuteBlocking(req, req->len);
+            OnComplete(req);
+          }
+        }
+        continue;
+      }
+      if (stop_.load(std::memory_order_acquire)) return;
+      const uint32_t seen = wake_seq_.load(std::memory_order_seq_cst);
+      sleeping_.store(true, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
+        wake_seq_.wait(seen, std::memory_order_seq_cst);
+      }
+      sleeping_.store(false, std::memory_order_relaxed);
+    }
+  }
+
+  void Wake() override {
+    wake_seq_.fetch_add(1, std::memory_order_seq_cst);
+    wake_seq_.notify_one();
+  }
+
+  std::atomic<uint32_t> wake_seq_{0};
+};
+
+// One io_uring per thread; an eventfd poll in the ring wakes it for new work.
+class UringWorker final : public IoWorker {
+ public:
+  explicit UringWorker(const IoWorkerOptions& options) : IoWorker(options) {}
+  ~UringWorker() override {
+    Stop();
+    if (event_fd_ >= 0) ::close(event_fd_);
+  }
+  bool fixed_buffers() const override { return fixed_buffers_.load(std::memory_order_acquire); }
+
+ private:
+  Status Init() override {
+    event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (event_fd_ < 0) return Status::FromErrno(errno, "eventfd for I/O thread");
+    RingOptions ring_options;
+    ring_options.depth = options_.ring_depth;
+    ring_options.pending_max = kRingPendingMax;
+    STRATA_ASSIGN_OR_RETURN(ring_, Ring::Create(ring_options));
+    if (!options_.regions.empty()) {
+      Status s = ring_->RegisterBuffers(options_.regions);
+      if (s.ok()) {
+        fixed_buffers_.store(true, std::memory_order_release);
+      } else {
+        STRATA_LOG_INFO("I/O thread %u: buffers not registered (%s); using plain reads",
+                        options_.index, s.ToString().c_str());
+      }
+    }
+    return ring_->ArmWakeup(event_fd_);
+  }
+
+  void Loop() override {
+    IoSlice slice;
+    bool have_slice = false;
+    uint32_t next = 0;
+    for (;;) {
+      const bool stopping = stop_.load(std::memory_order_acquire);
+      // Feed the ring while it has room; a full ring leaves work queued.
+      while (ring_->pending_space() > 0) {
+        if (!have_slice) {
+          if (!TryPop(&slice)) break;
+          have_slice = true;
+          next = slice.begin;
+        }
+        IoRequest* req = &slice.batch->reqs[next++];
+        if (next == slice.end) have_slice = false;
+        if (stopping) {
+          Cancel(req);
+        } else if (!InjectFault(req)) {
+          Status s = ring_->Enqueue(req);
+          STRATA_ASSERT(s.ok(), "ring refused a request although it had room");
+        }
+      }
+      const bool more_input = have_slice || !queue_.Empty();
+      if (stopping && !more_input && ring_->idle()) break;
+      uint32_t wait = ring_->pending_space() == 0 ? 1 : 0;
+      if (!more_input) {
+        sleeping_.store(true, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) wait = 1;
+      }
+      Result<uint32_t> polled = ring_->Poll(wait, this);
+      sleeping_.store(false, std::memory_order_relaxed);
+      if (!polled.ok()) {
+        STRATA_LOG_ERROR("I/O thread %u: %s", options_.index, polled.status().ToString().c_str());
+        std::this_thread::yield();
+      }
+    }
+    ring_.reset();  // on this thread: the ring accepts submissions only from it
+  }
+
+  void Wake() override {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(event_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+
+  int event_fd_ = -1;
+  std::unique_ptr<Ring> ring_;
+  std::atomic<bool> fixed_buffers_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<IoWorker> IoWorker::Make(IoBackend backend, const IoWorkerOptions& options) {
+  if (backend == IoBackend::kPsync) return std::make_unique<PsyncWorker>(options);
+  return std::make_unique<UringWorker>(options);
+}
+
+}  // namespace strata::io

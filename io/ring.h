@@ -1,0 +1,103 @@
+// Ring: one io_uring (liburing), used by exactly one thread, that issues
+// caller-owned IoRequests in batches and reaps their completions.
+//
+// Enqueue() never blocks: a request goes to a bounded pending list, and
+// Poll() moves pending requests into the submission queue as slots free up,
+// submits them with one system call, optionally waits, and reaps every
+// completion, calling the sink once per finished request. Partial transfers
+// are resubmitted for the rest; a read that returns 0 bytes (or, on an
+// O_DIRECT file, an unaligned count) ends at the end of the file. Buffers
+// inside a registered region use the fixed-buffer opcodes, fds in the
+// registered file table use IOSQE_FIXED_FILE.
+//
+// Thread safety: none; a Ring belongs to the thread that created it (the
+// ring is set up with IORING_SETUP_SINGLE_ISSUER where the kernel has it).
+// Ownership: requests and their buffers stay the caller's and must outlive
+// their completion; the destructor waits for requests still in flight and
+// completes pending ones with status Unavailable.
+#pragma once
+
+#include <liburing.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "io/io_request.h"
+#include "io/limits.h"
+#include "strata/status.h"
+
+namespace strata::io {
+
+struct RingOptions {
+  uint32_t depth = 256;  // submission queue entries; more overlap, more kernel memory
+  uint32_t pending_max = 4096;  // requests held back when the submission queue is full
+};
+
+// Receives finished requests (status and bytes_done set).
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  virtual void OnComplete(IoRequest* req) = 0;
+};
+
+class Ring {
+ public:
+  // Unavailable when the kernel refuses io_uring (old kernel, seccomp).
+  [[nodiscard]] static Result<std::unique_ptr<Ring>> Create(const RingOptions& options);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  // Registers memory regions for fixed-buffer I/O (replacing earlier ones).
+  // Fails (leaving none registered) when the kernel or RLIMIT_MEMLOCK refuses.
+  [[nodiscard]] Status RegisterBuffers(std::span<const iovec> regions);
+  // Registers file descriptors; requests on them skip the per-call fd lookup.
+  // REQUIRES: no request on a registered fd in flight.
+  [[nodiscard]] Status RegisterFiles(std::span<const int> fds);
+  void UnregisterFiles();
+
+  // Queues `req` (validated by the caller: ValidateIoRequest). Never blocks;
+  // ResourceExhausted when the pending list holds pending_max requests.
+  [[nodiscard]] Status Enqueue(IoRequest* req);
+  // Submits what is queued, waits until at least `wait_min` completions
+  // (requests or a wakeup) arrived, and reaps all available completions.
+  // Returns the number of requests finished.
+  [[nodiscard]] Result<uint32_t> Poll(uint32_t wait_min, CompletionSink* sink);
+
+  // Keeps a poll on `event_fd` armed, so a Poll waiting for completions
+  // returns when another thread writes to it. The Ring drains the eventfd.
+  [[nodiscard]] Status ArmWakeup(int event_fd);
+
+  uint32_t in_flight() const { return in_flight_; }
+  uint32_t pending() const { return static_cast<uint32_t>(pending_.size()); }
+  uint32_t pending_space() const { return options_.pending_max - pending(); }
+  bool idle() const { return in_flight_ == 0 && pending_.empty(); }
+  bool fixed_buffers() const { return !regions_.empty(); }
+
+ private:
+  explicit Ring(const RingOptions& options) : options_(options) {}
+  // Fills submission queue entries from the pending list; returns how many.
+  uint32_t Prepare();
+  void PrepareOne(io_uring_sqe* sqe, IoRequest* req);
+  void Finish(IoRequest* req, int res, CompletionSink* sink, uint32_t* finished);
+  int FixedBufferIndex(const void* buf, size_t len) const;
+  void DrainForShutdown();
+
+  const RingOptions options_;
+  io_uring ring_{};
+  bool ring_ready_ = false;
+  uint32_t in_flight_ = 0;  // requests in the kernel (not the wakeup poll)
+  uint32_t in_flight_max_ = 0;
+  std::deque<IoRequest*> pending_;
+  std::vector<iovec> regions_;
+  std::vector<int> fd_slot_;  // fd -> registered slot, -1 when unregistered
+  int wakeup_fd_ = -1;
+  bool wakeup_armed_ = false;
+  bool wakeup_in_kernel_ = false;
+};
+
+}  // namespace strata::io

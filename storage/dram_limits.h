@@ -1,0 +1,23 @@
+// Limits of the DRAM row cache (tier T1): named *_max constants, one place.
+//
+// Thread safety: constants. Ownership: none.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::storage {
+
+// Slots of one table are addressed by uint32; the last value marks "empty".
+inline constexpr uint64_t kDramSlotsPerTableMax = (1ull << 32) - 2;
+// Lock stripes of one table's index (power of two at most this).
+inline constexpr uint32_t kDramLockStripesMax = 4096;
+// Rows handed to the backing store in one MultiPut during FlushDirty.
+inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
+// Tables one cache serves.
+inline constexpr uint64_t kDramTablesMax = 1024;
+// Largest row a table may declare.
+inline constexpr uint32_t kDramRowBytesMax = 1u << 20;
+// Arena mappings are rounded up to this (the huge-page size on x86-64).
+inline constexpr uint64_t kDramArenaAlignBytes = 2ull << 20;
+
+}  // namespace strata::storage

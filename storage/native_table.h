@@ -1,0 +1,123 @@
+// Internal state of the native store (native_row_store*.cc): one table's
+// data file, directory and page bookkeeping, and the store class itself.
+//
+// Page states: a physical page is free, referenced by both the durable
+// checkpoint and the current directory (kBoth), by the current directory only
+// (kCurrent: written since the checkpoint), or by the checkpoint only
+// (kCheckpointOnly: replaced since; reusable after the next checkpoint).
+// Only free pages are ever written.
+//
+// Thread safety: Table fields are guarded by Table::mu (shared for reads).
+// Ownership: the store owns its tables; a table owns its PageFile.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "io/aligned.h"
+#include "io/env.h"
+#include "storage/page_directory.h"
+#include "storage/manifest.h"
+#include "storage/page_file.h"
+#include "storage/row_store.h"
+#include "storage/row_store_factory.h"
+#include "storage/rw_lock.h"
+
+namespace strata::storage::native {
+
+enum PageState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
+
+struct Table {
+  // Constant after open.
+  TableSpec spec;
+  uint32_t page_bytes = 0;
+  uint32_t capacity = 0;  // rows per page
+
+  mutable RwLock mu;
+  uint64_t file_number = 0;
+  std::unique_ptr<PageFile> file;
+  PageDirectory dir;
+  uint64_t row_count = 0;
+  std::vector<uint8_t> page_state;  // PageState per physical page
+  uint32_t free_hint = 0;           // no free page below it
+  std::vector<std::string> obsolete_paths;  // delete after the next manifest switch
+
+  uint8_t* KeysOf(std::byte* page) const {
+    return reinterpret_cast<uint8_t*>(page) + ssd::kPageHeaderBytes;
+  }
+  uint64_t KeyAt(const std::byte* page, uint32_t slot) const;
+  const std::byte* RowAt(const std::byte* page, uint32_t slot) const {
+    return page + ssd::kPageHeaderBytes + uint64_t{capacity} * 8 + uint64_t{slot} * spec.row_bytes;
+  }
+  uint16_t CountOf(const std::byte* page) const;
+
+  // REQUIRES: mu held exclusively.
+  Result<std::vector<uint32_t>> Allocate(size_t n);
+  void Unallocate(std::span<const uint32_t> pages);
+  void Release(uint32_t page);
+};
+
+class Store final : public RowStore {
+ public:
+  Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
+
+  Status Open(const std::vector<TableSpec>& tables);
+
+  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                  std::span<uint8_t> found) override;
+  Status MultiPut(TableId table, std::span<const Key> keys,
+                  std::span<const std::byte> rows) override;
+  Status Delete(TableId table, std::span<const Key> keys) override;
+  Status Scan(TableId table,
+              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
+  Status Sync() override;
+  Status Checkpoint(std::span<const std::byte> meta) override;
+  std::vector<std::byte> CheckpointMeta() const override {
+    std::lock_guard lock(meta_mu_);
+    return meta_;
+  }
+  RowStoreStats Stats() const override;
+  const std::vector<TableSpec>& Tables() const override { return specs_; }
+
+ private:
+  struct Op {
+    uint64_t mixed;
+    uint32_t index;  // into the caller's keys/rows
+  };
+  struct Group {  // the ops of one round that fall in one leaf
+    uint64_t low;
+    uint32_t old_page;
+    size_t begin, end;  // into ops
+  };
+
+  Result<Table*> Find(TableId table) const;
+  Status ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows);
+  Status WriteRound(Table& t, std::span<const Key> keys, const std::byte* rows,
+                    std::span<const Op> ops, std::span<const Group> groups);
+  Status ReadVerified(Table& t, std::span<const uint32_t> pages, std::span<const uint64_t> lows,
+                      io::AlignedBuffer* buf);
+  bool GcDue(const Table& t) const;
+  Status CollectGarbage(Table& t);
+  void AfterManifestSwitch(Table& t, Status* first_error);
+  Status OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables);
+
+  const RowStoreOptions options_;
+  io::Env* const env_;
+  std::vector<TableSpec> specs_;
+  std::vector<std::unique_ptr<Table>> tables_;
+
+  std::mutex checkpoint_mu_;
+  uint64_t generation_ = 0;  // guarded by checkpoint_mu_
+  uint64_t manifest_bytes_ = 0;
+  mutable std::mutex meta_mu_;
+  std::vector<std::byte> meta_;  // guarded by meta_mu_
+
+  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
+      user_bytes_written_{0};
+};
+
+}  // namespace strata::storage::native

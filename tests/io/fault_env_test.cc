@@ -1,0 +1,190 @@
+// strata-test-labels: unit
+#include "io/fault_env.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/io/io_test_util.h"
+
+namespace strata::io {
+namespace {
+
+using testing::ScratchDir;
+
+std::string ReadAll(Env* env, const std::string& path) {
+  auto file = env->OpenFile(path, {.read_only = true});
+  if (!file.ok()) return "<" + file.status().ToString() + ">";
+  std::string out(*(*file)->Size(), '\0');
+  size_t n = 0;
+  EXPECT_TRUE((*file)->Read(0, out.size(), out.data(), &n).ok());
+  out.resize(n);
+  return out;
+}
+
+void WriteStr(File* file, uint64_t offset, const std::string& s) {
+  ASSERT_TRUE(file->Write(offset, s.data(), s.size()).ok());
+}
+
+TEST(FaultEnvTest, PassesThroughWithoutRules) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("a"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, "hello");
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "hello");
+  EXPECT_EQ(env.faults_injected(), 0u);
+  EXPECT_EQ(env.AsFaultEnv(), &env);
+  EXPECT_EQ(Env::Default()->AsFaultEnv(), nullptr);
+}
+
+TEST(FaultEnvTest, InjectedEioNamesFileAndOffset) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("data.sst"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, std::string(100, 'x'));
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .path_substring = "data"}).ok());
+  char buf[10];
+  size_t n = 0;
+  Status s = (*file)->Read(42, 10, buf, &n);
+  EXPECT_TRUE(s.IsIOError());
+  EXPECT_NE(s.message().find(dir.File("data.sst")), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("offset 42"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Input/output error"), std::string::npos) << s.ToString();
+  EXPECT_EQ(env.faults_injected(), 1u);
+  // Writes are not covered by a read rule.
+  WriteStr(file->get(), 0, "y");
+  env.ClearRules();
+  EXPECT_TRUE((*file)->Read(42, 10, buf, &n).ok());
+}
+
+TEST(FaultEnvTest, NthCallAndTimesMaxAndPathFilter) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto a = env.OpenFile(dir.File("a"), {.create = true});
+  auto b = env.OpenFile(dir.File("b"), {.create = true});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kWrite, .path_substring = "/a", .nth_call = 3,
+                           .times_max = 1, .error_number = ENOSPC})
+                  .ok());
+  std::vector<bool> failed;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE((*b)->Write(i, "z", 1).ok());  // other path: never fails
+    Status s = (*a)->Write(i, "z", 1);
+    failed.push_back(!s.ok());
+    if (!s.ok()) {
+      EXPECT_TRUE(s.IsIOError());
+      EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s.ToString();
+    }
+  }
+  EXPECT_EQ(failed, (std::vector<bool>{false, false, true, false, false}));
+}
+
+TEST(FaultEnvTest, ShortReadAndLatency) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("a"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, std::string(100, 'x'));
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kShortRead,
+                           .short_read_bytes = 7})
+                  .ok());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kLatency,
+                           .latency_us = 2000})
+                  .ok());
+  char buf[100];
+  size_t n = 0;
+  uint64_t t0 = env.NowMicros();
+  ASSERT_TRUE((*file)->Read(0, 100, buf, &n).ok());
+  EXPECT_GE(env.NowMicros() - t0, 2000u);
+  EXPECT_EQ(n, 7u);
+}
+
+TEST(FaultEnvTest, ErrorsOnDirectoryOperations) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kSyncDir}).ok());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kOpen, .path_substring = "bad"}).ok());
+  EXPECT_TRUE(env.SyncDir(dir.path()).IsIOError());
+  EXPECT_TRUE(env.OpenFile(dir.File("bad"), {.create = true}).status().IsIOError());
+  EXPECT_FALSE(env.FileExists(dir.File("bad")));  // a failed call changes nothing
+  EXPECT_TRUE(env.OpenFile(dir.File("good"), {.create = true}).ok());
+}
+
+TEST(FaultEnvTest, CrashRevertsToLastSync) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  {
+    auto file = env.OpenFile(dir.File("a"), {.create = true});
+    ASSERT_TRUE(file.ok());
+    WriteStr(file->get(), 0, "synced");
+    ASSERT_TRUE((*file)->Sync().ok());
+    ASSERT_TRUE(env.SyncDir(dir.path()).ok());
+    WriteStr(file->get(), 0, "UNSYNCED-and-longer");
+  }
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "UNSYNCED-and-longer");
+  ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "synced");
+}
+
+TEST(FaultEnvTest, CrashDropsFilesNeverDirSynced) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("new"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, "data");
+  ASSERT_TRUE((*file)->Sync().ok());  // content durable, directory entry not
+  file->reset();
+  ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+  EXPECT_FALSE(env.FileExists(dir.File("new")));
+}
+
+TEST(FaultEnvTest, CrashUndoesRenameNotDirSynced) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  for (const char* name : {"MANIFEST-1", "MANIFEST-2.tmp"}) {
+    auto file = env.OpenFile(dir.File(name), {.create = true});
+    ASSERT_TRUE(file.ok());
+    WriteStr(file->get(), 0, name);
+    ASSERT_TRUE((*file)->Sync().ok());
+  }
+  ASSERT_TRUE(env.SyncDir(dir.path()).ok());
+  ASSERT_TRUE(env.RenameFile(dir.File("MANIFEST-2.tmp"), dir.File("MANIFEST-1")).ok());
+  EXPECT_EQ(ReadAll(&env, dir.File("MANIFEST-1")), "MANIFEST-2.tmp");
+  ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+  EXPECT_EQ(ReadAll(&env, dir.File("MANIFEST-1")), "MANIFEST-1");
+  EXPECT_EQ(ReadAll(&env, dir.File("MANIFEST-2.tmp")), "MANIFEST-2.tmp");
+
+  // Once the directory is synced the rename survives a crash.
+  ASSERT_TRUE(env.RenameFile(dir.File("MANIFEST-2.tmp"), dir.File("MANIFEST-1")).ok());
+  ASSERT_TRUE(env.SyncDir(dir.path()).ok());
+  ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+  EXPECT_EQ(ReadAll(&env, dir.File("MANIFEST-1")), "MANIFEST-2.tmp");
+  EXPECT_FALSE(env.FileExists(dir.File("MANIFEST-2.tmp")));
+}
+
+TEST(FaultEnvTest, CrashKeepsPreexistingFilesAndTruncatedOpenReverts) {
+  ScratchDir dir;
+  {
+    auto file = Env::Default()->OpenFile(dir.File("old"), {.create = true});
+    ASSERT_TRUE(file.ok());
+    WriteStr(file->get(), 0, "before");
+  }
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("old"), {.truncate = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, "x");
+  ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+  EXPECT_EQ(ReadAll(&env, dir.File("old")), "before");
+}
+
+TEST(FaultEnvTest, RuleLimit) {
+  FaultEnv env(Env::Default());
+  for (size_t i = 0; i < kFaultRulesMax; ++i) ASSERT_TRUE(env.AddRule({}).ok());
+  EXPECT_TRUE(env.AddRule({}).IsResourceExhausted());
+}
+
+}  // namespace
+}  // namespace strata::io

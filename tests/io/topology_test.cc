@@ -1,0 +1,73 @@
+// strata-test-labels: unit
+#include "io/topology.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/io/io_test_util.h"
+
+namespace strata::io {
+namespace {
+
+using testing::ScratchDir;
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+TEST(TopologyTest, ParseCpuList) {
+  EXPECT_EQ(*ParseCpuList("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(*ParseCpuList("5"), (std::vector<int>{5}));
+  EXPECT_EQ(*ParseCpuList(""), (std::vector<int>{}));
+  EXPECT_TRUE(ParseCpuList("3-1").status().IsInvalidArgument());
+  EXPECT_TRUE(ParseCpuList("a,b").status().IsInvalidArgument());
+  EXPECT_NE(ParseCpuList("1,x").status().message().find("'x'"), std::string::npos);
+}
+
+// A fake sysfs: the device holding a scratch file is a partition on NUMA
+// node 1, whose cores are 2-3.
+TEST(TopologyTest, NodeOfPathAndCoreChoiceFromFakeSysfs) {
+  ScratchDir dir;
+  const std::string file = dir.File("data");
+  std::ofstream(file) << "x";
+  struct stat st;
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  const std::string sys = dir.File("sys");
+  const std::string disk = sys + "/devices/pci0/nvme0n1";
+  WriteText(disk + "/device/numa_node", "1\n");
+  std::filesystem::create_directories(disk + "/nvme0n1p1");
+  std::filesystem::create_directories(sys + "/dev/block");
+  std::filesystem::create_directory_symlink(
+      disk + "/nvme0n1p1",
+      sys + "/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
+  WriteText(sys + "/devices/system/node/node1/cpulist", "2-3\n");
+  std::filesystem::create_directories(sys + "/devices/system/cpu/cpu3/node1");
+
+  EXPECT_EQ(*NumaNodeOfPath(file, sys), 1);
+  EXPECT_EQ(CpusOfNode(1, sys), (std::vector<int>{2, 3}));
+  EXPECT_EQ(NodeOfCpu(3, sys), 1);
+  EXPECT_EQ(NodeOfCpu(0, sys), -1);
+  // Node-local allowed cores first, then the rest, cycling.
+  EXPECT_EQ(ChooseIoCores(5, 1, {0, 1, 3}, sys), (std::vector<int>{3, 0, 1, 3, 0}));
+  EXPECT_EQ(ChooseIoCores(2, -1, {4, 5}, sys), (std::vector<int>{4, 5}));
+  EXPECT_TRUE(ChooseIoCores(2, -1, {}, sys).empty());
+  EXPECT_TRUE(NumaNodeOfPath(dir.File("missing"), sys).status().IsNotFound());
+  EXPECT_EQ(*NumaNodeOfPath(file, dir.File("empty_sys")), -1);
+}
+
+TEST(TopologyTest, RealSystemAnswers) {
+  std::vector<int> allowed = AllowedCpus();
+  EXPECT_FALSE(allowed.empty());
+  auto node = NumaNodeOfPath("/");
+  ASSERT_TRUE(node.ok());
+  EXPECT_GE(*node, -1);
+  EXPECT_EQ(ChooseIoCores(1, *node, allowed).size(), 1u);
+}
+
+}  // namespace
+}  // namespace strata::io
