@@ -28,8 +28,11 @@ class ModelStore : public Store {
     std::shared_ptr<IntentLog> log;  // outlives the store (the driver owns the store)
   };
 
-  ModelStore(std::vector<TableOptions> tables, Knobs knobs) : tables_(std::move(tables)), knobs_(knobs) {
+  ModelStore(std::vector<TableOptions> tables, Knobs knobs, const StoreOptions& options = {})
+      : tables_(std::move(tables)), knobs_(knobs) {
     rows_.resize(tables_.size());
+    stats_.t0.rows_max = options.device_rows_max;
+    stats_.t1.rows_max = options.dram_rows_max;
   }
 
   Result<WorkerId> RegisterWorker(int) override {
