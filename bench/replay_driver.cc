@@ -221,11 +221,6 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     return Status::InvalidArgument("replay: --lookahead must be at least 1 (or --no-intents)");
   }
   if (o.dim == 0) return Status::InvalidArgument("replay: --dim must be at least 1");
-  if (!o.faults.empty()) {
-    return Status::InvalidArgument(
-        "replay: --faults needs a fault-injection hook in StoreOptions, which this build's "
-        "public API does not have");
-  }
   STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
   // Read the whole trace once before touching the store: a corrupt trace
   // fails here and changes nothing.
@@ -245,6 +240,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   so.dram_rows_max = o.dram_rows;
   so.fallback_policy = o.fallback;
   so.ssd_backend = o.ssd_backend;
+  so.faults = o.faults;
   std::vector<TableOptions> tables;
   for (const auto& t : header.tables) {
     TableOptions to;
