@@ -41,7 +41,13 @@ void Run(const OptArgs& a) {
                         {"max_batch_rows", r->max_batch_rows},
                         {"opt_misses", r->opt_misses},
                         {"lru_misses", r->lru_misses},
-                        {"horizon_misses", r->horizon_misses}};
+                        {"horizon_misses", r->horizon_misses},
+                        // Misses of rows seen before: what a store reads from
+                        // SSD (a first touch creates the row instead).
+                        {"compulsory_misses", r->unique_rows},
+                        {"opt_reads", r->opt_misses - r->unique_rows},
+                        {"lru_reads", r->lru_misses - r->unique_rows},
+                        {"horizon_reads", r->horizon_misses - r->unique_rows}};
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
@@ -52,14 +58,17 @@ void Run(const OptArgs& a) {
   std::printf("cache %llu rows, lookahead %llu, fallback %s\n",
               static_cast<unsigned long long>(r->cache_rows),
               static_cast<unsigned long long>(r->lookahead), a.fallback.c_str());
-  std::printf("%-16s %14s %10s\n", "policy", "misses", "x MIN");
+  std::printf("%-16s %14s %10s %14s\n", "policy", "misses", "x MIN", "reads");
   auto row = [&](const char* name, uint64_t misses) {
-    std::printf("%-16s %14llu %10.3f\n", name, static_cast<unsigned long long>(misses),
-                r->opt_misses == 0 ? 1.0 : static_cast<double>(misses) / r->opt_misses);
+    std::printf("%-16s %14llu %10.3f %14llu\n", name, static_cast<unsigned long long>(misses),
+                r->opt_misses == 0 ? 1.0 : static_cast<double>(misses) / r->opt_misses,
+                static_cast<unsigned long long>(misses - r->unique_rows));
   };
   row("opt (MIN)", r->opt_misses);
   row("horizon", r->horizon_misses);
   row("lru", r->lru_misses);
+  std::printf("reads = misses - %llu first touches (rows created, not read)\n",
+              static_cast<unsigned long long>(r->unique_rows));
 }
 
 CommandRegistrar reg{"trace", [](CLI::App& group) {

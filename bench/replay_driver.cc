@@ -1,0 +1,329 @@
+// The replay driver (replay_driver.h): loader and worker threads per worker,
+// a progress loop on the calling thread.
+#include "bench/replay_driver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "bench/verify_model.h"
+#include "strata/store.h"
+#include "strata/trace.h"
+
+namespace strata::bench {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Batches a loader reads ahead of its worker without intents.
+constexpr uint64_t kReadAheadBatches = 2;
+
+// Batches from a loader to its worker, gated so that intents run exactly
+// `lookahead` batches ahead: the loader may hand over batch x once the worker
+// has completed batch x - lookahead - 1 (x <= done + ahead), and the worker
+// takes batch c only once batch c + gate has been handed over (or the trace
+// ended). With intents, ahead = gate = lookahead; without, ahead bounds the
+// read-ahead and gate is 0.
+class BatchQueue {
+ public:
+  BatchQueue(uint64_t ahead, uint64_t gate) : ahead_(ahead), gate_(gate) {}
+
+  // Waits until batch x (this worker's x-th) may be handed over; false when
+  // the queue was closed.
+  bool WaitForRoom(uint64_t x) {
+    std::unique_lock lock(mu_);
+    room_.wait(lock, [&] { return closed_ || x <= done_ + ahead_; });
+    return !closed_;
+  }
+  void Push(trace::TraceBatch batch) {
+    std::lock_guard lock(mu_);
+    items_.push_back(std::move(batch));
+    pushed_++;
+    ready_.notify_one();
+  }
+  // The worker's next batch; false once the queue is finished and empty, or closed.
+  bool Pop(trace::TraceBatch* batch) {
+    std::unique_lock lock(mu_);
+    ready_.wait(lock, [&] {
+      return closed_ || (!items_.empty() && (finished_ || pushed_ >= popped_ + 1 + gate_)) ||
+             (finished_ && items_.empty());
+    });
+    if (closed_ || items_.empty()) return false;
+    *batch = std::move(items_.front());
+    items_.pop_front();
+    popped_++;
+    return true;
+  }
+  // The worker completed a batch (advanced its clock).
+  void Done() {
+    std::lock_guard lock(mu_);
+    done_++;
+    room_.notify_one();
+  }
+  void Finish() {
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    ready_.notify_all();
+  }
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    ready_.notify_all();
+    room_.notify_all();
+  }
+
+ private:
+  const uint64_t ahead_;
+  const uint64_t gate_;
+  std::mutex mu_;
+  std::condition_variable room_;
+  std::condition_variable ready_;
+  std::deque<trace::TraceBatch> items_;
+  uint64_t pushed_ = 0;
+  uint64_t popped_ = 0;
+  uint64_t done_ = 0;
+  bool finished_ = false;
+  bool closed_ = false;
+};
+
+// Shared state of one run.
+struct Run {
+  const ReplayOptions& options;
+  uint32_t workers;
+  uint64_t batches_total;
+  Store* store;
+  VerifyModel* model;  // null without --verify
+  std::vector<std::unique_ptr<BatchQueue>> queues;
+  std::vector<WorkerId> ids;
+  std::atomic<uint64_t> batches_done{0};
+  std::atomic<uint64_t> pulls{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  Status error;  // the first failure
+  std::condition_variable done_cv;
+  uint32_t workers_done = 0;
+
+  void Fail(const Status& s) {
+    {
+      std::lock_guard lock(mu);
+      if (error.ok()) error = s;
+    }
+    failed.store(true);
+    for (auto& q : queues) q->Close();
+  }
+};
+
+Status Loader(Run& run, uint32_t w) {
+  STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(run.options.trace));
+  BatchQueue& queue = *run.queues[w];
+  trace::TraceBatch batch;
+  std::vector<std::vector<Key>> unique;
+  std::vector<TableKeys> table_keys;
+  Clock clock = 0;
+  for (uint64_t j = 0; j < run.batches_total; ++j) {
+    STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+    if (!more) break;
+    if (j % run.workers != w) continue;
+    if (!queue.WaitForRoom(static_cast<uint64_t>(clock))) return Status::Ok();  // closed: failed
+    if (run.options.intents) {
+      unique.resize(batch.tables.size());
+      table_keys.clear();
+      for (size_t t = 0; t < batch.tables.size(); ++t) {
+        unique[t] = batch.tables[t].keys;
+        std::sort(unique[t].begin(), unique[t].end());
+        unique[t].erase(std::unique(unique[t].begin(), unique[t].end()), unique[t].end());
+        table_keys.push_back({batch.tables[t].table, unique[t]});
+      }
+      STRATA_RETURN_IF_ERROR(run.store->Intent(run.ids[w], table_keys, clock, clock + 1)
+                                 .WithContext("replay: Intent of worker " + std::to_string(w)));
+    }
+    queue.Push(std::move(batch));
+    batch = trace::TraceBatch{};
+    ++clock;
+  }
+  queue.Finish();
+  return Status::Ok();
+}
+
+Status Worker(Run& run, uint32_t w) {
+  const uint32_t dim = run.options.dim;
+  const WorkerId id = run.ids[w];
+  trace::TraceBatch batch;
+  std::vector<float> rows;
+  std::vector<float> grads;
+  std::vector<uint32_t> started;
+  uint64_t index = 0;  // this worker's batch number (= its clock)
+  while (run.queues[w]->Pop(&batch)) {
+    if (run.failed.load()) return Status::Ok();
+    for (const auto& t : batch.tables) {
+      const size_t n = t.keys.size();
+      if (n == 0) continue;
+      rows.resize(n * dim);
+      grads.resize(n * dim);
+      auto context = [&](const char* call) {
+        return std::string("replay: ") + call + " of worker " + std::to_string(w) + " batch " +
+               std::to_string(index) + " table " + std::to_string(t.table);
+      };
+      STRATA_RETURN_IF_ERROR(
+          run.store->Pull(id, t.table, t.keys, rows.data()).WithContext(context("Pull")));
+      run.pulls.fetch_add(n, std::memory_order_relaxed);
+      if (run.model != nullptr) {
+        run.model->ReadStarted(t.table, t.keys, &started);
+        STRATA_RETURN_IF_ERROR(run.model->CheckPull(w, index, t.table, t.keys, rows.data(), started));
+        run.model->Gradients(t.table, t.keys, grads.data());
+        run.model->BeforePush(t.table, t.keys);
+      } else {
+        // Deterministic synthetic gradients: a small fraction of the row.
+        for (size_t i = 0; i < n * dim; ++i) grads[i] = 0.01f * rows[i] + 1e-4f;
+      }
+      STRATA_RETURN_IF_ERROR(
+          run.store->Push(id, t.table, t.keys, grads.data()).WithContext(context("Push")));
+      if (run.model != nullptr) run.model->AfterPush(w, t.table, t.keys);
+    }
+    STRATA_RETURN_IF_ERROR(run.store->AdvanceClock(id).WithContext("replay: AdvanceClock"));
+    run.queues[w]->Done();
+    run.batches_done.fetch_add(1, std::memory_order_relaxed);
+    ++index;
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> CountBatches(const std::string& path, uint64_t batches_max) {
+  STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(path));
+  trace::TraceBatch batch;
+  while (true) {
+    STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
+    if (!more) break;
+  }
+  const uint64_t n = reader->totals().batches;
+  return batches_max == 0 ? n : std::min(n, batches_max);
+}
+
+Status CheckDir(const std::string& dir) {
+  std::error_code ec;
+  if (dir.empty()) return Status::InvalidArgument("replay: --dir is required");
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+    return Status::InvalidArgument("replay: --dir " + dir +
+                                   " is not empty; replay needs a fresh store directory");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
+                               const ProgressFn& progress) {
+  if (o.intents && o.lookahead == 0) {
+    return Status::InvalidArgument("replay: --lookahead must be at least 1 (or --no-intents)");
+  }
+  if (o.dim == 0) return Status::InvalidArgument("replay: --dim must be at least 1");
+  STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
+  // Read the whole trace once before touching the store: a corrupt trace
+  // fails here and changes nothing.
+  STRATA_ASSIGN_OR_RETURN(auto header_reader, trace::TraceReader::Open(o.trace));
+  const trace::TraceHeader header = header_reader->header();
+  header_reader.reset();
+  STRATA_ASSIGN_OR_RETURN(const uint64_t batches_total, CountBatches(o.trace, o.batches_max));
+  const uint32_t workers = o.workers == 0 ? header.worker_count : o.workers;
+  std::unique_ptr<VerifyModel> model;
+  if (o.verify) {
+    STRATA_ASSIGN_OR_RETURN(model, VerifyModel::Build(o.trace, o.dim, workers));
+  }
+
+  StoreOptions so;
+  so.dir = o.dir;
+  so.device_rows_max = o.device_rows;
+  so.dram_rows_max = o.dram_rows;
+  so.fallback_policy = o.fallback;
+  so.ssd_backend = o.ssd_backend;
+  so.faults = o.faults;
+  std::vector<TableOptions> tables;
+  for (const auto& t : header.tables) {
+    TableOptions to;
+    to.name = t.name;
+    to.dim = o.dim;
+    to.optimizer.kind = Optimizer::kSgd;
+    to.optimizer.learning_rate = 1.0f;  // VerifyModel's exact arithmetic relies on it
+    to.initializer = Initializer::kUniform;
+    tables.push_back(to);
+  }
+  STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));
+
+  Run run{o, workers, batches_total, store.get(), model.get()};
+  for (uint32_t w = 0; w < workers; ++w) {
+    STRATA_ASSIGN_OR_RETURN(WorkerId id, store->RegisterWorker(-1));
+    run.ids.push_back(id);
+    run.queues.push_back(o.intents ? std::make_unique<BatchQueue>(o.lookahead, o.lookahead)
+                                   : std::make_unique<BatchQueue>(kReadAheadBatches, 0));
+  }
+  const auto start = SteadyClock::now();
+  std::vector<std::thread> threads;
+  for (uint32_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&run, w] {
+      const Status s = Loader(run, w);
+      if (!s.ok()) run.Fail(s);
+    });
+    threads.emplace_back([&run, w] {
+      const Status s = Worker(run, w);
+      if (!s.ok()) run.Fail(s);
+      std::lock_guard lock(run.mu);
+      run.workers_done++;
+      run.done_cv.notify_all();
+    });
+  }
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(SteadyClock::now() - start).count();
+  };
+  {
+    std::unique_lock lock(run.mu);
+    while (run.workers_done < workers) {
+      run.done_cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (progress) {
+        lock.unlock();
+        progress({run.batches_done.load(), batches_total, elapsed(), run.pulls.load()});
+        lock.lock();
+      }
+    }
+  }
+  for (auto& q : run.queues) q->Close();  // releases loaders of a failed run
+  for (auto& t : threads) t.join();
+  const double elapsed_s = elapsed();
+  if (!run.error.ok()) {
+    (void)store->Close();
+    return run.error;
+  }
+
+  ReplayReport r;
+  r.stats = store->Stats();
+  if (model != nullptr) {
+    for (TableId t = 0; t < tables.size(); ++t) {
+      STRATA_RETURN_IF_ERROR(store->ScanTable(t, [&](Key key, std::span<const float> row) {
+        r.scanned_rows++;
+        return model->CheckFinal(t, key, row);
+      }));
+    }
+    STRATA_RETURN_IF_ERROR(model->CheckAllSeen());
+    r.verified_rows = model->checked_rows();
+  }
+  STRATA_RETURN_IF_ERROR(store->Close());
+  const StoreStats& s = r.stats;
+  r.batches = run.batches_done.load();
+  r.pulls = s.pulls;
+  r.stall_pulls = s.stall_pulls;
+  r.stall_fraction = s.pulls == 0 ? 0 : static_cast<double>(s.stall_pulls) / s.pulls;
+  r.ssd_row_reads = s.ssd_row_reads;
+  r.ssd_row_writes = s.ssd_row_writes;
+  r.elapsed_s = elapsed_s;
+  r.rows_per_s = elapsed_s > 0 ? static_cast<double>(run.pulls.load()) / elapsed_s : 0;
+  r.cache_rows = s.t0.rows_max + s.t1.rows_max;
+  r.t0_hits = s.t0.hits;
+  r.t1_hits = s.t1.hits;
+  r.t2_hits = s.t1.misses;
+  return r;
+}
+
+}  // namespace strata::bench

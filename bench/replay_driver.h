@@ -1,0 +1,83 @@
+// The replay driver behind `strata replay` and `strata bench sweep`: drives a
+// Store, through its public API only, with the batches of a trace.
+//
+// One loader thread per worker reads the trace (its own reader: batch j of
+// the file belongs to worker j % workers) and signals each batch's keys as an
+// intent `lookahead` batches before the worker reaches it; the worker pulls
+// every table of the batch, pushes deterministic synthetic gradients and
+// advances its clock. With `intents` off the loader only feeds batches.
+//
+// With `verify`, every pulled row is checked against a model of all pushes
+// (verify_model.h) and, at the end, every row of every table through
+// ScanTable; the first mismatch stops the run with a Corruption naming the
+// table, key, batch and worker.
+//
+// Thread safety: RunReplay is called from one thread and runs its own; the
+// progress callback is called from the calling thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/options.h"
+#include "strata/stats.h"
+#include "strata/status.h"
+#include "strata/store.h"
+
+namespace strata::bench {
+
+struct ReplayOptions {
+  std::string trace;
+  std::string dir;                 // the store's directory: must be empty or missing
+  uint64_t device_rows = 1 << 16;  // T0 rows
+  uint64_t dram_rows = 1 << 18;    // T1 rows
+  uint64_t lookahead = 2;          // batches intents run ahead of the worker
+  bool intents = true;
+  uint32_t workers = 0;            // 0: the trace's worker count
+  bool verify = false;
+  uint32_t dim = 16;
+  FallbackPolicy fallback = FallbackPolicy::kLru;
+  SsdBackend ssd_backend = SsdBackend::kNative;
+  std::string faults;              // fault spec for the store's Env (empty: none)
+  uint64_t batches_max = 0;        // stop after this many batches (0: all)
+};
+
+struct ReplayReport {
+  uint64_t batches = 0;
+  uint64_t pulls = 0;              // keys pulled
+  uint64_t stall_pulls = 0;
+  double stall_fraction = 0;
+  uint64_t ssd_row_reads = 0;
+  uint64_t ssd_row_writes = 0;
+  double rows_per_s = 0;           // keys pulled per second of replay
+  double elapsed_s = 0;
+  uint64_t cache_rows = 0;         // rows that fit above SSD (T0 + T1)
+  uint64_t t0_hits = 0;
+  uint64_t t1_hits = 0;
+  uint64_t t2_hits = 0;            // lookups served from SSD
+  uint64_t verified_rows = 0;      // pulled rows checked against the model (0 without verify)
+  uint64_t scanned_rows = 0;       // rows checked by the final scan
+  StoreStats stats;
+};
+
+struct ReplayProgress {
+  uint64_t batches_done = 0;
+  uint64_t batches_total = 0;      // 0 when unknown
+  double elapsed_s = 0;
+  uint64_t pulls = 0;
+};
+
+using ProgressFn = std::function<void(const ReplayProgress&)>;
+// Opens the store to replay against: Store::Open for the CLI, a model store
+// in the driver's own tests.
+using StoreOpener = std::function<Result<std::unique_ptr<Store>>(
+    const StoreOptions&, const std::vector<TableOptions>&)>;
+
+// Runs the replay; `progress` (may be empty) is called about every 200 ms.
+Result<ReplayReport> RunReplay(const ReplayOptions& options, const StoreOpener& open,
+                               const ProgressFn& progress);
+
+}  // namespace strata::bench

@@ -1,0 +1,57 @@
+// strata-test-labels: unit
+#include "bench/sweep.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/bench/model_store.h"
+#include "tests/trace/test_util.h"
+
+namespace strata::bench {
+namespace {
+
+using trace::testing::TempDir;
+
+TEST(SweepTest, GridRowsFloorsAndFiles) {
+  TempDir dir;
+  auto config = ParseSweepConfig(R"({
+    "workloads": [{"name": "w", "preset": "criteo-kaggle", "scale": 0.0005,
+                   "batch_size": 16, "batches": 12}],
+    "device_rows": [200], "dram_rows": [300, 600],
+    "lookahead": [0, 2], "fallback": ["lru", "lfu"], "dim": 4})");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  StoreOpener open = [](const StoreOptions& o, const std::vector<TableOptions>& tables)
+      -> Result<std::unique_ptr<Store>> {
+    auto s = std::make_unique<testing::ModelStore>(tables, testing::ModelStore::Knobs{}, o);
+    return std::unique_ptr<Store>(std::move(s));
+  };
+  auto rows = RunSweep(*config, dir.Path("out"), open, {});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 8u);  // 2 dram x 2 fallback x 2 lookahead
+  for (const auto& r : *rows) {
+    EXPECT_EQ(r.replay.batches, 12u);
+    EXPECT_LE(r.opt_misses, r.horizon_misses);
+    EXPECT_LE(r.opt_misses, r.lru_misses);
+    EXPECT_GE(r.opt_misses, r.compulsory_misses);
+  }
+  std::ifstream csv(dir.Path("out/sweep.csv"));
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 9);  // header + 8
+  EXPECT_TRUE(std::filesystem::exists(dir.Path("out/sweep.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir.Path("out/w.trace")));
+}
+
+TEST(SweepTest, ConfigErrorsNameTheKey) {
+  auto typo = ParseSweepConfig(R"({"workloads": [{"name": "w"}], "device_rows": [1],
+                                   "dram_rows": [1], "lookahed": [2]})");
+  EXPECT_NE(typo.status().message().find("'lookahed'"), std::string::npos);
+  auto missing = ParseSweepConfig(R"({"workloads": [], "device_rows": [1]})");
+  EXPECT_TRUE(missing.status().IsInvalidArgument());
+  EXPECT_TRUE(ParseSweepConfig("{").status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace strata::bench
