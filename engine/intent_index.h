@@ -55,6 +55,11 @@ class IntentIndex {
   Clock NextUse(TableId table, Key key) const;
   // Acted-and-unexpired windows holding the key.
   uint32_t ActedCount(TableId table, Key key) const;
+  // The window with this id; null once expired.
+  IntentWindow* Window(uint64_t id) {
+    auto it = windows_.find(id);
+    return it == windows_.end() ? nullptr : it->second.get();
+  }
   size_t PendingWindows() const { return windows_.size(); }
   size_t TrackedKeys() const;
 

@@ -57,6 +57,7 @@ struct FaultRule {
   int error_number = EIO;      // kError: EIO, ENOSPC, ...
   size_t short_read_bytes = 0; // kShortRead
   uint64_t latency_us = 0;     // kLatency
+  double probability = 1.0;    // fires on this fraction of eligible calls (seeded, see SetSeed)
 };
 
 class FaultEnv final : public Env {
@@ -68,6 +69,8 @@ class FaultEnv final : public Env {
   // Adds a rule; ResourceExhausted past kFaultRulesMax rules.
   [[nodiscard]] Status AddRule(const FaultRule& rule);
   void ClearRules();
+  // Seed of the generator behind FaultRule::probability (default 1).
+  void SetSeed(uint64_t seed);
   // Faults injected so far (errors, short reads and delays).
   uint64_t faults_injected() const { return faults_injected_.load(std::memory_order_relaxed); }
 
@@ -118,6 +121,7 @@ class FaultEnv final : public Env {
   std::atomic<uint64_t> faults_injected_{0};
   std::mutex rules_mu_;
   std::vector<RuleState> rules_;  // guarded by rules_mu_
+  uint64_t rng_state_ = 1;        // guarded by rules_mu_: splitmix64 for probabilities
   std::mutex crash_mu_;
   std::map<std::string, CrashState> files_;  // guarded by crash_mu_
 };

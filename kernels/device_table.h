@@ -187,7 +187,7 @@ class DeviceTable {
   RunnerBuffer<uint32_t> pins_;
   RunnerBuffer<uint8_t> dirty_;
   RunnerBuffer<uint32_t> overflow_;
-  RunnerBuffer<uint64_t> counters_;  // [0] size; kGpu: [1..] async error record
+  RunnerBuffer<uint64_t> counters_;  // [0] size; kGpu: error record, scratch
   // Scratch: per-slot batch owner (0 = none), per-key slot ids.
   RunnerBuffer<uint32_t> owner_;
   RunnerBuffer<uint32_t> slot_of_;

@@ -37,6 +37,17 @@ inline constexpr uint32_t kSlotBusy = 1;
 inline constexpr uint32_t kSlotOccupied = 2;
 inline constexpr uint64_t kNoSlot = ~uint64_t{0};
 
+namespace detail {
+// Per-key operations of DeviceTable's ForEachFound back ends.
+inline constexpr int kOpErase = 0;
+inline constexpr int kOpPin = 1;
+inline constexpr int kOpUnpin = 2;
+inline constexpr int kOpSetNextUse = 3;
+// 64-bit words of a table's counter block: [0] is the row count; the GPU
+// back end keeps its error record and scratch in the rest.
+inline constexpr int kTableCounterWords = 272;
+}  // namespace detail
+
 enum class ClaimResult : uint8_t { kFound, kClaimed, kFull };
 
 struct DeviceTableRef {
@@ -62,14 +73,16 @@ struct DeviceTableRef {
     return bucket + 1 == num_buckets ? 0 : bucket + 1;
   }
 
-  // Slot holding `key`, or kNoSlot. For batches without inserts or erases
-  // (Find, Push, Pin, ...): plain loads, key compared first.
+  // Slot holding `key`, or kNoSlot. For batches without inserts (Find, Push,
+  // Pin, Erase, ...): relaxed loads, key compared first.
   STRATA_HD uint64_t Find(Key key) const {
     uint64_t bucket = HomeBucket(key);
     for (uint32_t p = 0; p < probe_buckets; ++p) {
       const uint64_t base = bucket * kBucketSlots;
       for (uint32_t j = 0; j < kBucketSlots; ++j) {
-        if (keys[base + j] == key && states[base + j] == kSlotOccupied) return base + j;
+        if (keys[base + j] == key && detail::LoadRelaxed(&states[base + j]) == kSlotOccupied) {
+          return base + j;
+        }
       }
       if (overflow[bucket] == 0) return kNoSlot;
       bucket = NextBucket(bucket);

@@ -3,7 +3,11 @@
 // the GPU path only when VisibleGpuCount() > 0. Thread-safe.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+
+#include "strata/status.h"
 
 namespace strata::kernels {
 
@@ -14,3 +18,19 @@ int VisibleGpuCount();
 std::string CudaBuildInfo();
 
 }  // namespace strata::kernels
+
+namespace strata::kernels::detail {
+
+// CUDA runtime calls behind Runner::kGpu (gpu_runtime.cu; the host-only build
+// answers FailedPrecondition). Each turns a cudaError_t into a Status naming
+// the call. stream is a cudaStream_t (nullptr: default stream).
+enum class GpuCopyKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+[[nodiscard]] Status GpuAllocate(size_t bytes, void** out);
+void GpuFree(void* ptr);
+[[nodiscard]] Status GpuCopy(void* dst, const void* src, size_t bytes, GpuCopyKind kind,
+                             void* stream);
+[[nodiscard]] Status GpuMemset(void* dst, int value, size_t bytes, void* stream);
+[[nodiscard]] Status GpuSync(void* stream);
+[[nodiscard]] Status GpuSetDevice(int device);
+
+}  // namespace strata::kernels::detail

@@ -43,6 +43,16 @@ STRATA_HD inline uint64_t Mix64(uint64_t x) {
   return x;
 }
 
+// A load that may race with atomic writers (no ordering; on the device a
+// plain load: a stale value is acceptable to its callers).
+STRATA_HD inline uint32_t LoadRelaxed(const uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return *p;
+#else
+  return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+#endif
+}
+
 STRATA_HD inline uint32_t AtomicLoadAcquire(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)
   uint32_t v = *reinterpret_cast<const volatile uint32_t*>(p);

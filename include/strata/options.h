@@ -71,6 +71,10 @@ struct StoreOptions {
   bool use_gpu = true;
   // I/O threads of the SSD tier (0: chosen from topology).
   uint32_t io_threads = 0;
+  // Fault injection into the SSD tier's I/O, for stress tests and replays:
+  // "eio=P,enospc=P,delay_us=N,seed=N" (probabilities per I/O). Empty: off,
+  // at no cost. Injected errors surface as Status; no row is lost.
+  std::string faults;
 };
 
 }  // namespace strata

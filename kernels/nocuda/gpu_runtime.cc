@@ -8,3 +8,22 @@ int VisibleGpuCount() { return 0; }
 std::string CudaBuildInfo() { return ", built without CUDA (host runner only)"; }
 
 }  // namespace strata::kernels
+
+namespace strata::kernels::detail {
+namespace {
+Status NoCuda(const char* what) {
+  return Status::FailedPrecondition(std::string(what) + ": built without CUDA (host runner only)");
+}
+}  // namespace
+
+Status GpuAllocate(size_t, void** out) {
+  *out = nullptr;
+  return NoCuda("GpuAllocate");
+}
+void GpuFree(void*) {}
+Status GpuCopy(void*, const void*, size_t, GpuCopyKind, void*) { return NoCuda("GpuCopy"); }
+Status GpuMemset(void*, int, size_t, void*) { return NoCuda("GpuMemset"); }
+Status GpuSync(void*) { return NoCuda("GpuSync"); }
+Status GpuSetDevice(int) { return NoCuda("GpuSetDevice"); }
+
+}  // namespace strata::kernels::detail

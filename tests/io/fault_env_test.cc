@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,34 @@ TEST(FaultEnvTest, RuleLimit) {
   FaultEnv env(Env::Default());
   for (size_t i = 0; i < kFaultRulesMax; ++i) ASSERT_TRUE(env.AddRule({}).ok());
   EXPECT_TRUE(env.AddRule({}).IsResourceExhausted());
+}
+
+}  // namespace
+}  // namespace strata::io
+
+namespace strata::io {
+namespace {
+
+// A rule with probability p fires on about p of the calls, the same calls
+// for the same seed.
+TEST(FaultEnvTest, ProbabilityIsSeededAndProportional) {
+  testing::ScratchDir dir;
+  auto fired = [&](uint64_t seed) {
+    FaultEnv env(Env::Default());
+    env.SetSeed(seed);
+    auto file = env.OpenFile(dir.File("p"), {.create = true});
+    EXPECT_TRUE(file.ok());
+    EXPECT_TRUE(env.AddRule({.op = FaultOp::kWrite, .probability = 0.25}).ok());
+    std::vector<bool> out;
+    for (int i = 0; i < 2000; ++i) out.push_back(!(*file)->Write(0, "x", 1).ok());
+    return out;
+  };
+  auto a = fired(5), b = fired(5), c = fired(6);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  size_t n = std::count(a.begin(), a.end(), true);
+  EXPECT_GT(n, 400u);
+  EXPECT_LT(n, 600u);
 }
 
 }  // namespace

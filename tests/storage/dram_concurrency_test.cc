@@ -140,7 +140,6 @@ TEST_P(DramConcurrencyTest, LookupsInsertsEvictionsAndPinsInParallel) {
   DramCacheStats st = cache.Stats();
   EXPECT_GT(st.evictions, 0u);
   EXPECT_GT(st.dirty_writebacks, 0u);
-  EXPECT_GT(rows_seen.load(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, DramConcurrencyTest,

@@ -1,0 +1,366 @@
+// Pull, Push and the movement of rows between the tiers.
+//
+// A Pull or Push takes its table's lock, brings the batch's unique keys into
+// T0 (a miss is fetched synchronously: T1, else T2, else created by the
+// initializer, and counted as a stall), then runs one T0 operation on the
+// whole batch. Room in T0 is made by evicting the rows with the largest
+// next_use into T1, the batch's own resident rows pinned meanwhile. A batch
+// with more unique keys than T0 has room for is done in chunks.
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include "engine/store_impl.h"
+
+namespace strata::engine {
+namespace {
+
+std::vector<Key> SortedUnique(std::span<const Key> keys) {
+  std::vector<Key> unique(keys.begin(), keys.end());
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  return unique;
+}
+
+}  // namespace
+
+int64_t StoreImpl::FallbackNextUse(Table& table, bool advance) {
+  if (advance) ++table.access_seq;
+  int64_t seq = static_cast<int64_t>(table.access_seq % uint64_t(kFallbackSpan));
+  return kFallbackBase + (kFallbackSpan - seq);
+}
+
+uint64_t StoreImpl::PullRoom(const Table& table) const {
+  return table.t0_rows_max - std::min(table.t0_rows_max, table.intent_pinned);
+}
+
+Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
+                           std::vector<int64_t>* next_use) {
+  next_use->assign(keys.size(), FallbackNextUse(table, true));
+  if (tracked_keys_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  std::lock_guard<std::mutex> lock(intent_mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Clock c = intents_.NextUse(table.id, keys[i]);
+    if (c != kClockNever) (*next_use)[i] = c;
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
+  std::vector<int64_t> next_use;
+  STRATA_RETURN_IF_ERROR(NextUses(table, unique_keys, &next_use));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, unique_keys.size()));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, unique_keys.size()));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
+                                               unique_keys.data(), unique_keys.size_bytes()));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
+                                               next_use.data(),
+                                               next_use.size() * sizeof(int64_t)));
+  return table.t0->SetNextUse(table.staging.keys.data(), unique_keys.size(),
+                              table.staging.next_use.data());
+}
+
+Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
+                            std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) {
+  const size_t n = keys.size();
+  rows->resize(n * table.row_floats);
+  dirty->assign(n, 0);
+  from_t1->assign(n, 0);
+  std::span<std::byte> row_bytes(reinterpret_cast<std::byte*>(rows->data()),
+                                 n * table.row_bytes);
+  STRATA_RETURN_IF_ERROR(dram_->Lookup(table.id, keys, row_bytes, *from_t1, *dirty));
+  std::vector<Key> below;
+  std::vector<size_t> below_at;
+  for (size_t i = 0; i < n; ++i) {
+    if (!(*from_t1)[i]) {
+      below.push_back(keys[i]);
+      below_at.push_back(i);
+    }
+  }
+  counters_.t1_hits.fetch_add(n - below.size(), std::memory_order_relaxed);
+  counters_.t1_misses.fetch_add(below.size(), std::memory_order_relaxed);
+  if (below.empty()) return Status::Ok();
+  std::vector<float> ssd_rows(below.size() * table.row_floats);
+  std::vector<uint8_t> found(below.size(), 0);
+  STRATA_RETURN_IF_ERROR(ssd_->MultiGet(
+      table.id, below,
+      std::span<std::byte>(reinterpret_cast<std::byte*>(ssd_rows.data()),
+                           ssd_rows.size() * sizeof(float)),
+      found));
+  counters_.ssd_row_reads.fetch_add(below.size(), std::memory_order_relaxed);
+  uint64_t created = 0;
+  for (size_t j = 0; j < below.size(); ++j) {
+    float* dst = rows->data() + below_at[j] * table.row_floats;
+    if (found[j]) {
+      std::memcpy(dst, ssd_rows.data() + j * table.row_floats, table.row_bytes);
+    } else {
+      kernels::InitRow(table.init, table.optimizer, below[j], table.dim, dst);
+      ++created;
+    }
+  }
+  counters_.created_rows.fetch_add(created, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
+  if (count == 0) return Status::Ok();
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, count * table.row_floats));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, count));
+  kernels::RowBatch batch{st.keys.data(), st.rows.data(), st.next_use.data(), st.dirty.data(), 0};
+  STRATA_RETURN_IF_ERROR(table.t0->EvictCandidates(count, &batch));
+  const uint64_t n = batch.count;
+  if (n == 0) return Status::Ok();
+  std::vector<Key> keys(n);
+  std::vector<float> rows(n * table.row_floats);
+  std::vector<int64_t> next_use(n);
+  std::vector<uint8_t> dirty(n);
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, keys.data(), st.keys.data(),
+                                                n * sizeof(Key)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, rows.data(), st.rows.data(),
+                                                rows.size() * sizeof(float)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, next_use.data(), st.next_use.data(),
+                                                n * sizeof(int64_t)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, dirty.data(), st.dirty.data(), n));
+  std::vector<Clock> dram_next_use(n);
+  uint64_t dirty_rows = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    dram_next_use[i] = next_use[i] >= kFallbackBase ? kClockNever : next_use[i];
+    dirty_rows += dirty[i] ? 1 : 0;
+  }
+  Status s = dram_->Insert(
+      table.id, keys,
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(rows.data()),
+                                 rows.size() * sizeof(float)),
+      dirty, dram_next_use);
+  if (!s.ok()) {
+    // T1 could not take them (its write-back failed): the rows go back to T0,
+    // so none is lost, and the error reaches the caller.
+    Status back = table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(),
+                                           st.next_use.data(), st.dirty.data());
+    STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
+    return s.WithContext("evicting " + std::to_string(n) + " rows of table '" + table.name +
+                         "' from T0 to T1");
+  }
+  counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
+  counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
+  counters_.t0_bytes_out.fetch_add(n * table.row_bytes, std::memory_order_relaxed);
+  counters_.t0_dirty_out.fetch_add(dirty_rows, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
+                               bool count_access, uint64_t* brought_in) {
+  *brought_in = 0;
+  const size_t n = unique_keys.size();
+  if (n == 0) return Status::Ok();
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, n));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.keys.data(), unique_keys.data(), n * sizeof(Key)));
+  STRATA_RETURN_IF_ERROR(table.t0->Find(st.keys.data(), n, nullptr, st.flags.data()));
+  std::vector<uint8_t> found(n);
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), n));
+  std::vector<Key> present, missing;
+  for (size_t i = 0; i < n; ++i) (found[i] ? present : missing).push_back(unique_keys[i]);
+  if (count_access) {
+    counters_.t0_hits.fetch_add(present.size(), std::memory_order_relaxed);
+    counters_.t0_misses.fetch_add(missing.size(), std::memory_order_relaxed);
+  }
+  if (missing.empty()) return Status::Ok();
+
+  const uint64_t size = table.t0->Size();
+  const uint64_t free = table.t0_rows_max > size ? table.t0_rows_max - size : 0;
+  if (missing.size() > free) {
+    // Pin the batch's resident rows so eviction cannot pick them.
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.keys.data(), present.data(),
+                                                 present.size() * sizeof(Key)));
+    if (!present.empty()) {
+      STRATA_RETURN_IF_ERROR(table.t0->Pin(st.keys.data(), present.size(), st.flags.data()));
+    }
+    Status evicted = EvictFromT0(table, missing.size() - free);
+    if (!present.empty()) {
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.keys.data(), present.data(),
+                                                   present.size() * sizeof(Key)));
+      STRATA_RETURN_IF_ERROR(table.t0->Unpin(st.keys.data(), present.size()));
+    }
+    STRATA_RETURN_IF_ERROR(evicted);
+    const uint64_t now = table.t0->Size();
+    if (table.t0_rows_max < now + missing.size()) {
+      return Status::ResourceExhausted(
+          "table '" + table.name + "': T0 has room for " +
+          std::to_string(table.t0_rows_max - std::min(table.t0_rows_max, now)) +
+          " more rows, the batch needs " + std::to_string(missing.size()) +
+          " (the rest is pinned)");
+    }
+  }
+
+  std::vector<float> rows;
+  std::vector<uint8_t> dirty, from_t1;
+  STRATA_RETURN_IF_ERROR(FetchRows(table, missing, &rows, &dirty, &from_t1));
+  std::vector<int64_t> next_use;
+  STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
+  const size_t m = missing.size();
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, m));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, m * table.row_floats));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, m));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.keys.data(), missing.data(), m * sizeof(Key)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(), rows.data(),
+                                               rows.size() * sizeof(float)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
+                                               m * sizeof(int64_t)));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty.data(), m));
+  STRATA_RETURN_IF_ERROR(table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(),
+                                                  st.next_use.data(), st.dirty.data()));
+  // The rows have their new home in T0; only now do they leave T1.
+  std::vector<Key> leave_t1;
+  for (size_t i = 0; i < m; ++i) {
+    if (from_t1[i]) leave_t1.push_back(missing[i]);
+  }
+  if (!leave_t1.empty()) STRATA_RETURN_IF_ERROR(dram_->Erase(table.id, leave_t1));
+  counters_.t0_rows_in.fetch_add(m, std::memory_order_relaxed);
+  counters_.t0_bytes_in.fetch_add(m * table.row_bytes, std::memory_order_relaxed);
+  if (count_access) counters_.stall_pulls.fetch_add(m, std::memory_order_relaxed);
+  *brought_in = m;
+  return Status::Ok();
+}
+
+Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> keys, float* out,
+                       void* stream) {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
+  STRATA_RETURN_IF_ERROR(CheckWorker(worker));
+  STRATA_RETURN_IF_ERROR(CheckTable(table_id));
+  STRATA_RETURN_IF_ERROR(CheckBatch(keys, out, "Pull"));
+  if (keys.empty()) return Status::Ok();
+  Table& table = *tables_[table_id];
+  std::vector<Key> unique = SortedUnique(keys);
+  std::lock_guard<std::mutex> lock(table.mu);
+  counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
+  if (unique.size() > PullRoom(table) || unique.size() > kChunkKeysMax * 16) {
+    return PullChunked(table, keys, unique, out, stream);
+  }
+  uint64_t brought_in = 0;
+  STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/true, &brought_in));
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data(), keys.size_bytes(), stream));
+  STRATA_RETURN_IF_ERROR(
+      table.t0->FindAsync(st.keys.data(), keys.size(), out, st.flags.data(), stream));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
+  return Touch(table, unique);
+}
+
+Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
+                       const float* grads, void* stream) {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
+  STRATA_RETURN_IF_ERROR(CheckWorker(worker));
+  STRATA_RETURN_IF_ERROR(CheckTable(table_id));
+  STRATA_RETURN_IF_ERROR(CheckBatch(keys, grads, "Push"));
+  if (keys.empty()) return Status::Ok();
+  Table& table = *tables_[table_id];
+  std::vector<Key> unique = SortedUnique(keys);
+  std::lock_guard<std::mutex> lock(table.mu);
+  counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
+  if (unique.size() > PullRoom(table) || unique.size() > kChunkKeysMax * 16) {
+    return PushChunked(table, keys, unique, grads, stream);
+  }
+  uint64_t brought_in = 0;
+  STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/false, &brought_in));
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data(), keys.size_bytes(), stream));
+  STRATA_RETURN_IF_ERROR(table.t0->PushAsync(st.keys.data(), keys.size(), grads, stream));
+  return kernels::RunnerSync(runner_, stream);
+}
+
+// Batches larger than T0's free share: chunks of unique keys, each made
+// resident, read (or updated) and left to be evicted by the next chunk.
+// Host staging, so it works the same for both runners.
+Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
+                              std::span<const Key> unique_keys, float* out, void* stream) {
+  const uint64_t room = PullRoom(table);
+  if (room == 0) {
+    return Status::ResourceExhausted("Pull on table '" + table.name +
+                                     "': every T0 row is pinned by intents");
+  }
+  const uint64_t chunk_max = std::max<uint64_t>(1, std::min(room, kChunkKeysMax));
+  std::unordered_map<Key, uint64_t> position;
+  position.reserve(unique_keys.size());
+  for (uint64_t i = 0; i < unique_keys.size(); ++i) position.emplace(unique_keys[i], i);
+  std::vector<float> values(unique_keys.size() * table.dim);
+  RunnerStaging& st = table.staging;
+  for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
+    std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
+    uint64_t brought_in = 0;
+    STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/true, &brought_in));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, st.keys.data(), chunk.data(), chunk.size_bytes()));
+    STRATA_RETURN_IF_ERROR(
+        table.t0->Find(st.keys.data(), chunk.size(), st.values.data(), st.flags.data()));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, values.data() + off * table.dim,
+                                                  st.values.data(),
+                                                  chunk.size() * table.dim * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(Touch(table, chunk));
+  }
+  std::vector<float> host_out(keys.size() * table.dim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::memcpy(host_out.data() + i * table.dim, values.data() + position[keys[i]] * table.dim,
+                table.dim * sizeof(float));
+  }
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, out, host_out.data(),
+                                               host_out.size() * sizeof(float), stream));
+  return kernels::RunnerSync(runner_, stream);
+}
+
+Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
+                              std::span<const Key> unique_keys, const float* grads,
+                              void* stream) {
+  const uint64_t room = PullRoom(table);
+  if (room == 0) {
+    return Status::ResourceExhausted("Push on table '" + table.name +
+                                     "': every T0 row is pinned by intents");
+  }
+  const uint64_t chunk_max = std::max<uint64_t>(1, std::min(room, kChunkKeysMax));
+  std::vector<float> host_grads(keys.size() * table.dim);
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, host_grads.data(), grads,
+                                                host_grads.size() * sizeof(float), stream));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
+  // Duplicates summed here, in key order; the table then sees unique keys.
+  std::unordered_map<Key, uint64_t> position;
+  position.reserve(unique_keys.size());
+  for (uint64_t i = 0; i < unique_keys.size(); ++i) position.emplace(unique_keys[i], i);
+  std::vector<float> summed(unique_keys.size() * table.dim, 0.0f);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    float* dst = summed.data() + position[keys[i]] * table.dim;
+    const float* src = host_grads.data() + i * table.dim;
+    for (uint32_t d = 0; d < table.dim; ++d) dst[d] += src[d];
+  }
+  RunnerStaging& st = table.staging;
+  for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
+    std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
+    uint64_t brought_in = 0;
+    STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/false, &brought_in));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, st.keys.data(), chunk.data(), chunk.size_bytes()));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.values.data(),
+                                                 summed.data() + off * table.dim,
+                                                 chunk.size() * table.dim * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(table.t0->Push(st.keys.data(), chunk.size(), st.values.data()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata::engine

@@ -1,0 +1,219 @@
+// StoreImpl: the Store behind include/strata/store.h.
+//
+// Tiers: T0 is one kernels::DeviceTable per table (GPU memory, or its host
+// twin); T1 is one storage::DramCache shared by all tables; T2 is a
+// storage::RowStore (native SSD store or RocksDB). The hierarchy is
+// exclusive: a row promoted to T0 leaves T1; a row evicted from T0 is demoted
+// into T1 with its dirty flag; T1 writes dirty rows to T2 before reusing their
+// slots and drops clean ones. A row never seen is created in T0 by the
+// table's deterministic initializer (so dropping it clean loses nothing).
+//
+// T0 eviction order is the device table's "largest next_use first": a row
+// with an intent has next_use = the start of its nearest window (Belady on
+// the known future); a row without has next_use >= kFallbackBase, ordered by
+// the fallback policy (LRU: older accesses are larger), so it goes first.
+//
+// Locking: each table has a mutex guarding its T0 table and every movement of
+// its rows between tiers; intent_mu_ guards the IntentIndex. Order: a table
+// mutex before intent_mu_; never two table mutexes at once except in
+// Checkpoint/Close (ascending ids). Worker inboxes have their own leaf mutex.
+// Files: store_open.cc (open, workers, meta, close), store_intent.cc (intents
+// and the planner), store_data.cc (pull, push, tier movement),
+// store_checkpoint.cc (checkpoint, scan, stats).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/action_timing.h"
+#include "engine/fault_spec.h"
+#include "engine/intent_index.h"
+#include "io/fault_env.h"
+#include "engine/limits.h"
+#include "kernels/device_table.h"
+#include "storage/dram_cache.h"
+#include "storage/row_store.h"
+#include "strata/store.h"
+
+namespace strata::engine {
+
+struct StoreCounters {
+  std::atomic<uint64_t> t0_hits{0}, t0_misses{0}, t1_hits{0}, t1_misses{0};
+  std::atomic<uint64_t> t0_rows_in{0}, t0_rows_out{0}, t0_evictions{0}, t0_dirty_out{0};
+  std::atomic<uint64_t> t0_bytes_in{0}, t0_bytes_out{0};
+  std::atomic<uint64_t> ssd_row_reads{0}, created_rows{0};
+  std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0};
+  std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
+  std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
+  std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
+};
+
+// Staging buffers of one table in runner memory (device memory on a GPU),
+// grown on demand and reused; guarded by the table's mutex.
+struct RunnerStaging {
+  kernels::RunnerBuffer<Key> keys;
+  kernels::RunnerBuffer<float> rows;
+  kernels::RunnerBuffer<float> values;
+  kernels::RunnerBuffer<uint8_t> flags;
+  kernels::RunnerBuffer<int64_t> next_use;
+  kernels::RunnerBuffer<uint8_t> dirty;
+};
+
+// Grows `buffer` to at least `count` elements (doubling), keeping none of its
+// contents: staging only.
+template <class T>
+[[nodiscard]] Status ReserveRunner(kernels::RunnerBuffer<T>& buffer, kernels::Runner runner,
+                                   size_t count) {
+  if (buffer.size() >= count && buffer.runner() == runner && buffer.data() != nullptr) {
+    return Status::Ok();
+  }
+  return buffer.Allocate(runner, std::max<size_t>(count, buffer.size() * 2));
+}
+
+class StoreImpl final : public Store {
+ public:
+  static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
+                                             const std::vector<TableOptions>& tables);
+  ~StoreImpl() override;
+
+  Result<WorkerId> RegisterWorker(int device) override;
+  Status Intent(WorkerId worker, TableId table, std::span<const Key> keys, Clock start,
+                Clock end) override;
+  Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,
+                Clock end) override;
+  Status AdvanceClock(WorkerId worker) override;
+  Result<Clock> CurrentClock(WorkerId worker) const override;
+  Status Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out,
+              void* stream) override;
+  Status Push(WorkerId worker, TableId table, std::span<const Key> keys, const float* grads,
+              void* stream) override;
+  Status DrainIntents() override;
+  Status ScanTable(TableId table,
+                   const std::function<Status(Key, std::span<const float>)>& fn) override;
+  Status Checkpoint() override;
+  StoreStats Stats() const override;
+  Result<TableId> FindTable(const std::string& name) const override;
+  const std::vector<TableOptions>& Tables() const override { return table_options_; }
+  Status Close() override;
+
+ private:
+  struct Table {
+    // Constant after Open.
+    TableId id = 0;
+    std::string name;
+    uint32_t dim = 0;
+    uint32_t row_floats = 0;
+    uint32_t row_bytes = 0;
+    uint64_t t0_rows_max = 0;  // this table's share of device_rows_max
+    kernels::InitializerOptions init;
+    kernels::OptimizerOptions optimizer;
+
+    std::mutex mu;
+    // Guarded by mu.
+    std::unique_ptr<kernels::DeviceTable> t0;
+    uint64_t intent_pinned = 0;  // keys pinned in T0 by acted intents
+    uint64_t access_seq = 0;     // recency for the LRU fallback
+    RunnerStaging staging;
+  };
+  struct PendingIntent {
+    TableId table;
+    Clock start;
+    Clock end;
+    uint64_t offset;
+    uint64_t count;
+  };
+  struct Worker {
+    std::atomic<Clock> clock{0};
+    int device = -1;
+    std::mutex inbox_mu;
+    std::vector<PendingIntent> inbox;  // guarded by inbox_mu
+    std::vector<Key> inbox_keys;       // guarded by inbox_mu
+    std::unique_ptr<RateEstimator> estimator;  // planner thread only
+  };
+  // Unpins and next-use changes collected under intent_mu_, applied per table.
+  struct KeyUpdate {
+    TableId table;
+    Key key;
+    Clock next_use;  // kClockNever: no intent left
+    bool unpin;
+  };
+
+  StoreImpl(const StoreOptions& options, const std::vector<TableOptions>& tables);
+  Status Init();
+  Result<io::Env*> MakeSsdEnv();
+  Status CheckOpen() const;
+  Status CheckWorker(WorkerId worker) const;
+  Status CheckTable(TableId table) const;
+  Status CheckBatch(std::span<const Key> keys, const void* data, const char* what) const;
+
+  // Planner (store_intent.cc).
+  void PlannerLoop();
+  Result<bool> PlannerRound();  // true: due work is left for another round
+  void DrainInboxes(std::vector<IntentWindow*>* added);
+  Status ApplyNewIntents(const std::vector<IntentWindow*>& added);
+  Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates);
+  Result<bool> ActOnWindow(IntentWindow* window, Clock worker_clock);
+
+  // Tier movement (store_data.cc). REQUIRES: table.mu held.
+  // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
+  // Push (hits, misses and stalls counted) rather than a prefetch.
+  Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
+                      uint64_t* brought_in);
+  Status EvictFromT0(Table& table, uint64_t count);
+  Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
+                   std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1);
+  Status Touch(Table& table, std::span<const Key> unique_keys);
+  Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
+                     float* out, void* stream);
+  Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
+                     const float* grads, void* stream);
+  Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use);
+  int64_t FallbackNextUse(Table& table, bool advance);
+  uint64_t PullRoom(const Table& table) const;
+
+  // Checkpoint (store_checkpoint.cc). REQUIRES: table.mu held.
+  Status WriteBackT0(Table& table);
+  std::vector<std::byte> EncodeMeta() const;
+  Status RestoreMeta(std::span<const std::byte> meta);
+  Status StopPlanner();
+  Status PlannerError();
+
+  // Constant after Open.
+  StoreOptions options_;
+  std::vector<TableOptions> table_options_;
+  kernels::Runner runner_ = kernels::Runner::kHost;
+  std::vector<std::unique_ptr<Table>> tables_;
+  std::unique_ptr<io::FaultEnv> fault_env_;  // set when options_.faults asks for faults
+  std::unique_ptr<storage::RowStore> ssd_;
+  std::unique_ptr<storage::DramCache> dram_;
+
+  std::array<std::unique_ptr<Worker>, kWorkersMax> workers_;
+  std::atomic<uint32_t> num_workers_{0};
+  std::mutex register_mu_;
+  std::vector<Clock> restored_clocks_;  // guarded by register_mu_
+
+  std::mutex intent_mu_;
+  IntentIndex intents_;                    // guarded by intent_mu_
+  std::atomic<uint64_t> tracked_keys_{0};  // intents_.TrackedKeys(), for lock-free fast paths
+
+  std::thread planner_;
+  std::mutex planner_mu_;
+  std::condition_variable planner_cv_;
+  bool planner_stop_ = false;       // guarded by planner_mu_
+  uint64_t planner_requested_ = 0;  // guarded by planner_mu_: drains asked for
+  uint64_t planner_completed_ = 0;  // guarded by planner_mu_: drains done
+  Status planner_error_;            // guarded by planner_mu_: sticky background error
+
+  std::mutex close_mu_;
+  std::atomic<bool> closed_{false};
+  mutable StoreCounters counters_;
+};
+
+}  // namespace strata::engine

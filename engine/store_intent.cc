@@ -1,0 +1,316 @@
+// Intents, clocks and the planner thread.
+//
+// Intent() only appends to the worker's inbox (a mutex held for one memcpy;
+// never I/O). The planner runs rounds: it moves inboxes into the IntentIndex,
+// re-ranks resident rows by their new next use, expires windows (unpinning),
+// and acts on the windows AdaPM's timing says are due, a bounded number of
+// keys per round.
+#include <algorithm>
+#include <chrono>
+
+#include "engine/store_impl.h"
+#include "strata/log.h"
+
+namespace strata::engine {
+
+Status StoreImpl::Intent(WorkerId worker, TableId table, std::span<const Key> keys, Clock start,
+                         Clock end) {
+  TableKeys one{table, keys};
+  return Intent(worker, std::span<const TableKeys>(&one, 1), start, end);
+}
+
+Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,
+                         Clock end) {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
+  STRATA_RETURN_IF_ERROR(CheckWorker(worker));
+  if (start >= end) {
+    return Status::InvalidArgument("Intent: empty window [" + std::to_string(start) + ", " +
+                                   std::to_string(end) + ")");
+  }
+  uint64_t total = 0;
+  for (const TableKeys& tk : keys) {
+    STRATA_RETURN_IF_ERROR(CheckTable(tk.table));
+    STRATA_RETURN_IF_ERROR(CheckBatch(tk.keys, tk.keys.data(), "Intent"));
+    total += tk.keys.size();
+  }
+  Worker& w = *workers_[worker];
+  if (end <= w.clock.load(std::memory_order_acquire)) {
+    counters_.expired_intents.fetch_add(total, std::memory_order_relaxed);
+    return Status::Ok();
+  }
+  std::lock_guard<std::mutex> lock(w.inbox_mu);
+  if (w.inbox_keys.size() + total > kInboxKeysMax) {
+    return Status::ResourceExhausted("Intent: worker " + std::to_string(worker) + " has " +
+                                     std::to_string(w.inbox_keys.size()) +
+                                     " keys waiting for the planner (at most " +
+                                     std::to_string(kInboxKeysMax) + ")");
+  }
+  for (const TableKeys& tk : keys) {
+    if (tk.keys.empty()) continue;
+    w.inbox.push_back({tk.table, start, end, w.inbox_keys.size(), tk.keys.size()});
+    w.inbox_keys.insert(w.inbox_keys.end(), tk.keys.begin(), tk.keys.end());
+  }
+  counters_.intents.fetch_add(total, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status StoreImpl::AdvanceClock(WorkerId worker) {
+  if (worker >= num_workers_.load(std::memory_order_acquire)) return CheckWorker(worker);
+  workers_[worker]->clock.fetch_add(1, std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+Status StoreImpl::PlannerError() {
+  std::lock_guard<std::mutex> lock(planner_mu_);
+  return planner_error_;
+}
+
+Status StoreImpl::DrainIntents() {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
+  std::unique_lock<std::mutex> lock(planner_mu_);
+  uint64_t ticket = ++planner_requested_;
+  planner_cv_.notify_all();
+  planner_cv_.wait(lock, [&] {
+    return planner_completed_ >= ticket || planner_stop_ || !planner_error_.ok();
+  });
+  if (!planner_error_.ok()) return planner_error_;
+  if (planner_completed_ < ticket) return Status::FailedPrecondition("store is closing");
+  return Status::Ok();
+}
+
+void StoreImpl::PlannerLoop() {
+  const auto period = std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1));
+  bool more = false;
+  while (true) {
+    uint64_t target = 0;
+    {
+      std::unique_lock<std::mutex> lock(planner_mu_);
+      if (!more) {
+        planner_cv_.wait_for(lock, period, [&] {
+          return planner_stop_ || planner_requested_ > planner_completed_;
+        });
+      }
+      if (planner_stop_) return;
+      if (!planner_error_.ok()) {  // sticky: stop working, keep answering
+        planner_cv_.wait(lock, [&] { return planner_stop_; });
+        return;
+      }
+      target = planner_requested_;
+    }
+    auto t_start = std::chrono::steady_clock::now();
+    Result<bool> round = PlannerRound();
+    auto us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - t_start)
+                                        .count());
+    counters_.planner_rounds.fetch_add(1, std::memory_order_relaxed);
+    counters_.planner_round_us_total.fetch_add(us, std::memory_order_relaxed);
+    uint64_t prev = counters_.planner_round_us_max.load(std::memory_order_relaxed);
+    while (us > prev && !counters_.planner_round_us_max.compare_exchange_weak(prev, us)) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(planner_mu_);
+      if (!round.ok()) {
+        STRATA_LOG_ERROR("planner of %s: %s", options_.dir.c_str(),
+                         round.status().ToString().c_str());
+        planner_error_ = round.status();
+        more = false;
+      } else {
+        more = round.value();
+        if (!more) planner_completed_ = std::max(planner_completed_, target);
+      }
+    }
+    planner_cv_.notify_all();
+  }
+}
+
+void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
+  uint32_t n = num_workers_.load(std::memory_order_acquire);
+  std::vector<PendingIntent> inbox;
+  std::vector<Key> inbox_keys;
+  for (uint32_t w = 0; w < n; ++w) {
+    Worker& worker = *workers_[w];
+    {
+      std::lock_guard<std::mutex> lock(worker.inbox_mu);
+      inbox.swap(worker.inbox);
+      inbox_keys.swap(worker.inbox_keys);
+    }
+    if (inbox.empty()) continue;
+    std::lock_guard<std::mutex> lock(intent_mu_);
+    for (const PendingIntent& p : inbox) {
+      std::span<const Key> keys(inbox_keys.data() + p.offset, p.count);
+      uint64_t id = intents_.Add(w, p.table, keys, p.start, p.end);
+      added->push_back(intents_.Window(id));
+    }
+    tracked_keys_.store(intents_.TrackedKeys(), std::memory_order_release);
+    inbox.clear();
+    inbox_keys.clear();
+  }
+}
+
+// Resident rows named by new intents get their nearest intended use as
+// next_use (T0 and T1), so eviction keeps them over rows nobody asked for.
+Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
+  std::vector<std::vector<IntentWindow*>> by_table(tables_.size());
+  for (IntentWindow* w : added) by_table[w->table].push_back(w);
+  std::vector<Key> keys;
+  std::vector<int64_t> next_use;
+  std::vector<Clock> dram_next_use;
+  for (size_t t = 0; t < by_table.size(); ++t) {
+    if (by_table[t].empty()) continue;
+    keys.clear();
+    for (IntentWindow* w : by_table[t]) keys.insert(keys.end(), w->keys.begin(), w->keys.end());
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    Table& table = *tables_[t];
+    std::lock_guard<std::mutex> lock(table.mu);
+    for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+      std::span<const Key> chunk(keys.data() + off, std::min(kChunkKeysMax, keys.size() - off));
+      STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
+      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, chunk.size()));
+      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, chunk.size()));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
+                                                   chunk.data(), chunk.size_bytes()));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
+                                                   next_use.data(),
+                                                   chunk.size() * sizeof(int64_t)));
+      STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(table.staging.keys.data(), chunk.size(),
+                                                  table.staging.next_use.data()));
+      dram_next_use.resize(chunk.size());
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        dram_next_use[i] = next_use[i] >= kFallbackBase ? kClockNever : next_use[i];
+      }
+      STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
+    }
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
+  std::sort(updates.begin(), updates.end(), [](const KeyUpdate& a, const KeyUpdate& b) {
+    return a.table != b.table ? a.table < b.table : a.key < b.key;
+  });
+  std::vector<Key> unpin, keys;
+  std::vector<int64_t> next_use;
+  std::vector<Clock> dram_next_use;
+  size_t i = 0;
+  while (i < updates.size()) {
+    Table& table = *tables_[updates[i].table];
+    unpin.clear();
+    keys.clear();
+    size_t j = i;
+    for (; j < updates.size() && updates[j].table == table.id; ++j) {
+      if (updates[j].unpin) unpin.push_back(updates[j].key);
+      if (keys.empty() || keys.back() != updates[j].key) keys.push_back(updates[j].key);
+    }
+    i = j;
+    std::lock_guard<std::mutex> lock(table.mu);
+    for (size_t off = 0; off < unpin.size(); off += kChunkKeysMax) {
+      size_t n = std::min<size_t>(kChunkKeysMax, unpin.size() - off);
+      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, n));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
+                                                   unpin.data() + off, n * sizeof(Key)));
+      STRATA_RETURN_IF_ERROR(table.t0->Unpin(table.staging.keys.data(), n));
+    }
+    STRATA_ASSERT(table.intent_pinned >= unpin.size(), "intent pin count underflow");
+    table.intent_pinned -= unpin.size();
+    for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+      std::span<const Key> chunk(keys.data() + off, std::min(kChunkKeysMax, keys.size() - off));
+      STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
+      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, chunk.size()));
+      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, chunk.size()));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
+                                                   chunk.data(), chunk.size_bytes()));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
+                                                   next_use.data(),
+                                                   chunk.size() * sizeof(int64_t)));
+      STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(table.staging.keys.data(), chunk.size(),
+                                                  table.staging.next_use.data()));
+      dram_next_use.resize(chunk.size());
+      for (size_t k = 0; k < chunk.size(); ++k) {
+        dram_next_use[k] = next_use[k] >= kFallbackBase ? kClockNever : next_use[k];
+      }
+      STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<bool> StoreImpl::PlannerRound() {
+  std::vector<IntentWindow*> added;
+  DrainInboxes(&added);
+  STRATA_RETURN_IF_ERROR(ApplyNewIntents(added));
+
+  bool more = false;
+  uint64_t budget = options_.planner_keys_per_round_max;
+  uint32_t n = num_workers_.load(std::memory_order_acquire);
+  for (uint32_t w = 0; w < n; ++w) {
+    Worker& worker = *workers_[w];
+    Clock clock = worker.clock.load(std::memory_order_acquire);
+    int64_t horizon = worker.estimator->Update(clock);
+    std::vector<KeyUpdate> updates;
+    std::vector<IntentWindow*> due;
+    {
+      std::lock_guard<std::mutex> lock(intent_mu_);
+      intents_.Expire(
+          w, clock, [&](TableId t, Key k) { updates.push_back({t, k, kClockNever, true}); },
+          [&](TableId t, Key k, Clock next) { updates.push_back({t, k, next, false}); });
+      tracked_keys_.store(intents_.TrackedKeys(), std::memory_order_release);
+      Clock act_before = horizon > kClockNever - clock ? kClockNever : clock + horizon;
+      due = intents_.Due(w, act_before);
+    }
+    STRATA_RETURN_IF_ERROR(ApplyKeyUpdates(updates));
+    for (IntentWindow* window : due) {
+      if (budget < window->keys.size() && budget < options_.planner_keys_per_round_max) {
+        more = true;  // the rest next round
+        break;
+      }
+      STRATA_ASSIGN_OR_RETURN(bool acted, ActOnWindow(window, clock));
+      if (acted) budget -= std::min<uint64_t>(budget, window->keys.size());
+    }
+  }
+  return more;
+}
+
+// Brings a due window's rows into T0 and pins those not pinned yet. A window
+// that would push T0's pinned share past kPinFractionMax waits (counted as
+// deferred) and is retried next round; it never blocks pulls.
+Result<bool> StoreImpl::ActOnWindow(IntentWindow* window, Clock worker_clock) {
+  Table& table = *tables_[window->table];
+  std::lock_guard<std::mutex> lock(table.mu);
+  std::span<const Key> keys(window->keys);
+  std::vector<Key> new_pins;
+  {
+    std::lock_guard<std::mutex> ilock(intent_mu_);
+    for (Key k : keys) {
+      if (intents_.ActedCount(table.id, k) == 0) new_pins.push_back(k);
+    }
+  }
+  const auto pin_cap = static_cast<uint64_t>(double(table.t0_rows_max) * kPinFractionMax);
+  if (table.intent_pinned + new_pins.size() > pin_cap) {
+    counters_.deferred_intents.fetch_add(keys.size(), std::memory_order_relaxed);
+    return false;
+  }
+  uint64_t brought_in = 0;
+  STRATA_RETURN_IF_ERROR(MakeResident(table, keys, /*count_access=*/false, &brought_in));
+  for (size_t off = 0; off < new_pins.size(); off += kChunkKeysMax) {
+    size_t n = std::min<size_t>(kChunkKeysMax, new_pins.size() - off);
+    STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, n));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.flags, runner_, n));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
+                                                 new_pins.data() + off, n * sizeof(Key)));
+    STRATA_RETURN_IF_ERROR(
+        table.t0->Pin(table.staging.keys.data(), n, table.staging.flags.data()));
+  }
+  table.intent_pinned += new_pins.size();
+  {
+    std::lock_guard<std::mutex> ilock(intent_mu_);
+    intents_.MarkActed(window);
+  }
+  counters_.prefetched_rows.fetch_add(brought_in, std::memory_order_relaxed);
+  if (window->start <= worker_clock) {
+    counters_.late_prefetches.fetch_add(brought_in, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+}  // namespace strata::engine

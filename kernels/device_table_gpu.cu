@@ -1,0 +1,474 @@
+// DeviceTable's GPU back end: CUDA kernels that call the per-key functions of
+// device_table_ref.h, initializer.h and optimizer.h, one thread per key (or
+// per slot for scans). The only CUDA translation unit of the table; built
+// with --fmad=false so its arithmetic rounds like the host runner's.
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/device_table.h"
+#include "kernels/gpu_runtime.h"
+
+namespace strata::kernels {
+namespace {
+
+constexpr int kBlockThreads = 256;
+constexpr uint32_t kNoSlot32 = ~uint32_t{0};
+
+// counters_ layout (uint64 words).
+constexpr int kSize = 0;        // resident rows
+constexpr int kErrCode = 1;     // first async error: 0 none, 1 no room, 2 missing key
+constexpr int kErrCount = 2;    // keys that failed in that call
+constexpr int kErrKey = 3;      // first failing key
+constexpr int kErrBatch = 4;    // keys in that call
+constexpr int kErrOp = 5;       // 0 FindOrInsert, 1 InsertOrAssign, 2 Push
+constexpr int kBatchFailed = 6; // failures of the running call
+constexpr int kBatchFirst = 7;  // lowest failing index of the running call
+// Scratch words after the 8 counters: [8] unique count / export count,
+// [9] greater-than count, [10] tie count, [16..16+256) histogram.
+constexpr int kScratch0 = 8;
+constexpr int kHist = 16;
+static_assert(kHist + 256 <= detail::kTableCounterWords);
+
+cudaStream_t S(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+unsigned Blocks(uint64_t n) {
+  const uint64_t b = (n + kBlockThreads - 1) / kBlockThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 0x7fffffffULL ? 0x7fffffffULL : b));
+}
+
+Status LaunchStatus(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status::Ok();
+  return Status::Internal(std::string("DeviceTable: launching ") + what + ": " +
+                          cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+__device__ inline uint64_t GlobalIndex() {
+  return static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline uint64_t GridStride() { return static_cast<uint64_t>(gridDim.x) * blockDim.x; }
+
+__device__ inline void RecordFailure(uint64_t* counters, uint64_t i) {
+  detail::AtomicAdd(&counters[kBatchFailed], uint64_t{1});
+  detail::AtomicMin(&counters[kBatchFirst], i);
+}
+
+__device__ inline void CopyRow(float* dst, const float* src, uint32_t n) {
+  for (uint32_t d = 0; d < n; ++d) dst[d] = src[d];
+}
+
+__global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out,
+                           uint32_t out_floats, uint8_t* found) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint64_t s = ref.Find(keys[i]);
+    found[i] = s != kNoSlot;
+    if (s != kNoSlot && out != nullptr) CopyRow(out + i * out_floats, ref.Row(s), out_floats);
+  }
+}
+
+__global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
+                                   OptimizerOptions opt, const Key* keys, uint64_t n,
+                                   float* values, uint8_t* inserted, int64_t next_use,
+                                   uint64_t* counters) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    uint64_t s = kNoSlot;
+    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
+    if (r == ClaimResult::kFull) {
+      inserted[i] = kInsertNoRoom;
+      RecordFailure(counters, i);
+      continue;
+    }
+    if (r == ClaimResult::kClaimed) {
+      InitRow(init, opt, keys[i], ref.dim, ref.Row(s));
+      ref.next_use[s] = next_use;
+      ref.pins[s] = 0;
+      ref.dirty[s] = 0;
+      ref.Publish(s);
+    }
+    inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
+    if (values != nullptr) CopyRow(values + i * ref.dim, ref.Row(s), ref.dim);
+  }
+}
+
+__global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t n,
+                                  uint32_t* slot_of, uint32_t* owner, uint64_t* counters) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    uint64_t s = kNoSlot;
+    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
+    if (r == ClaimResult::kFull) {
+      slot_of[i] = kNoSlot32;
+      RecordFailure(counters, i);
+      continue;
+    }
+    if (r == ClaimResult::kClaimed) {
+      ref.pins[s] = 0;
+      ref.Publish(s);
+    }
+    slot_of[i] = static_cast<uint32_t>(s);
+    detail::AtomicMax(&owner[s], static_cast<uint32_t>(i + 1));
+  }
+}
+
+__global__ void AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
+                                  const uint32_t* owner, const float* rows,
+                                  const int64_t* next_use, const uint8_t* dirty) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint32_t s = slot_of[i];
+    if (s == kNoSlot32 || owner[s] != i + 1) continue;
+    CopyRow(ref.Row(s), rows + i * ref.row_floats, ref.row_floats);
+    ref.next_use[s] = next_use != nullptr ? next_use[i] : kClockNever;
+    ref.dirty[s] = dirty != nullptr ? dirty[i] : 0;
+  }
+}
+
+__global__ void ClearOwnersKernel(uint64_t n, const uint32_t* slot_of, uint32_t* owner) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint32_t s = slot_of[i];
+    if (s != kNoSlot32) owner[s] = 0;  // every writer stores 0
+  }
+}
+
+__global__ void ForEachFoundKernel(DeviceTableRef ref, const Key* keys, uint64_t n, int op,
+                                   const int64_t* next_use, uint8_t* found) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint64_t s = ref.Find(keys[i]);
+    if (found != nullptr) found[i] = s != kNoSlot;
+    if (s == kNoSlot) continue;
+    switch (op) {
+      case detail::kOpErase: (void)ref.Release(s); break;
+      case detail::kOpPin: detail::AtomicAdd(&ref.pins[s], 1u); break;
+      case detail::kOpUnpin: (void)detail::AtomicDecrementToZero(&ref.pins[s]); break;
+      case detail::kOpSetNextUse: ref.next_use[s] = next_use[i]; break;
+    }
+  }
+}
+
+// Push, step 1: slot of every key; a missing key fails the whole call.
+__global__ void LocateKernel(DeviceTableRef ref, const Key* keys, uint64_t n, uint32_t* slot_of,
+                             uint64_t* counters) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint64_t s = ref.Find(keys[i]);
+    slot_of[i] = s == kNoSlot ? kNoSlot32 : static_cast<uint32_t>(s);
+    if (s == kNoSlot) RecordFailure(counters, i);
+  }
+}
+
+// Step 2: one representative index per distinct slot.
+__global__ void ElectKernel(uint64_t n, const uint32_t* slot_of, uint32_t* owner,
+                            const uint64_t* counters) {
+  if (counters[kBatchFailed] != 0) return;
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    detail::AtomicMax(&owner[slot_of[i]], static_cast<uint32_t>(i + 1));
+  }
+}
+
+// Step 3: representatives take a dense group id u.
+__global__ void CompactKernel(uint64_t n, const uint32_t* slot_of, const uint32_t* owner,
+                              uint32_t* unique_slots, uint64_t* counters) {
+  if (counters[kBatchFailed] != 0) return;
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const uint32_t s = slot_of[i];
+    if (owner[s] != i + 1) continue;
+    const uint64_t u = detail::AtomicAdd(&counters[kScratch0], uint64_t{1});
+    unique_slots[u] = s;
+  }
+}
+
+// Step 4: owner[slot] becomes the group id + 1.
+__global__ void RelabelKernel(const uint32_t* unique_slots, uint32_t* owner,
+                              const uint64_t* counters) {
+  if (counters[kBatchFailed] != 0) return;
+  const uint64_t groups = counters[kScratch0];
+  for (uint64_t u = GlobalIndex(); u < groups; u += GridStride()) {
+    owner[unique_slots[u]] = static_cast<uint32_t>(u + 1);
+  }
+}
+
+// Step 5: sum gradients per group (order of duplicates unspecified).
+__global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of,
+                          const uint32_t* owner, const float* grads, float* sums,
+                          const uint64_t* counters) {
+  if (counters[kBatchFailed] != 0) return;
+  const uint64_t total = n * dim;
+  for (uint64_t e = GlobalIndex(); e < total; e += GridStride()) {
+    const uint64_t i = e / dim;
+    const uint64_t u = owner[slot_of[i]] - 1;
+    atomicAdd(&sums[u * dim + e % dim], grads[e]);
+  }
+}
+
+// Step 6: the optimizer, once per distinct key; clears the scratch.
+__global__ void ApplyKernel(DeviceTableRef ref, OptimizerOptions opt, const uint32_t* unique_slots,
+                            uint32_t* owner, const float* sums, const uint64_t* counters) {
+  if (counters[kBatchFailed] != 0) return;
+  const uint64_t groups = counters[kScratch0];
+  for (uint64_t u = GlobalIndex(); u < groups; u += GridStride()) {
+    const uint32_t s = unique_slots[u];
+    ApplyOptimizer(opt, ref.dim, ref.Row(s), sums + u * ref.dim);
+    ref.dirty[s] = 1;
+    owner[s] = 0;
+  }
+}
+
+// Moves the running call's failures into the sticky async error record.
+__global__ void FinishCallKernel(const Key* keys, uint64_t n, int op, uint64_t* counters) {
+  const uint64_t failed = counters[kBatchFailed];
+  if (failed != 0 && counters[kErrCode] == 0) {
+    counters[kErrCode] = op == 2 ? 2 : 1;
+    counters[kErrCount] = failed;
+    counters[kErrKey] = keys[counters[kBatchFirst]];
+    counters[kErrBatch] = n;
+    counters[kErrOp] = static_cast<uint64_t>(op);
+  }
+}
+
+__device__ inline bool Candidate(const DeviceTableRef& ref, uint64_t s) {
+  return ref.states[s] == kSlotOccupied && ref.pins[s] == 0;
+}
+__device__ inline uint64_t OrderedNextUse(const DeviceTableRef& ref, uint64_t s) {
+  return static_cast<uint64_t>(ref.next_use[s]) ^ (uint64_t{1} << 63);
+}
+
+// Radix select: histogram of one 8-bit digit among candidates whose higher
+// digits equal `prefix` (under `mask`).
+__global__ void HistogramKernel(DeviceTableRef ref, uint64_t prefix, uint64_t mask, int shift,
+                                uint64_t* hist) {
+  __shared__ uint32_t local[256];
+  for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  const uint64_t slots = ref.slots();
+  for (uint64_t s = GlobalIndex(); s < slots; s += GridStride()) {
+    if (!Candidate(ref, s)) continue;
+    const uint64_t u = OrderedNextUse(ref, s);
+    if ((u & mask) == prefix) atomicAdd(&local[(u >> shift) & 255], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < 256; b += blockDim.x) {
+    if (local[b] != 0) detail::AtomicAdd(&hist[b], static_cast<uint64_t>(local[b]));
+  }
+}
+
+// Exports candidates above the threshold, and `ties` of those equal to it,
+// packed from 0 (greater ones first), and frees their slots.
+__global__ void EvictKernel(DeviceTableRef ref, uint64_t threshold, bool all, uint64_t greater,
+                            uint64_t ties, RowBatch out, uint64_t* counters) {
+  const uint64_t slots = ref.slots();
+  for (uint64_t s = GlobalIndex(); s < slots; s += GridStride()) {
+    if (!Candidate(ref, s)) continue;
+    const uint64_t u = OrderedNextUse(ref, s);
+    uint64_t pos;
+    if (all || u > threshold) {
+      pos = detail::AtomicAdd(&counters[kScratch0 + 1], uint64_t{1});
+    } else if (u == threshold) {
+      const uint64_t t = detail::AtomicAdd(&counters[kScratch0 + 2], uint64_t{1});
+      if (t >= ties) continue;
+      pos = greater + t;
+    } else {
+      continue;
+    }
+    out.keys[pos] = ref.keys[s];
+    CopyRow(out.rows + pos * ref.row_floats, ref.Row(s), ref.row_floats);
+    out.next_use[pos] = ref.next_use[s];
+    out.dirty[pos] = ref.dirty[s];
+    (void)ref.Release(s);
+  }
+}
+
+__global__ void ExportRangeKernel(DeviceTableRef ref, uint64_t begin, uint64_t end, RowBatch out,
+                                  uint64_t* counters) {
+  for (uint64_t s = begin + GlobalIndex(); s < end; s += GridStride()) {
+    if (ref.states[s] != kSlotOccupied) continue;
+    const uint64_t pos = detail::AtomicAdd(&counters[kScratch0], uint64_t{1});
+    out.keys[pos] = ref.keys[s];
+    CopyRow(out.rows + pos * ref.row_floats, ref.Row(s), ref.row_floats);
+    out.next_use[pos] = ref.next_use[s];
+    out.dirty[pos] = ref.dirty[s];
+  }
+}
+
+}  // namespace
+
+Status DeviceTable::GpuInit() { return detail::GpuSetDevice(options_.gpu_device); }
+
+void DeviceTable::GpuRelease() {}
+
+// Resets the running call's failure record and scratch words.
+__global__ void BeginCallKernel(uint64_t* counters) {
+  counters[kBatchFailed] = 0;
+  counters[kBatchFirst] = ~uint64_t{0};
+  counters[kScratch0] = 0;
+  counters[kScratch0 + 1] = 0;
+  counters[kScratch0 + 2] = 0;
+}
+
+static Status BeginCall(uint64_t* counters, void* stream) {
+  BeginCallKernel<<<1, 1, 0, S(stream)>>>(counters);
+  return LaunchStatus("BeginCallKernel");
+}
+
+Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats,
+                            uint8_t* found, void* stream) {
+  if (n == 0) return Status::Ok();
+  FindKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out, out_floats, found);
+  return LaunchStatus("FindKernel");
+}
+
+Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                    int64_t next_use, void* stream) {
+  if (n == 0) return Status::Ok();
+  uint64_t* c = counters_.data();
+  STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
+  FindOrInsertKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
+      ref_, options_.initializer, options_.optimizer, keys, n, values, inserted, next_use, c);
+  FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 0, c);
+  return LaunchStatus("FindOrInsertKernel");
+}
+
+Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
+                                      const int64_t* next_use, const uint8_t* dirty,
+                                      void* stream) {
+  if (n == 0) return Status::Ok();
+  uint64_t* c = counters_.data();
+  STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
+  ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
+                                                                  owner_.data(), c);
+  AssignOwnedKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
+      ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
+  ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
+  FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 1, c);
+  return LaunchStatus("InsertOrAssign kernels");
+}
+
+Status DeviceTable::GpuForEachFound(const Key* keys, uint64_t n, int op, const int64_t* next_use,
+                                    uint8_t* found, void* stream) {
+  if (n == 0) return Status::Ok();
+  ForEachFoundKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, op, next_use,
+                                                                   found);
+  return LaunchStatus("ForEachFoundKernel");
+}
+
+Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, void* stream) {
+  if (n == 0) return Status::Ok();
+  const uint32_t dim = options_.dim;
+  if (grad_sums_.size() < n * dim) {
+    STRATA_RETURN_IF_ERROR(RunnerSync(Runner::kGpu, stream));
+    STRATA_RETURN_IF_ERROR(grad_sums_.Allocate(Runner::kGpu, n * dim));
+    STRATA_RETURN_IF_ERROR(unique_slots_.Allocate(Runner::kGpu, n));
+  }
+  uint64_t* c = counters_.data();
+  uint32_t* slot_of = slot_of_.data();
+  uint32_t* owner = owner_.data();
+  STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
+  STRATA_RETURN_IF_ERROR(detail::GpuMemset(grad_sums_.data(), 0, sizeof(float) * n * dim, stream));
+  const unsigned blocks = Blocks(n);
+  LocateKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of, c);
+  ElectKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(n, slot_of, owner, c);
+  CompactKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(n, slot_of, owner, unique_slots_.data(),
+                                                         c);
+  RelabelKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(unique_slots_.data(), owner, c);
+  SumKernel<<<Blocks(n * dim), kBlockThreads, 0, S(stream)>>>(n, dim, slot_of, owner, grads,
+                                                              grad_sums_.data(), c);
+  ApplyKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(ref_, options_.optimizer,
+                                                       unique_slots_.data(), owner,
+                                                       grad_sums_.data(), c);
+  FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 2, c);
+  return LaunchStatus("Push kernels");
+}
+
+Status DeviceTable::GpuEvict(uint64_t k, RowBatch* out) {
+  uint64_t* c = counters_.data();
+  const unsigned blocks = Blocks(ref_.slots());
+  uint64_t prefix = 0, mask = 0, remaining = k, total = 0;
+  uint64_t hist[256];
+  for (int pass = 0; pass < 8; ++pass) {
+    const int shift = 56 - 8 * pass;
+    STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kHist, 0, sizeof(hist), nullptr));
+    HistogramKernel<<<blocks, kBlockThreads>>>(ref_, prefix, mask, shift, c + kHist);
+    STRATA_RETURN_IF_ERROR(LaunchStatus("HistogramKernel"));
+    STRATA_RETURN_IF_ERROR(detail::GpuCopy(hist, c + kHist, sizeof(hist),
+                                           detail::GpuCopyKind::kDeviceToHost, nullptr));
+    if (pass == 0) {
+      for (uint64_t h : hist) total += h;
+      if (total <= k) break;  // everything unpinned goes
+    }
+    int digit = 255;
+    for (; digit > 0; --digit) {
+      if (hist[digit] >= remaining) break;
+      remaining -= hist[digit];
+    }
+    prefix |= static_cast<uint64_t>(digit) << shift;
+    mask |= uint64_t{255} << shift;
+  }
+  const bool all = total <= k;
+  const uint64_t greater = all ? 0 : k - remaining;
+  STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kScratch0, 0, sizeof(uint64_t) * 3, nullptr));
+  EvictKernel<<<blocks, kBlockThreads>>>(ref_, prefix, all, greater, all ? 0 : remaining, *out, c);
+  STRATA_RETURN_IF_ERROR(LaunchStatus("EvictKernel"));
+  STRATA_RETURN_IF_ERROR(detail::GpuSync(nullptr));
+  out->count = all ? total : k;
+  return Status::Ok();
+}
+
+Status DeviceTable::GpuExportAll(const std::function<Status(const RowBatch&)>& fn) {
+  const uint64_t size = GpuSize();
+  if (size == 0) return Status::Ok();
+  // Each launch scans `chunk` slots, so it finds at most `chunk` rows.
+  const uint64_t chunk = std::min(options_.batch_keys_max, std::max<uint64_t>(size, 4096));
+  RunnerBuffer<Key> keys;
+  RunnerBuffer<float> rows;
+  RunnerBuffer<int64_t> next_use;
+  RunnerBuffer<uint8_t> dirty;
+  STRATA_RETURN_IF_ERROR(keys.Allocate(Runner::kGpu, chunk));
+  STRATA_RETURN_IF_ERROR(rows.Allocate(Runner::kGpu, chunk * ref_.row_floats));
+  STRATA_RETURN_IF_ERROR(next_use.Allocate(Runner::kGpu, chunk));
+  STRATA_RETURN_IF_ERROR(dirty.Allocate(Runner::kGpu, chunk));
+  RowBatch batch{keys.data(), rows.data(), next_use.data(), dirty.data(), 0};
+  uint64_t* c = counters_.data();
+  const uint64_t slots = ref_.slots();
+  for (uint64_t begin = 0; begin < slots; begin += chunk) {
+    const uint64_t end = std::min(slots, begin + chunk);
+    STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kScratch0, 0, sizeof(uint64_t), nullptr));
+    ExportRangeKernel<<<Blocks(end - begin), kBlockThreads>>>(ref_, begin, end, batch, c);
+    STRATA_RETURN_IF_ERROR(LaunchStatus("ExportRangeKernel"));
+    STRATA_RETURN_IF_ERROR(detail::GpuCopy(&batch.count, c + kScratch0, sizeof(uint64_t),
+                                           detail::GpuCopyKind::kDeviceToHost, nullptr));
+    if (batch.count > 0) STRATA_RETURN_IF_ERROR(fn(batch));
+  }
+  return Status::Ok();
+}
+
+Status DeviceTable::GpuSynchronize(void* stream) {
+  STRATA_RETURN_IF_ERROR(detail::GpuSync(stream));
+  uint64_t err[5];
+  STRATA_RETURN_IF_ERROR(detail::GpuCopy(err, counters_.data() + kErrCode, sizeof(err),
+                                         detail::GpuCopyKind::kDeviceToHost, nullptr));
+  if (err[0] == 0) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(
+      detail::GpuMemset(counters_.data() + kErrCode, 0, sizeof(err), nullptr));
+  STRATA_RETURN_IF_ERROR(detail::GpuSync(nullptr));
+  static const char* kOps[] = {"FindOrInsert", "InsertOrAssign", "Push"};
+  const std::string op = std::string("DeviceTable::") + kOps[err[4] < 3 ? err[4] : 0];
+  if (err[0] == 2) {
+    return Status::NotFound(op + ": key " + std::to_string(err[2]) + " (and " +
+                            std::to_string(err[1] - 1) + " more) not resident; nothing applied");
+  }
+  return Status::ResourceExhausted(op + ": " + std::to_string(err[1]) + " of " +
+                                   std::to_string(err[3]) +
+                                   " keys found no free slot within the probe bound (first key " +
+                                   std::to_string(err[2]) + ", size " + std::to_string(GpuSize()) +
+                                   " of " + std::to_string(slots()) + " slots)");
+}
+
+uint64_t DeviceTable::GpuSize() const {
+  uint64_t size = 0;
+  if (!detail::GpuCopy(&size, counters_.data() + kSize, sizeof(size),
+                       detail::GpuCopyKind::kDeviceToHost, nullptr)
+           .ok()) {
+    return 0;
+  }
+  return size;
+}
+
+}  // namespace strata::kernels
