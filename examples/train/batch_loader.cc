@@ -1,5 +1,6 @@
 #include "examples/train/batch_loader.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -58,7 +59,7 @@ Result<Schedule> MakeSchedule(size_t rows, const LoaderOptions& options) {
 
 BatchLoader::BatchLoader(const Dataset& data, const std::vector<TableId>& tables,
                          const LoaderOptions& options, Store* store, WorkerId worker,
-                         Clock first_clock, std::mutex* worker_mu, AccessRecorder* recorder)
+                         Clock first_clock, std::mutex* worker_mu, trace::TraceWriter* trace)
     : data_(data),
       tables_(tables),
       options_(options),
@@ -66,7 +67,7 @@ BatchLoader::BatchLoader(const Dataset& data, const std::vector<TableId>& tables
       worker_(worker),
       first_clock_(first_clock),
       worker_mu_(worker_mu),
-      recorder_(recorder) {}
+      trace_(trace) {}
 
 BatchLoader::~BatchLoader() { Stop(); }
 
@@ -137,11 +138,23 @@ std::unique_ptr<Batch> BatchLoader::Build(size_t step, uint32_t epoch, bool trai
   return batch;
 }
 
-Status BatchLoader::Signal(const Batch& batch) {
-  if (recorder_ != nullptr) {
-    recorder_->BeginBatch();
-    for (size_t t = 0; t < tables_.size(); ++t) recorder_->Add(tables_[t], batch.unique_keys[t]);
+Status BatchLoader::AppendTrace(const Batch& batch) {
+  if (trace_ == nullptr) return Status::Ok();
+  trace::TraceBatch record;
+  record.worker = 0;
+  record.clock = batch.clock;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (batch.unique_keys[t].empty()) continue;
+    record.tables.push_back({tables_[t], batch.unique_keys[t]});
   }
+  std::sort(record.tables.begin(), record.tables.end(),
+            [](const auto& a, const auto& b) { return a.table < b.table; });  // format order
+  return trace_->Append(record).WithContext("loader: trace of batch " +
+                                            std::to_string(batch.clock));
+}
+
+Status BatchLoader::Signal(const Batch& batch) {
+  STRATA_RETURN_IF_ERROR(AppendTrace(batch));
   if (!options_.intents) return Status::Ok();
   std::vector<TableKeys> keys;
   keys.reserve(tables_.size());

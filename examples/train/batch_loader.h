@@ -13,8 +13,11 @@
 // thread is internal. Store calls naming the worker are made under
 // `worker_mu` (when given), which the trainer also holds for its own calls
 // naming that worker, so calls for one worker come from one thread at a time.
-// Ownership: the dataset, store, mutex and recorder are borrowed and must
-// outlive the loader.
+// Each batch's unique keys per table may also be appended to a trace
+// (include/strata/trace.h), the run's exact access sequence, for `strata trace
+// opt` (Belady's MIN and LRU for the same run).
+// Ownership: the dataset, store, mutex and trace writer are borrowed and must
+// outlive the loader; the loader thread is the writer's only user until Stop.
 #pragma once
 
 #include <condition_variable>
@@ -25,9 +28,9 @@
 #include <thread>
 
 #include "examples/train/batch.h"
-#include "examples/train/belady.h"
 #include "examples/train/dataset.h"
 #include "strata/store.h"
+#include "strata/trace.h"
 
 namespace strata::train {
 
@@ -57,11 +60,11 @@ Result<Schedule> MakeSchedule(size_t rows, const LoaderOptions& options);
 
 class BatchLoader {
  public:
-  // `store`/`worker_mu` may be null when options.intents is false;
-  // `recorder` may be null (no access recording).
+  // `store`/`worker_mu` may be null when options.intents is false; `trace`
+  // may be null (no trace).
   BatchLoader(const Dataset& data, const std::vector<TableId>& tables, const LoaderOptions& options,
               Store* store, WorkerId worker, Clock first_clock, std::mutex* worker_mu,
-              AccessRecorder* recorder);
+              trace::TraceWriter* trace);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -82,6 +85,7 @@ class BatchLoader {
   std::unique_ptr<Batch> Build(size_t step, uint32_t epoch, bool train,
                                std::span<const uint32_t> rows) const;
   Status Signal(const Batch& batch);
+  Status AppendTrace(const Batch& batch);
 
   // Constant after construction.
   const Dataset& data_;
@@ -91,7 +95,7 @@ class BatchLoader {
   const WorkerId worker_;
   const Clock first_clock_;
   std::mutex* const worker_mu_;
-  AccessRecorder* const recorder_;  // written by the loader thread only
+  trace::TraceWriter* const trace_;  // used by the loader thread only
   Schedule schedule_;
 
   std::mutex mu_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <unordered_set>
 
 #include "examples/train/metrics.h"
 #include "examples/train/row_staging.h"
@@ -10,6 +11,12 @@ namespace strata::train {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+struct PairHash {
+  size_t operator()(const std::pair<size_t, Key>& p) const {
+    return std::hash<Key>()(p.second ^ (p.first * 0x9e3779b97f4a7c15ull));
+  }
+};
 
 // The trainer's side of one worker: its store calls, under the worker mutex
 // the loader shares, with rows staged through device memory when T0 is a GPU.
@@ -74,6 +81,16 @@ Result<std::vector<TableId>> ResolveTables(Store* store, const Dataset& data, ui
   return ids;
 }
 
+uint64_t CountUniqueKeys(const Dataset& data) {
+  std::unordered_set<std::pair<size_t, Key>, PairHash> keys;
+  for (size_t r = 0; r < data.rows(); ++r) {
+    for (size_t c = 0; c < data.categorical_columns(); ++c) {
+      if (data.Present(r, c)) keys.insert({c, data.KeyAt(r, c)});
+    }
+  }
+  return keys.size();
+}
+
 }  // namespace
 
 std::vector<TableOptions> MakeTables(const Dataset& data, const FmConfig& config) {
@@ -102,10 +119,17 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
   WorkerSession session(store, worker, &worker_mu, store->Stats().t0_on_gpu);
   STRATA_RETURN_IF_ERROR(session.Check());
 
+  std::unique_ptr<trace::TraceWriter> trace;
+  if (!options.trace_path.empty()) {
+    trace::TraceHeader header;
+    for (const TableOptions& t : store->Tables()) header.tables.push_back({t.name, 0});
+    STRATA_ASSIGN_OR_RETURN(trace, trace::TraceWriter::Create(options.trace_path, header));
+  }
+
   TrainResult result;
   FmModel model(static_cast<uint32_t>(data.dense_columns()), options.model);
   BatchLoader loader(data, tables, options.loader, store, worker, first_clock, &worker_mu,
-                     options.record_accesses ? &result.accesses : nullptr);
+                     trace.get());
   STRATA_RETURN_IF_ERROR(loader.Start());
   const Schedule schedule = loader.schedule();
 
@@ -157,6 +181,8 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Batch> tail, loader.Next());
   if (tail) return Status::Internal("train: the loader produced more batches than scheduled");
   loader.Stop();
+  if (trace) STRATA_RETURN_IF_ERROR(trace->Finish());
+  result.unique_keys = CountUniqueKeys(data);
   result.dense = model.dense();
   result.final_stats = store->Stats();
   return result;

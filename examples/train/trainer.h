@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "examples/train/batch_loader.h"
-#include "examples/train/belady.h"
 #include "examples/train/dataset.h"
 #include "examples/train/fm_model.h"
 #include "strata/store.h"
@@ -30,7 +29,9 @@ namespace strata::train {
 struct TrainOptions {
   FmConfig model;
   LoaderOptions loader;
-  bool record_accesses = true;  // keep each batch's keys (for the Belady floor)
+  // When set, the run's access sequence (each batch's unique keys per table,
+  // worker 0, in clock order) is written there as a trace (strata/trace.h).
+  std::string trace_path;
 };
 
 struct EpochReport {
@@ -52,7 +53,7 @@ struct TrainResult {
   std::vector<EpochReport> epochs;
   std::vector<float> validation_logits;  // last epoch, validation rows in file order
   DenseParams dense;                     // final dense parameters
-  AccessRecorder accesses;               // when record_accesses
+  uint64_t unique_keys = 0;              // distinct (table, key) pairs the run touched
   StoreStats final_stats;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "examples/train/trainer.h"
 #include "tests/examples/train/memory_store.h"
@@ -129,8 +130,12 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
   o.batch_rows = 2;
   o.epochs = 3;
   o.lookahead_batches = 3;
-  AccessRecorder recorder;
-  BatchLoader loader(d, {0, 1}, o, &store, *worker, 0, &mu, &recorder);
+  const std::string trace_path = ::testing::TempDir() + "batch_loader_test.trace";
+  trace::TraceHeader header;
+  header.tables = {{"a", 0}, {"b", 0}};
+  auto writer = trace::TraceWriter::Create(trace_path, header);
+  ASSERT_TRUE(writer.ok());
+  BatchLoader loader(d, {0, 1}, o, &store, *worker, 0, &mu, writer->get());
   ASSERT_TRUE(loader.Start().ok());
   std::vector<float> out;
   size_t batches = 0;
@@ -148,8 +153,19 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
     ASSERT_TRUE(store.AdvanceClock(*worker).ok());
   }
   loader.Stop();
+  ASSERT_TRUE((*writer)->Finish().ok());
   EXPECT_EQ(batches, 15u);
-  EXPECT_EQ(recorder.batches(), 15u);
+  // The trace holds each batch's unique keys at its clock.
+  Clock expected_clock = 0;
+  ASSERT_TRUE(trace::ForEachBatch(trace_path, [&](const trace::TraceBatch& b) {
+                EXPECT_EQ(b.clock, expected_clock++);
+                EXPECT_EQ(b.tables[0].table, 0u);
+                EXPECT_GE(b.tables[0].keys.size(), 1u);  // two rows: one or two keys
+                EXPECT_LE(b.tables[0].keys.size(), 2u);
+                return Status::Ok();
+              }).ok());
+  EXPECT_EQ(expected_clock, 15);
+  std::remove(trace_path.c_str());
   EXPECT_EQ(store.unannounced_pulls(), 0u);
   EXPECT_LE(store.max_intent_lead(), 3);
   EXPECT_FALSE(store.overlapping_calls());

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "tests/examples/train/memory_store.h"
 #include "tests/examples/train/sample_path.h"
 
@@ -39,6 +41,7 @@ Dataset* TrainerTest::data_ = nullptr;
 
 TEST_F(TrainerTest, LearnsTheCriteoSample) {
   TrainOptions o = Options();
+  o.trace_path = ::testing::TempDir() + "trainer_test.trace";
   testing::MemoryStore store(MakeTables(*data_, o.model));
   auto r = Run(o, &store);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -53,7 +56,19 @@ TEST_F(TrainerTest, LearnsTheCriteoSample) {
   EXPECT_EQ(store.unannounced_pulls(), 0u);  // the loader signalled every batch in time
   EXPECT_LE(store.max_intent_lead(), 4);
   EXPECT_FALSE(store.overlapping_calls());
-  EXPECT_EQ(r->accesses.batches(), 3u * (32 + 8));
+  EXPECT_EQ(r->unique_keys, 43579u);
+  auto reader = trace::TraceReader::Open(o.trace_path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  trace::TraceBatch batch;
+  uint64_t batches = 0;
+  while (true) {
+    auto more = (*reader)->Next(&batch);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    if (!*more) break;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3u * (32 + 8));  // every batch the store saw, validation included
+  std::remove(o.trace_path.c_str());
   EXPECT_GT(last.pulls, 0u);
 }
 
