@@ -9,7 +9,10 @@
 // `depth` requests are kept in flight: each completion records its latency
 // and issues the next request from the I/O thread (like fio's iodepth with
 // one job per I/O thread). Reports IOPS, MB/s (10^6 bytes) and latency
-// percentiles from every request's submit-to-completion time.
+// percentiles from every request's submit-to-completion time, and the
+// process's CPU time (user + system) per I/O over the measured run.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -119,6 +122,14 @@ Status LayOut(io::File* file, uint64_t bytes) {
   return file->Sync();
 }
 
+// CPU seconds (user + system) this process has used so far.
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 double Percentile(const std::vector<uint32_t>& sorted, double q) {
   if (sorted.empty()) return 0;
   size_t index = std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()));
@@ -186,6 +197,7 @@ Status RunIoBench(const IoBenchArgs& a) {
   }
 
   run.outstanding.store(a.depth);
+  const double cpu_start = CpuSeconds();
   const auto start = SteadyClock::now();
   for (Slot& slot : slots) Issue(&run, &slot);
   std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
@@ -194,6 +206,7 @@ Status RunIoBench(const IoBenchArgs& a) {
     run.outstanding.wait(left);
   }
   const double elapsed = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  const double cpu_seconds = CpuSeconds() - cpu_start;
   if (run.errors.load() > 0) return Status::IOError("bench io: " + run.first_error);
 
   std::vector<uint32_t> all;
@@ -204,6 +217,7 @@ Status RunIoBench(const IoBenchArgs& a) {
   std::sort(all.begin(), all.end());
   const double iops = all.size() / elapsed;
   const double mbps = iops * a.block / 1e6;
+  const double cpu_us_per_io = all.empty() ? 0 : cpu_seconds * 1e6 / all.size();
   const double p50 = Percentile(all, 0.50), p99 = Percentile(all, 0.99),
                p999 = Percentile(all, 0.999);
   const std::vector<int> cores = io->cores();
@@ -216,14 +230,17 @@ Status RunIoBench(const IoBenchArgs& a) {
                         {"direct", !a.buffered}, {"ios", all.size()},
                         {"iops", iops},        {"mbps", mbps},
                         {"io_cores", cores},    {"fixed_buffers", io->fixed_buffers(0)},
+                        {"cpu_us_per_io", cpu_us_per_io},
                         {"lat_us", {{"p50", p50}, {"p99", p99}, {"p999", p999}}}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("bench io: %s %s block=%u depth=%u threads=%u cores=%s direct=%d %.1fs\n",
                 a.mode.c_str(), io::IoBackendName(io->backend()), a.block, a.depth, a.threads,
                 core_list.c_str(), !a.buffered, elapsed);
-    std::printf("%12s %10s %10s %10s %10s\n", "iops", "MB/s", "p50_us", "p99_us", "p999_us");
-    std::printf("%12.0f %10.1f %10.1f %10.1f %10.1f\n", iops, mbps, p50, p99, p999);
+    std::printf("%12s %10s %10s %10s %10s %12s\n", "iops", "MB/s", "p50_us", "p99_us", "p999_us",
+                "cpu_us/io");
+    std::printf("%12.0f %10.1f %10.1f %10.1f %10.1f %12.2f\n", iops, mbps, p50, p99, p999,
+                cpu_us_per_io);
   }
   io.reset();  // before the buffers and slots go
   return Status::Ok();

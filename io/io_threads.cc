@@ -1,6 +1,7 @@
 #include "io/io_threads.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "io/buffer_pool.h"
 #include "io/io_worker.h"
@@ -72,7 +73,9 @@ Result<std::unique_ptr<IoThreads>> IoThreads::Create(const IoThreadsOptions& opt
     if (!options.cores.empty()) {
       for (uint32_t i = 0; i < count; ++i) cores[i] = options.cores[i % options.cores.size()];
     } else {
-      std::vector<int> chosen = ChooseIoCores(count, io->numa_node_, allowed);
+      std::vector<uint64_t> irqs;
+      if (!options.topology_path.empty()) irqs = DeviceIrqCountsOfPath(options.topology_path);
+      std::vector<int> chosen = ChooseIoCores(count, io->numa_node_, allowed, "/sys", irqs);
       if (chosen.size() == count) cores = std::move(chosen);
     }
   }
@@ -116,11 +119,25 @@ Result<std::unique_ptr<IoThreads>> IoThreads::Create(const IoThreadsOptions& opt
 }
 
 IoThreads::~IoThreads() {
+  // No Submit may reach a worker that has stopped: close the door, let the
+  // calls already inside (completion callbacks, say) finish, then stop all.
+  closing_.store(true, std::memory_order_seq_cst);
+  while (submitting_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   workers_.clear();  // each Stop cancels what has not started and joins
 }
 
 Status IoThreads::Submit(std::span<IoRequest> reqs,
                          std::function<void(std::span<IoRequest>)> done) {
+  submitting_.fetch_add(1, std::memory_order_seq_cst);
+  Status status = closing_.load(std::memory_order_seq_cst)
+                      ? Status::FailedPrecondition("IoThreads: submit during shutdown")
+                      : SubmitOpen(reqs, std::move(done));
+  submitting_.fetch_sub(1, std::memory_order_seq_cst);
+  return status;
+}
+
+Status IoThreads::SubmitOpen(std::span<IoRequest> reqs,
+                             std::function<void(std::span<IoRequest>)> done) {
   if (reqs.size() > kIoBatchRequestsMax) {
     return Status::InvalidArgument("IoThreads: batch of " + std::to_string(reqs.size()) +
                                    " requests exceeds " + std::to_string(kIoBatchRequestsMax));

@@ -28,7 +28,9 @@
 // files belong to the caller and must stay alive and unchanged until the
 // batch completes. Destruction completes requests already issued and cancels
 // (status Unavailable) those not started; every callback runs before the
-// destructor returns. REQUIRES: no Submit concurrent with the destructor.
+// destructor returns; a Submit from a callback during destruction gets
+// FailedPrecondition. REQUIRES: no other thread calls Submit while the
+// destructor runs.
 #pragma once
 
 #include <atomic>
@@ -114,6 +116,7 @@ class IoThreads {
 
  private:
   IoThreads() = default;
+  Status SubmitOpen(std::span<IoRequest> reqs, std::function<void(std::span<IoRequest>)> done);
 
   IoBackend backend_ = IoBackend::kPsync;
   int numa_node_ = -1;
@@ -121,6 +124,8 @@ class IoThreads {
   std::vector<std::unique_ptr<IoWorker>> workers_;
   std::atomic<uint32_t> next_thread_{0};
   std::atomic<uint32_t> next_pool_{0};
+  std::atomic<bool> closing_{false};      // set by the destructor
+  std::atomic<uint32_t> submitting_{0};   // Submit calls under way
 };
 
 }  // namespace strata::io

@@ -14,6 +14,11 @@
 
 namespace strata::io {
 
+namespace {
+// The worker whose thread this is (nullptr on other threads).
+thread_local IoWorker* tls_worker = nullptr;
+}  // namespace
+
 IoWorker::IoWorker(const IoWorkerOptions& options)
     : options_(options), queue_(kIoQueueDepthMax) {}
 
@@ -32,6 +37,7 @@ Status IoWorker::Start() {
 
 void IoWorker::ThreadMain(std::promise<Status>* ready) {
   thread_id_.store(static_cast<int>(::gettid()), std::memory_order_release);
+  tls_worker = this;
   if (options_.core >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -50,9 +56,16 @@ void IoWorker::ThreadMain(std::promise<Status>* ready) {
 }
 
 void IoWorker::Push(const IoSlice& slice) {
+  // The handshakes below are read-modify-writes on both sides (no fences):
+  // whichever side comes second in the atomic's order sees the other's work.
   while (!queue_.TryPush(slice)) {
+    if (tls_worker != nullptr) {
+      // A completion callback submitting from an I/O thread never waits (the
+      // thread it would wait for may be itself): its own thread takes the slice.
+      tls_worker->overflow_.push_back(slice);
+      return;
+    }
     space_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t seen = space_seq_.load(std::memory_order_seq_cst);
     if (queue_.TryPush(slice)) {
       space_waiters_.fetch_sub(1, std::memory_order_relaxed);
@@ -61,14 +74,17 @@ void IoWorker::Push(const IoSlice& slice) {
     space_seq_.wait(seen, std::memory_order_seq_cst);
     space_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_.load(std::memory_order_seq_cst)) Wake();
+  if (sleeping_.fetch_add(0, std::memory_order_seq_cst) != 0) Wake();
 }
 
 bool IoWorker::TryPop(IoSlice* slice) {
+  if (!overflow_.empty()) {
+    *slice = overflow_.front();
+    overflow_.pop_front();
+    return true;
+  }
   if (!queue_.TryPop(slice)) return false;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (space_waiters_.load(std::memory_order_seq_cst) > 0) {
+  if (space_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) {
     space_seq_.fetch_add(1, std::memory_order_seq_cst);
     space_seq_.notify_all();
   }
@@ -184,12 +200,11 @@ class PsyncWorker final : public IoWorker {
       }
       if (stop_.load(std::memory_order_acquire)) return;
       const uint32_t seen = wake_seq_.load(std::memory_order_seq_cst);
-      sleeping_.store(true, std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) {
+      sleeping_.exchange(1, std::memory_order_seq_cst);
+      if (HasNoInput() && !stop_.load(std::memory_order_seq_cst)) {
         wake_seq_.wait(seen, std::memory_order_seq_cst);
       }
-      sleeping_.store(false, std::memory_order_relaxed);
+      sleeping_.store(0, std::memory_order_relaxed);
     }
   }
 
@@ -253,16 +268,15 @@ class UringWorker final : public IoWorker {
           STRATA_ASSERT(s.ok(), "ring refused a request although it had room");
         }
       }
-      const bool more_input = have_slice || !queue_.Empty();
+      const bool more_input = have_slice || !HasNoInput();
       if (stopping && !more_input && ring_->idle()) break;
       uint32_t wait = ring_->pending_space() == 0 ? 1 : 0;
       if (!more_input) {
-        sleeping_.store(true, std::memory_order_seq_cst);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (queue_.Empty() && !stop_.load(std::memory_order_seq_cst)) wait = 1;
+        sleeping_.exchange(1, std::memory_order_seq_cst);
+        if (HasNoInput() && !stop_.load(std::memory_order_seq_cst)) wait = 1;
       }
       Result<uint32_t> polled = ring_->Poll(wait, this);
-      sleeping_.store(false, std::memory_order_relaxed);
+      sleeping_.store(0, std::memory_order_relaxed);
       if (!polled.ok()) {
         STRATA_LOG_ERROR("I/O thread %u: %s", options_.index, polled.status().ToString().c_str());
         std::this_thread::yield();

@@ -4,7 +4,9 @@
 // (io_uring) or pread/pwrite one request at a time.
 //
 // Thread safety: Push and Stop may be called from any thread; everything
-// else runs on the worker's own thread. Ownership: batches are created by
+// else runs on the worker's own thread. Push from an I/O thread (a completion
+// callback submitting more work) never waits: when the target queue is full
+// the calling I/O thread keeps the slice in its own overflow list. Ownership: batches are created by
 // IoThreads::Submit and deleted by the worker that completes their last
 // request, after running their callback.
 #pragma once
@@ -12,6 +14,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -76,7 +79,9 @@ class IoWorker : public CompletionSink {
   virtual void Loop() = 0;    // returns after Stop, with nothing in flight
   virtual void Wake() = 0;    // makes a sleeping Loop look at its queue
 
+  // Next slice: overflow first, then the queue. Worker thread only.
   bool TryPop(IoSlice* slice);
+  bool HasNoInput() const { return overflow_.empty() && queue_.Empty(); }
   // Completes `req` as cancelled by shutdown.
   void Cancel(IoRequest* req);
   // Applies the fault rules; true when `req` was completed by them.
@@ -87,7 +92,10 @@ class IoWorker : public CompletionSink {
   const IoWorkerOptions options_;
   BoundedQueue<IoSlice> queue_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
+  std::atomic<uint32_t> sleeping_{0};  // 1 while the loop waits for work
+  // Slices submitted by completion callbacks on this thread while the target
+  // queue was full. Worker thread only; bounded by what callbacks submit.
+  std::deque<IoSlice> overflow_;
 
  private:
   void ThreadMain(std::promise<Status>* ready);

@@ -74,7 +74,11 @@ class Ring {
 
   uint32_t in_flight() const { return in_flight_; }
   uint32_t pending() const { return static_cast<uint32_t>(pending_.size()); }
-  uint32_t pending_space() const { return options_.pending_max - pending(); }
+  // Room left in the pending list (0 when partial transfers requeued by
+  // Poll pushed it past pending_max, which they may by up to `depth`).
+  uint32_t pending_space() const {
+    return pending() >= options_.pending_max ? 0 : options_.pending_max - pending();
+  }
   bool idle() const { return in_flight_ == 0 && pending_.empty(); }
   bool fixed_buffers() const { return !regions_.empty(); }
 

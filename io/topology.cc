@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 namespace strata::io {
 namespace {
@@ -64,7 +65,12 @@ std::vector<int> AllowedCpus() {
   return cpus;
 }
 
-Result<int> NumaNodeOfPath(const std::string& path, const std::string& sysfs_root) {
+namespace {
+
+// The sysfs directory of the block device holding `path`, or empty when
+// unknown. NotFound when `path` does not exist.
+Result<std::filesystem::path> BlockDeviceDir(const std::string& path,
+                                             const std::string& sysfs_root) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::NotFound("topology: no such path " + path);
@@ -75,7 +81,15 @@ Result<int> NumaNodeOfPath(const std::string& path, const std::string& sysfs_roo
                       std::to_string(minor(dev));
   std::error_code ec;
   std::filesystem::path real = std::filesystem::canonical(block, ec);
-  if (ec) return -1;
+  if (ec) return std::filesystem::path();
+  return real;
+}
+
+}  // namespace
+
+Result<int> NumaNodeOfPath(const std::string& path, const std::string& sysfs_root) {
+  STRATA_ASSIGN_OR_RETURN(std::filesystem::path real, BlockDeviceDir(path, sysfs_root));
+  if (real.empty()) return -1;
   // A partition's directory sits inside its disk's; virtio and NVMe keep the
   // node on the device or one level further up.
   for (const auto& dir : {real, real.parent_path()}) {
@@ -88,6 +102,54 @@ Result<int> NumaNodeOfPath(const std::string& path, const std::string& sysfs_roo
     }
   }
   return -1;
+}
+
+std::vector<uint64_t> DeviceIrqCountsOfPath(const std::string& path,
+                                            const std::string& sysfs_root,
+                                            const std::string& proc_root) {
+  auto real = BlockDeviceDir(path, sysfs_root);
+  if (!real.ok() || real->empty()) return {};
+  // The MSI vectors hang off the PCI function, a few levels above the disk.
+  std::set<int> irqs;
+  std::filesystem::path dir = *real;
+  for (int level = 0; level < 6 && irqs.empty() && dir.has_parent_path(); ++level) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "msi_irqs", ec)) {
+      int irq = -1;
+      if (ParseInt(entry.path().filename().string(), &irq)) irqs.insert(irq);
+    }
+    dir = dir.parent_path();
+  }
+  if (irqs.empty()) return {};
+  std::ifstream in(proc_root + "/interrupts");
+  std::string line;
+  if (!std::getline(in, line)) return {};
+  std::vector<int> columns;  // core of each count column
+  std::istringstream header(line);
+  for (std::string word; header >> word;) {
+    int cpu = -1;
+    if (word.rfind("CPU", 0) == 0 && ParseInt(std::string_view(word).substr(3), &cpu)) {
+      columns.push_back(cpu);
+    }
+  }
+  std::vector<uint64_t> counts;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string label;
+    int irq = -1;
+    if (!(row >> label) || label.back() != ':' ||
+        !ParseInt(std::string_view(label).substr(0, label.size() - 1), &irq) ||
+        irqs.count(irq) == 0) {
+      continue;
+    }
+    for (int cpu : columns) {
+      uint64_t n = 0;
+      if (!(row >> n)) break;
+      if (static_cast<size_t>(cpu) >= counts.size()) counts.resize(cpu + 1, 0);
+      counts[cpu] += n;
+    }
+  }
+  return counts;
 }
 
 std::vector<int> CpusOfNode(int node, const std::string& sysfs_root) {
@@ -115,15 +177,19 @@ int NodeOfCpu(int cpu, const std::string& sysfs_root) {
 }
 
 std::vector<int> ChooseIoCores(uint32_t count, int node, const std::vector<int>& allowed,
-                               const std::string& sysfs_root) {
-  std::vector<int> order;
-  std::vector<int> local = CpusOfNode(node, sysfs_root);
-  for (int c : local) {
-    if (std::find(allowed.begin(), allowed.end(), c) != allowed.end()) order.push_back(c);
-  }
-  for (int c : allowed) {
-    if (std::find(order.begin(), order.end(), c) == order.end()) order.push_back(c);
-  }
+                               const std::string& sysfs_root,
+                               const std::vector<uint64_t>& irq_counts) {
+  const std::vector<int> local = CpusOfNode(node, sysfs_root);
+  auto irqs_of = [&](int c) {
+    return static_cast<size_t>(c) < irq_counts.size() ? irq_counts[c] : uint64_t{0};
+  };
+  auto is_local = [&](int c) { return std::find(local.begin(), local.end(), c) != local.end(); };
+  std::vector<int> order = allowed;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (is_local(a) != is_local(b)) return is_local(a);
+    if (irqs_of(a) != irqs_of(b)) return irqs_of(a) > irqs_of(b);
+    return a < b;
+  });
   std::vector<int> cores;
   if (order.empty()) return cores;
   for (uint32_t i = 0; i < count; ++i) cores.push_back(order[i % order.size()]);

@@ -356,6 +356,35 @@ TYPED_TEST(IoThreadsTest, RegisteredBufferPool) {
   EXPECT_NE(io->AcquireBuffer(), nullptr);
 }
 
+// Completion callbacks that submit more work than a queue holds must not
+// deadlock the I/O thread they run on.
+TYPED_TEST(IoThreadsTest, CallbacksSubmittingMoreThanAQueueHolds) {
+  MAKE_OR_SKIP(io, {.threads = 1, .ring_depth = 4});
+  auto file = this->PatternFile(Env::Default(), "data");
+  constexpr int kFollowUps = 3000;  // more than kIoQueueDepthMax slices
+  auto buf = AlignedBuffer::Allocate(4096);
+  std::vector<IoRequest> follow(kFollowUps);
+  for (auto& req : follow) {
+    req = {.op = IoRequest::Op::kRead, .file = file.get(), .offset = 4096, .buf = buf->data(),
+           .len = 4096};
+  }
+  std::atomic<int> finished{0};
+  std::atomic<int> failed_submits{0};
+  IoRequest first{.op = IoRequest::Op::kRead, .file = file.get(), .buf = buf->data(), .len = 4096};
+  auto all_done = std::make_shared<std::promise<void>>();
+  ASSERT_TRUE(io->Submit({&first, 1}, [&](std::span<IoRequest>) {
+                    for (auto& req : follow) {
+                      Status s = io->Submit({&req, 1}, [&](std::span<IoRequest> r) {
+                        if (r[0].status.ok() && ++finished == kFollowUps) all_done->set_value();
+                      });
+                      if (!s.ok()) ++failed_submits;
+                    }
+                  }).ok());
+  all_done->get_future().wait();
+  EXPECT_EQ(failed_submits.load(), 0);
+  EXPECT_EQ(finished.load(), kFollowUps);
+}
+
 TEST(IoThreadsAutoTest, AutoPicksAWorkingBackend) {
   auto io = IoThreads::Create({});
   ASSERT_TRUE(io.ok()) << io.status().ToString();

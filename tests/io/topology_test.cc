@@ -57,6 +57,22 @@ TEST(TopologyTest, NodeOfPathAndCoreChoiceFromFakeSysfs) {
   EXPECT_EQ(ChooseIoCores(2, -1, {4, 5}, sys), (std::vector<int>{4, 5}));
   EXPECT_TRUE(ChooseIoCores(2, -1, {}, sys).empty());
   EXPECT_TRUE(NumaNodeOfPath(dir.File("missing"), sys).status().IsNotFound());
+  EXPECT_TRUE(DeviceIrqCountsOfPath(file, sys, dir.File("proc")).empty());  // no msi_irqs
+
+  // The disk's PCI function has MSI vectors 40 and 41; 41 fired mostly on core 1.
+  std::filesystem::create_directories(sys + "/devices/pci0/msi_irqs/40");
+  std::filesystem::create_directories(sys + "/devices/pci0/msi_irqs/41");
+  WriteText(dir.File("proc/interrupts"),
+            "           CPU0       CPU1       CPU2       CPU3\n"
+            "  0:         50          0          0          0   IO-APIC   2-edge      timer\n"
+            " 40:          1          0          0          0   PCI-MSIX  config\n"
+            " 41:         10        900          0         20   PCI-MSIX  req.0\n"
+            "NMI:          0          0          0          0   Non-maskable interrupts\n");
+  std::vector<uint64_t> irqs = DeviceIrqCountsOfPath(file, sys, dir.File("proc"));
+  EXPECT_EQ(irqs, (std::vector<uint64_t>{11, 900, 0, 20}));
+  // Node 1 cores (2, 3) first, core 3 before 2 (20 interrupts); then 1 (900) before 0.
+  EXPECT_EQ(ChooseIoCores(4, 1, {0, 1, 2, 3}, sys, irqs), (std::vector<int>{3, 2, 1, 0}));
+  EXPECT_EQ(ChooseIoCores(2, -1, {0, 1, 2, 3}, sys, irqs), (std::vector<int>{1, 3}));
   EXPECT_EQ(*NumaNodeOfPath(file, dir.File("empty_sys")), -1);
 }
 
