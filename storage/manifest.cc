@@ -30,7 +30,7 @@ class Reader {
     if (len > bytes_.size() - pos_) {
       return Status::Corruption(path_ + " offset " + std::to_string(pos_) + ": truncated " + what);
     }
-    std::memcpy(out, bytes_.data() + pos_, len);
+    if (len > 0) std::memcpy(out, bytes_.data() + pos_, len);
     pos_ += len;
     return Status::Ok();
   }
