@@ -98,7 +98,7 @@ TEST(StoreCrashTest, KilledAfterCheckpointReopensAtCheckpoint) {
     std::mt19937_64 rng(seed);
     const int steps = 120;
     const int checkpoint_at = 20 + rng() % 60;
-    const int kill_at = checkpoint_at + rng() % (steps - checkpoint_at + 1);
+    const int kill_at = checkpoint_at + 1 + rng() % (steps - checkpoint_at);  // after the checkpoint
     auto plan = Plan(seed, steps);
     std::string dir = (std::filesystem::temp_directory_path() /
                        ("strata_crash_test_" + std::to_string(getpid()) + "_" +
