@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "kernels/runner.h"
 #include "strata/store.h"
 
 namespace strata {
@@ -93,21 +94,36 @@ BENCHMARK(BM_AdvanceClock);
 
 void PullPush(benchmark::State& state, uint64_t device_rows, uint64_t key_range) {
   Fixture f(device_rows, 1 << 20);
-  std::vector<float> out(kBatch * kDim), grads(kBatch * kDim, 0.01f);
+  // out and grads live where T0 lives: device memory when it is a GPU.
+  const kernels::Runner runner =
+      f.store->Stats().t0_on_gpu ? kernels::Runner::kGpu : kernels::Runner::kHost;
+  std::vector<float> host_grads(kBatch * kDim, 0.01f);
+  kernels::RunnerBuffer<float> out_buf, grads_buf;
+  if (!out_buf.Allocate(runner, kBatch * kDim).ok() ||
+      !grads_buf.Allocate(runner, kBatch * kDim).ok() ||
+      !kernels::RunnerCopyIn(runner, grads_buf.data(), host_grads.data(),
+                             host_grads.size() * sizeof(float))
+           .ok()) {
+    state.SkipWithError("buffer allocation failed");
+    return;
+  }
+  float* out = out_buf.data();
+  const float* grads = grads_buf.data();
   std::vector<std::vector<Key>> batches;
   for (int i = 0; i < 16; ++i) batches.push_back(RandomKeys(kBatch, key_range, 100 + i));
-  for (const auto& b : batches) (void)f.store->Pull(f.worker, 0, b, out.data());  // warm
+  for (const auto& b : batches) (void)f.store->Pull(f.worker, 0, b, out);  // warm
   size_t i = 0;
   for (auto _ : state) {
     const auto& keys = batches[i++ % batches.size()];
-    Status s = f.store->Pull(f.worker, 0, keys, out.data());
-    if (s.ok()) s = f.store->Push(f.worker, 0, keys, grads.data());
+    Status s = f.store->Pull(f.worker, 0, keys, out);
+    if (s.ok()) s = f.store->Push(f.worker, 0, keys, grads);
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
   state.counters["ns_per_key"] = benchmark::Counter(
       double(state.iterations() * kBatch), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   StoreStats s = f.store->Stats();
+  state.counters["t0_on_gpu"] = s.t0_on_gpu ? 1 : 0;
   state.counters["t0_hit_rate"] = s.t0.hits + s.t0.misses
                                       ? double(s.t0.hits) / double(s.t0.hits + s.t0.misses)
                                       : 0.0;
