@@ -37,7 +37,17 @@ inline constexpr int kMetaVersion = 1;
 // Keys per T0 operation in the chunked path (batches larger than the room
 // T0 has left for them).
 inline constexpr uint64_t kChunkKeysMax = uint64_t{1} << 16;
-// Span of the fallback recency counter above kFallbackBase.
+// Fallback values lie in [kFallbackBase, kFallbackBase + kFallbackSpan):
+// a score of access frequency (high bits, kLfu only) and recency (low bits)
+// is subtracted from the top, so the device table's "largest first" evicts
+// the least frequent, then least recent, row first.
 inline constexpr int64_t kFallbackSpan = int64_t{1} << 61;
+inline constexpr uint64_t kFallbackSeqMask = (uint64_t{1} << 40) - 1;
+inline constexpr int kFallbackFreqShift = 40;
+inline constexpr uint64_t kFallbackFreqMax = (uint64_t{1} << 20) - 1;
+// Counters per row of a table's frequency sketch, per row the table can hold
+// above SSD (T0 share + T1 share), and at most.
+inline constexpr uint64_t kSketchWidthPerRow = 2;
+inline constexpr uint64_t kSketchWidthMax = uint64_t{1} << 24;
 
 }  // namespace strata::engine

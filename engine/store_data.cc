@@ -24,19 +24,28 @@ std::vector<Key> SortedUnique(std::span<const Key> keys) {
 
 }  // namespace
 
-int64_t StoreImpl::FallbackNextUse(Table& table, bool advance) {
-  if (advance) ++table.access_seq;
-  int64_t seq = static_cast<int64_t>(table.access_seq % uint64_t(kFallbackSpan));
-  return kFallbackBase + (kFallbackSpan - seq);
-}
 
 uint64_t StoreImpl::PullRoom(const Table& table) const {
   return table.t0_rows_max - std::min(table.t0_rows_max, table.intent_pinned);
 }
 
+// The fallback order of a row without intent, above every real clock: LRU
+// (older access seq = larger value = evicted first), or, with a frequency
+// sketch, least frequent first and LRU among equal counts.
+int64_t StoreImpl::FallbackValue(const Table& table, Key key, uint64_t seq) const {
+  uint64_t score = seq & (kFallbackSeqMask);
+  if (table.sketch) {
+    uint64_t freq = std::min<uint64_t>(table.sketch->Estimate(key), kFallbackFreqMax);
+    score |= freq << kFallbackFreqShift;
+  }
+  return kFallbackBase + (kFallbackSpan - 1 - static_cast<int64_t>(score));
+}
+
 Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
                            std::vector<int64_t>* next_use) {
-  next_use->assign(keys.size(), FallbackNextUse(table, true));
+  const uint64_t seq = ++table.access_seq;
+  next_use->resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) (*next_use)[i] = FallbackValue(table, keys[i], seq);
   if (tracked_keys_.load(std::memory_order_acquire) == 0) return Status::Ok();
   std::lock_guard<std::mutex> lock(intent_mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -47,6 +56,7 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
 }
 
 Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
+  if (table.sketch) table.sketch->Add(unique_keys);
   std::vector<int64_t> next_use;
   STRATA_RETURN_IF_ERROR(NextUses(table, unique_keys, &next_use));
   STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, unique_keys.size()));
@@ -127,7 +137,7 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   std::vector<Clock> dram_next_use(n);
   uint64_t dirty_rows = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    dram_next_use[i] = next_use[i] >= kFallbackBase ? kClockNever : next_use[i];
+    dram_next_use[i] = next_use[i];  // T1 keeps the engine's order, fallback values included
     dirty_rows += dirty[i] ? 1 : 0;
   }
   Status s = dram_->Insert(

@@ -34,6 +34,7 @@
 
 #include "engine/action_timing.h"
 #include "engine/fault_spec.h"
+#include "engine/frequency_sketch.h"
 #include "engine/intent_index.h"
 #include "io/fault_env.h"
 #include "engine/limits.h"
@@ -119,7 +120,8 @@ class StoreImpl final : public Store {
     // Guarded by mu.
     std::unique_ptr<kernels::DeviceTable> t0;
     uint64_t intent_pinned = 0;  // keys pinned in T0 by acted intents
-    uint64_t access_seq = 0;     // recency for the LRU fallback
+    uint64_t access_seq = 0;     // recency for the fallback order
+    std::unique_ptr<FrequencySketch> sketch;  // FallbackPolicy::kLfu only
     RunnerStaging staging;
   };
   struct PendingIntent {
@@ -177,7 +179,7 @@ class StoreImpl final : public Store {
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      const float* grads, void* stream);
   Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use);
-  int64_t FallbackNextUse(Table& table, bool advance);
+  int64_t FallbackValue(const Table& table, Key key, uint64_t seq) const;
   uint64_t PullRoom(const Table& table) const;
 
   // Checkpoint (store_checkpoint.cc). REQUIRES: table.mu held.

@@ -177,7 +177,7 @@ Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
                                                   table.staging.next_use.data()));
       dram_next_use.resize(chunk.size());
       for (size_t i = 0; i < chunk.size(); ++i) {
-        dram_next_use[i] = next_use[i] >= kFallbackBase ? kClockNever : next_use[i];
+        dram_next_use[i] = next_use[i];
       }
       STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
     }
@@ -227,7 +227,7 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
                                                   table.staging.next_use.data()));
       dram_next_use.resize(chunk.size());
       for (size_t k = 0; k < chunk.size(); ++k) {
-        dram_next_use[k] = next_use[k] >= kFallbackBase ? kClockNever : next_use[k];
+        dram_next_use[k] = next_use[k];
       }
       STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
     }

@@ -150,6 +150,11 @@ Status StoreImpl::Init() {
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);
     table->row_bytes = table->row_floats * sizeof(float);
     table->t0_rows_max = share;
+    if (options_.fallback_policy == FallbackPolicy::kLfu) {
+      const uint64_t rows = share + options_.dram_rows_max / table_options_.size();
+      table->sketch = std::make_unique<FrequencySketch>(
+          std::min(kSketchWidthMax, rows * kSketchWidthPerRow));
+    }
 
     kernels::DeviceTableOptions dt;
     // The table sizes its slots for capacity_rows at its own load factor
@@ -180,9 +185,9 @@ Status StoreImpl::Init() {
   storage::DramCacheOptions dram_options;
   // Capacity in rows of the average row size of the tables.
   dram_options.dram_bytes_max = options_.dram_rows_max * (row_bytes_total / specs.size());
-  dram_options.eviction = options_.fallback_policy == FallbackPolicy::kLfu
-                              ? storage::DramEviction::kLfu
-                              : storage::DramEviction::kIntent;
+  // T1 follows the engine's order (next uses, then fallback values), for
+  // both fallback policies.
+  dram_options.eviction = storage::DramEviction::kIntent;
   STRATA_ASSIGN_OR_RETURN(dram_, storage::DramCache::Create(dram_options, specs, ssd_.get()));
 
   STRATA_RETURN_IF_ERROR(RestoreMeta(ssd_->CheckpointMeta()));

@@ -48,6 +48,11 @@ struct TableOptions {
 };
 
 enum class SsdBackend : uint8_t { kNative, kRocksDb };
+// Order of eviction among rows nobody declared an intent for (they always go
+// before rows with one). kLru: least recently used first. kLfu: least
+// frequently used first (a count-min sketch with aging per table, so a
+// drifting hot set is followed), least recent among equals; keeps the hot
+// rows of skewed (Zipf) tables that a scan of cold keys would flush from LRU.
 enum class FallbackPolicy : uint8_t { kLru, kLfu };
 
 struct StoreOptions {

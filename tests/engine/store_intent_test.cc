@@ -162,6 +162,35 @@ TEST(StoreIntentTest, NoIntentPathIsAnLruCache) {
   std::filesystem::remove_all(dir);
 }
 
+// With the frequency-aware fallback, a hot set touched often survives a
+// stream of cold keys that LRU would let flush it.
+TEST(StoreIntentTest, LfuFallbackKeepsHotRowsThroughAColdScan) {
+  for (FallbackPolicy policy : {FallbackPolicy::kLru, FallbackPolicy::kLfu}) {
+    std::string dir = FreshDir(policy == FallbackPolicy::kLfu ? "lfu" : "lru_scan");
+    StoreOptions o = Options(dir, 32, 16);
+    o.fallback_policy = policy;
+    auto store = OpenOrDie(o, Tables(1, 2, 0.1f, Initializer::kZeros));
+    WorkerId w = *store->RegisterWorker();
+    std::vector<float> out(64 * 2);
+    for (int r = 0; r < 20; ++r) ASSERT_TRUE(store->Pull(w, 0, Range(0, 16), out.data()).ok());
+    for (int r = 0; r < 4; ++r) {  // 64 cold keys, 8 at a time, each once
+      for (int c = 0; c < 8; ++c) {
+        ASSERT_TRUE(store->Pull(w, 0, Range(1000 + r * 64 + c * 8, 8), out.data()).ok());
+      }
+    }
+    StoreStats before = store->Stats();
+    ASSERT_TRUE(store->Pull(w, 0, Range(0, 16), out.data()).ok());
+    uint64_t stalls = store->Stats().stall_pulls - before.stall_pulls;
+    if (policy == FallbackPolicy::kLfu) {
+      EXPECT_EQ(stalls, 0u);
+    } else {
+      EXPECT_EQ(stalls, 16u);
+    }
+    store.reset();
+    std::filesystem::remove_all(dir);
+  }
+}
+
 // Eight workers push +1 (SGD, learning rate -1, gradient 1) on a skewed key
 // set, with intents, while tiny tiers force constant eviction and prefetch.
 // Every key ends at exactly its push count.
