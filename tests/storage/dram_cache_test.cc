@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+#include <random>
+
 #include "storage/dram_limits.h"
 #include "tests/storage/dram_test_util.h"
 #include "tests/storage/memory_row_store.h"
@@ -186,6 +190,44 @@ TEST(DramCacheTest, LruModeIgnoresNextUse) {
   ASSERT_TRUE(Put(*c, {1}, 2).ok());  // overwrite is a use
   ASSERT_TRUE(Put(*c, {5}).ok());
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 4, 5}));
+}
+
+// Lookups of many rows make their order entries stale; victim selection
+// re-files them and, past kDramRefilesBeforeRebuildMin, rebuilds the order.
+// Either way the eviction order is exactly the lookup order.
+TEST(DramCacheTest, LruStaysExactWhenManyLookedUpRowsAreRefiled) {
+  for (DramEviction mode : {DramEviction::kLru, DramEviction::kIntent}) {
+    const uint64_t n = 3 * kDramRefilesBeforeRebuildMin;
+    auto c = MakeCache(n, mode);
+    std::vector<Key> keys(n);
+    for (uint64_t i = 0; i < n; ++i) keys[i] = i;
+    ASSERT_TRUE(Put(*c, keys).ok());
+    std::vector<Key> order = keys;
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
+    for (size_t i = 0; i < n; i += 100) {
+      Get(*c, std::vector<Key>(order.begin() + i, order.begin() + std::min<size_t>(n, i + 100)));
+    }
+    std::vector<Key> evicted;
+    for (uint64_t i = 0; i < n; ++i) {
+      auto before = ResidentKeys(*c, kTable);
+      ASSERT_TRUE(Put(*c, {n + i}).ok());
+      auto after = ResidentKeys(*c, kTable);
+      std::vector<Key> gone;
+      std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                          std::back_inserter(gone));
+      ASSERT_EQ(gone.size(), 1u);
+      evicted.push_back(gone[0]);
+      if (i == 200) break;  // the first call crossed a rebuild; the rest go in one batch
+    }
+    EXPECT_EQ(std::vector<Key>(order.begin(), order.begin() + evicted.size()), evicted);
+    std::vector<Key> fresh(n - evicted.size());
+    for (size_t i = 0; i < fresh.size(); ++i) fresh[i] = 10 * n + i;
+    ASSERT_TRUE(Put(*c, fresh).ok());
+    auto resident_after = ResidentKeys(*c, kTable);
+    EXPECT_EQ(resident_after.size(), n);
+    // Every original row is gone before any of the rows inserted after the lookups.
+    EXPECT_GE(resident_after.front(), n);
+  }
 }
 
 TEST(DramCacheTest, LfuModeEvictsLeastFrequentLruAmongEquals) {
