@@ -161,6 +161,7 @@ class DramCache {
   void OrderRemove(uint32_t table, uint32_t slot);
   void OrderSync(uint32_t table, uint32_t slot);  // add or remove per Evictable
   Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims);
+  void RebuildOrder();  // re-files every entry under its current values
   Status WriteBack(std::vector<Victim>& victims);
   void Release(const Victim& v);
 
@@ -181,6 +182,7 @@ class DramCache {
   std::set<OrderEntry> order_;  // guarded by mu_: evictable rows, first = next victim
   uint64_t bytes_used_ = 0;     // guarded by mu_
   uint64_t rows_ = 0;           // guarded by mu_
+  uint64_t hits_at_rebuild_ = 0;  // guarded by mu_: hits_ at the last RebuildOrder
 
   std::atomic<uint64_t> tick_{1};
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};

@@ -12,7 +12,7 @@ namespace strata::storage {
 
 Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
                                 std::vector<Victim>* victims) {
-  uint64_t freed = 0;
+  uint64_t freed = 0, refiled = 0;
   while (freed < bytes_needed) {
     if (order_.empty()) {
       for (const Victim& v : *victims) OrderAdd(v.table, v.slot);
@@ -29,12 +29,34 @@ Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
     OrderRemove(e.table, e.slot);
     if (OrderOf(e.table, e.slot) != e) {
       OrderAdd(e.table, e.slot);
+      // Lookups touched many rows since the last rebuild (a quarter of the
+      // order or more): one sorted rebuild re-files them all for less than
+      // re-filing them one by one, and costs at most 4 sorted entries per hit.
+      if (++refiled > kDramRefilesBeforeRebuildMin &&
+          hits_.load(std::memory_order_relaxed) - hits_at_rebuild_ > order_.size() / 4) {
+        RebuildOrder();
+        refiled = 0;
+      }
       continue;
     }
     victims->push_back({e.table, e.slot});
     freed += tables_[e.table]->spec.row_bytes;
   }
   return Status::Ok();
+}
+
+void DramCache::RebuildOrder() {
+  // Every entry under its current values, sorted in one cache-friendly pass,
+  // then appended at the end of a fresh tree (amortised O(1) per entry).
+  hits_at_rebuild_ = hits_.load(std::memory_order_relaxed);
+  std::vector<OrderEntry> entries;
+  entries.reserve(order_.size());
+  for (const OrderEntry& e : order_) entries.push_back(OrderOf(e.table, e.slot));
+  std::sort(entries.begin(), entries.end());
+  order_.clear();
+  for (const OrderEntry& e : entries) {
+    tables_[e.table]->meta[e.slot].order_pos = order_.emplace_hint(order_.end(), e);
+  }
 }
 
 Status DramCache::WriteBack(std::vector<Victim>& victims) {

@@ -13,6 +13,11 @@ inline constexpr uint64_t kDramSlotsPerTableMax = (1ull << 32) - 2;
 inline constexpr uint32_t kDramLockStripesMax = 4096;
 // Rows handed to the backing store in one MultiPut during FlushDirty.
 inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
+// Victim selection re-files rows whose use counters moved since they were
+// filed; once one call has re-filed more than this many, and lookups hit a
+// quarter of the order's size or more since the last rebuild, it rebuilds
+// the whole eviction order in one sorted pass (cheaper than random inserts).
+inline constexpr uint64_t kDramRefilesBeforeRebuildMin = 1024;
 // Tables one cache serves.
 inline constexpr uint64_t kDramTablesMax = 1024;
 // Largest row a table may declare.

@@ -56,4 +56,37 @@ inline std::vector<Key> ResidentKeys(DramCache& cache, TableId table) {
   return keys;
 }
 
+// A one-table cache of `rows_max` rows of kRowBytes for the unit tests.
+inline constexpr uint32_t kRowBytes = 32;
+inline constexpr TableId kTable = 7;
+
+inline std::vector<TableSpec> OneTable() { return {{kTable, "emb", kRowBytes}}; }
+
+inline std::unique_ptr<DramCache> MakeCache(uint64_t rows_max, DramEviction eviction,
+                                     RowStore* backing = nullptr,
+                                     std::vector<TableSpec> tables = OneTable()) {
+  DramCacheOptions o;
+  o.dram_bytes_max = rows_max * kRowBytes;
+  o.eviction = eviction;
+  o.lock_stripes = 4;
+  auto cache = DramCache::Create(o, tables, backing);
+  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+  return std::move(cache).value();
+}
+
+inline Status Put(DramCache& c, std::vector<Key> keys, uint64_t version = 1,
+           std::vector<Clock> next_use = {}, std::vector<uint8_t> dirty = {},
+           TableId table = kTable, uint32_t row_bytes = kRowBytes) {
+  auto rows = MakeRows(keys, version, row_bytes);
+  return c.Insert(table, keys, rows, dirty, next_use);
+}
+
+// Looks keys up; returns found flags (and counts as a use).
+inline std::vector<uint8_t> Get(DramCache& c, std::vector<Key> keys) {
+  std::vector<std::byte> rows(keys.size() * kRowBytes);
+  std::vector<uint8_t> found(keys.size());
+  EXPECT_TRUE(c.Lookup(kTable, keys, rows, found, {}).ok());
+  return found;
+}
+
 }  // namespace strata::storage::testing
