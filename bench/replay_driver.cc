@@ -249,6 +249,9 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     to.optimizer.kind = Optimizer::kSgd;
     to.optimizer.learning_rate = 1.0f;  // VerifyModel's exact arithmetic relies on it
     to.initializer = Initializer::kUniform;
+    // T0 split: a small table needs at most its key count; big ones share
+    // the rest evenly.
+    if (t.key_space > 0) to.device_rows_weight = double(std::min<uint64_t>(t.key_space, 1 << 16));
     tables.push_back(to);
   }
   STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));

@@ -50,4 +50,7 @@ inline constexpr uint64_t kFallbackFreqMax = (uint64_t{1} << 20) - 1;
 inline constexpr uint64_t kSketchWidthPerRow = 2;
 inline constexpr uint64_t kSketchWidthMax = uint64_t{1} << 24;
 
+// Retries of an I/O error in a chunked Push after its first chunk was applied.
+inline constexpr uint32_t kPushRetriesMax = 64;
+
 }  // namespace strata::engine

@@ -406,7 +406,21 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
     std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
-    STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/false, &brought_in));
+    // Once a chunk has been applied the Push cannot be undone, so a later
+    // chunk's transient I/O error is retried here rather than returned (a
+    // caller retrying the whole Push would apply the first chunks twice).
+    Status resident = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
+    for (uint32_t attempt = 0; off > 0 && resident.IsIOError() && attempt < kPushRetriesMax;
+         ++attempt) {
+      resident = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
+    }
+    if (!resident.ok() && off > 0) {
+      return Status::Internal("Push on table '" + table.name + "' applied " +
+                              std::to_string(off) + " of " +
+                              std::to_string(unique_keys.size()) +
+                              " keys, then failed: " + resident.ToString());
+    }
+    STRATA_RETURN_IF_ERROR(resident);
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, chunk.size()));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
     STRATA_RETURN_IF_ERROR(

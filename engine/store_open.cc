@@ -99,6 +99,10 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
     if (!std::isfinite(t.optimizer.learning_rate)) {
       return Status::InvalidArgument("table '" + t.name + "': learning_rate must be finite");
     }
+    if (!(t.device_rows_weight > 0) || !std::isfinite(t.device_rows_weight)) {
+      return Status::InvalidArgument("table '" + t.name +
+                                     "': device_rows_weight must be finite and > 0");
+    }
     if (!(t.init_scale >= 0)) {
       return Status::InvalidArgument("table '" + t.name + "': init_scale must be >= 0");
     }
@@ -125,11 +129,18 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
 
 Status StoreImpl::Init() {
   runner_ = kernels::DefaultRunner(options_.use_gpu);
-  const uint64_t share = options_.device_rows_max / table_options_.size();
+  double weight_sum = 0;
+  for (const TableOptions& t : table_options_) weight_sum += t.device_rows_weight;
+  // Shares by weight, each at least kTableT0RowsMin, summing to at most
+  // device_rows_max (Open checked there is room for the minimum).
+  const uint64_t spare = options_.device_rows_max - table_options_.size() * kTableT0RowsMin;
   std::vector<storage::TableSpec> specs;
   uint64_t row_bytes_total = 0;
   for (size_t i = 0; i < table_options_.size(); ++i) {
     const TableOptions& opt = table_options_[i];
+    const uint64_t share =
+        kTableT0RowsMin +
+        static_cast<uint64_t>(double(spare) * (opt.device_rows_weight / weight_sum));
     auto table = std::make_unique<Table>();
     table->id = static_cast<TableId>(i);
     table->name = opt.name;

@@ -17,6 +17,8 @@ inline constexpr uint32_t kBatchRowsMax = 1 << 16;      // rows per mini-batch
 inline constexpr uint32_t kLookaheadBatchesMax = 1024;  // intents this far ahead at most
 inline constexpr uint32_t kEmbeddingDimMax = 1024;      // FM factor dimension
 inline constexpr uint32_t kEpochsMax = 1000;
+// Distinct values counted per column to weight its share of T0.
+inline constexpr size_t kDeviceWeightKeysMax = 4096;
 
 // Criteo Display Advertising Challenge layout: label, I1..I13, C1..C26.
 inline constexpr size_t kCriteoDenseColumns = 13;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "examples/train/limits.h"
 #include "examples/train/metrics.h"
 #include "examples/train/row_staging.h"
 
@@ -95,9 +96,18 @@ uint64_t CountUniqueKeys(const Dataset& data) {
 
 std::vector<TableOptions> MakeTables(const Dataset& data, const FmConfig& config) {
   std::vector<TableOptions> tables;
-  for (const std::string& name : data.categorical_names) {
+  const size_t columns = data.categorical_names.size();
+  for (size_t c = 0; c < columns; ++c) {
+    const std::string& name = data.categorical_names[c];
     TableOptions t;
     t.name = name;
+    // T0 split by the column's distinct values (capped): a column with 3
+    // values needs 3 rows, a column with 10,000 needs room for batches.
+    std::unordered_set<Key> distinct;
+    for (size_t r = 0; r < data.rows() && distinct.size() < train::kDeviceWeightKeysMax; ++r) {
+      if (data.present[r * columns + c]) distinct.insert(data.KeyAt(r, c));
+    }
+    t.device_rows_weight = double(std::max<size_t>(distinct.size(), 1));
     t.dim = RowDim(config.dim);
     t.optimizer.kind = Optimizer::kAdagrad;
     t.optimizer.learning_rate = config.learning_rate;
