@@ -60,19 +60,20 @@ __device__ inline void CopyRow(float* dst, const float* src, uint32_t n) {
   for (uint32_t d = 0; d < n; ++d) dst[d] = src[d];
 }
 
-// Find with a tile of kBucketSlots threads per key: lane j compares slot j
-// of the bucket (one coalesced 128-byte read of keys), a ballot picks the
-// hit, and the tile copies the row. Same semantics as DeviceTableRef::Find.
-constexpr uint32_t kFindTile = kBucketSlots;
-static_assert(kFindTile == 16);
+// Find with a tile of kKeyTile = kBucketSlots threads per key (the other
+// tile kernels use it too): lane j compares slot j of the bucket (one
+// coalesced 128-byte read of keys), a ballot picks the hit, and the tile
+// copies the row. Same semantics as DeviceTableRef::Find.
+constexpr uint32_t kKeyTile = kBucketSlots;
+static_assert(kKeyTile == 16);
 
 __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out,
                            uint32_t out_floats, uint8_t* found) {
   namespace cg = cooperative_groups;
-  const auto tile = cg::tiled_partition<kFindTile>(cg::this_thread_block());
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
-  const uint64_t tiles = GridStride() / kFindTile;
-  for (uint64_t i = GlobalIndex() / kFindTile; i < n; i += tiles) {  // uniform per tile
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
     const Key key = keys[i];
     uint64_t bucket = ref.HomeBucket(key);
     const uint64_t step = ref.ProbeStep(key);
@@ -91,20 +92,21 @@ __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, floa
     if (slot != kNoSlot && out != nullptr) {
       const float* row = ref.Row(slot);
       float* dst = out + i * out_floats;
-      for (uint32_t d = lane; d < out_floats; d += kFindTile) dst[d] = row[d];
+      for (uint32_t d = lane; d < out_floats; d += kKeyTile) dst[d] = row[d];
     }
   }
 }
 
 __global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
                                    OptimizerOptions opt, const Key* keys, uint64_t n,
-                                   float* values, uint8_t* inserted, int64_t next_use,
+                                   uint8_t* inserted, int64_t next_use, uint32_t* slot_of,
                                    uint64_t* counters) {
   for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
     uint64_t s = kNoSlot;
     const ClaimResult r = ref.FindOrClaim(keys[i], &s);
     if (r == ClaimResult::kFull) {
       inserted[i] = kInsertNoRoom;
+      slot_of[i] = kNoSlot32;
       RecordFailure(counters, i);
       continue;
     }
@@ -116,7 +118,23 @@ __global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
       ref.Publish(s);
     }
     inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
-    if (values != nullptr) CopyRow(values + i * ref.dim, ref.Row(s), ref.dim);
+    slot_of[i] = static_cast<uint32_t>(s);
+  }
+}
+
+// Copies the embeddings of slot_of[i] to values, a tile per key.
+__global__ void GatherKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
+                             float* values) {
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
+    const uint32_t s = slot_of[i];
+    if (s == kNoSlot32) continue;
+    const float* row = ref.Row(s);
+    for (uint32_t d = tile.thread_rank(); d < ref.dim; d += kKeyTile) {
+      values[i * ref.dim + d] = row[d];
+    }
   }
 }
 
@@ -139,15 +157,24 @@ __global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t 
   }
 }
 
+// Owners write their rows, a tile per key (coalesced row copies).
 __global__ void AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
                                   const uint32_t* owner, const float* rows,
                                   const int64_t* next_use, const uint8_t* dirty) {
-  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
     const uint32_t s = slot_of[i];
     if (s == kNoSlot32 || owner[s] != i + 1) continue;
-    CopyRow(ref.Row(s), rows + i * ref.row_floats, ref.row_floats);
-    ref.next_use[s] = next_use != nullptr ? next_use[i] : kClockNever;
-    ref.dirty[s] = dirty != nullptr ? dirty[i] : 0;
+    float* dst = ref.Row(s);
+    const float* src = rows + i * ref.row_floats;
+    for (uint32_t d = lane; d < ref.row_floats; d += kKeyTile) dst[d] = src[d];
+    if (lane == 0) {
+      ref.next_use[s] = next_use != nullptr ? next_use[i] : kClockNever;
+      ref.dirty[s] = dirty != nullptr ? dirty[i] : 0;
+    }
   }
 }
 
@@ -227,16 +254,30 @@ __global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of,
   }
 }
 
-// Step 6: the optimizer, once per distinct key; clears the scratch.
+// Step 6: the optimizer, once per distinct key, a tile per key: lane 0
+// does the row part, the lanes share the elements; clears the scratch.
 __global__ void ApplyKernel(DeviceTableRef ref, OptimizerOptions opt, const uint32_t* unique_slots,
                             uint32_t* owner, const float* sums, const uint64_t* counters) {
   if (counters[kBatchFailed] != 0) return;
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
+  const uint64_t tiles = GridStride() / kKeyTile;
   const uint64_t groups = counters[kScratch0];
-  for (uint64_t u = GlobalIndex(); u < groups; u += GridStride()) {
+  for (uint64_t u = GlobalIndex() / kKeyTile; u < groups; u += tiles) {
     const uint32_t s = unique_slots[u];
-    ApplyOptimizer(opt, ref.dim, ref.Row(s), sums + u * ref.dim);
-    ref.dirty[s] = 1;
-    owner[s] = 0;
+    float* row = ref.Row(s);
+    const float* g = sums + u * ref.dim;
+    RowStep r;
+    if (lane == 0) r = BeginRowStep(opt, ref.dim, row, g);
+    r.bias1 = tile.shfl(r.bias1, 0);
+    r.bias2 = tile.shfl(r.bias2, 0);
+    r.denom = tile.shfl(r.denom, 0);
+    for (uint32_t i = lane; i < ref.dim; i += kKeyTile) ApplyElement(opt, ref.dim, row, g[i], i, r);
+    if (lane == 0) {
+      ref.dirty[s] = 1;
+      owner[s] = 0;
+    }
   }
 }
 
@@ -339,7 +380,7 @@ static Status BeginCall(uint64_t* counters, void* stream) {
 Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats,
                             uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
-  FindKernel<<<Blocks(n * kFindTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out,
+  FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out,
                                                                      out_floats, found);
   return LaunchStatus("FindKernel");
 }
@@ -350,7 +391,12 @@ Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, 
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
   FindOrInsertKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
-      ref_, options_.initializer, options_.optimizer, keys, n, values, inserted, next_use, c);
+      ref_, options_.initializer, options_.optimizer, keys, n, inserted, next_use, slot_of_.data(),
+      c);
+  if (values != nullptr) {
+    GatherKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(),
+                                                                         values);
+  }
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 0, c);
   return LaunchStatus("FindOrInsertKernel");
 }
@@ -363,7 +409,7 @@ Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* 
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
   ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
                                                                   owner_.data(), c);
-  AssignOwnedKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
+  AssignOwnedKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
       ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
   ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 1, c);
@@ -399,7 +445,7 @@ Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, voi
   RelabelKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(unique_slots_.data(), owner, c);
   SumKernel<<<Blocks(n * dim), kBlockThreads, 0, S(stream)>>>(n, dim, slot_of, owner, grads,
                                                               grad_sums_.data(), c);
-  ApplyKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(ref_, options_.optimizer,
+  ApplyKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, options_.optimizer,
                                                        unique_slots_.data(), owner,
                                                        grad_sums_.data(), c);
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 2, c);

@@ -72,77 +72,93 @@ STRATA_HD inline void InitOptimizerState(const OptimizerOptions& opt, uint32_t d
   }
 }
 
-// Applies one optimizer step with gradient grad[dim] to row in place.
-// REQUIRES: row holds dim + StateFloats(opt.kind, dim) floats.
-STRATA_HD inline void ApplyOptimizer(const OptimizerOptions& opt, uint32_t dim, float* row,
-                                     const float* grad) {
+// Per-row quantities of one step, computed once before the elements.
+struct RowStep {
+  float bias1 = 1.0f;  // Adam: 1 - beta1^t
+  float bias2 = 1.0f;  // Adam: 1 - beta2^t
+  float denom = 1.0f;  // row-wise AdaGrad: sqrt(acc) + epsilon
+};
+
+// Row part of a step: advances Adam's step count or row-wise AdaGrad's
+// accumulator (a sequential sum over grad[dim]) and returns the scalars
+// every element needs.
+STRATA_HD inline RowStep BeginRowStep(const OptimizerOptions& opt, uint32_t dim, float* row,
+                                      const float* grad) {
+  RowStep r;
+  float* state = row + dim;
+  if (opt.kind == OptimizerKind::kRowwiseAdagrad) {
+    float sum_sq = 0.0f;
+    for (uint32_t i = 0; i < dim; ++i) sum_sq = sum_sq + grad[i] * grad[i];
+    const float acc = state[0] + sum_sq / static_cast<float>(dim);
+    state[0] = acc;
+    r.denom = sqrtf(acc) + opt.epsilon;
+  } else if (opt.kind == OptimizerKind::kAdam) {
+    const float step = state[2 * dim] + 1.0f;
+    state[2 * dim] = step;
+    // Bias corrections in double, rounded once: 1 - beta^t.
+    r.bias1 = static_cast<float>(1.0 - pow(static_cast<double>(opt.beta1), step));
+    r.bias2 = static_cast<float>(1.0 - pow(static_cast<double>(opt.beta2), step));
+  }
+  return r;
+}
+
+// Element i of a step with gradient g (after BeginRowStep). Elements are
+// independent, so the GPU updates a row with several threads and still
+// rounds exactly like the sequential loop.
+STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, float* row, float g,
+                                   uint32_t i, const RowStep& r) {
   float* w = row;
   float* state = row + dim;
   const float lr = opt.learning_rate;
   switch (opt.kind) {
-    case OptimizerKind::kSgd:
-      for (uint32_t i = 0; i < dim; ++i) w[i] = w[i] - lr * grad[i];
-      break;
-    case OptimizerKind::kAdagrad:
-      for (uint32_t i = 0; i < dim; ++i) {
-        const float g = grad[i];
-        const float acc = state[i] + g * g;
-        state[i] = acc;
-        w[i] = w[i] - lr * g / (sqrtf(acc) + opt.epsilon);
-      }
-      break;
-    case OptimizerKind::kRowwiseAdagrad: {
-      float sum_sq = 0.0f;
-      for (uint32_t i = 0; i < dim; ++i) sum_sq = sum_sq + grad[i] * grad[i];
-      const float acc = state[0] + sum_sq / static_cast<float>(dim);
-      state[0] = acc;
-      const float denom = sqrtf(acc) + opt.epsilon;
-      for (uint32_t i = 0; i < dim; ++i) w[i] = w[i] - lr * grad[i] / denom;
+    case OptimizerKind::kSgd: w[i] = w[i] - lr * g; break;
+    case OptimizerKind::kAdagrad: {
+      const float acc = state[i] + g * g;
+      state[i] = acc;
+      w[i] = w[i] - lr * g / (sqrtf(acc) + opt.epsilon);
       break;
     }
+    case OptimizerKind::kRowwiseAdagrad: w[i] = w[i] - lr * g / r.denom; break;
     case OptimizerKind::kAdam: {
       float* m = state;
       float* v = state + dim;
-      const float step = state[2 * dim] + 1.0f;
-      state[2 * dim] = step;
-      // Bias corrections in double, rounded once: 1 - beta^t.
-      const float bc1 = static_cast<float>(1.0 - pow(static_cast<double>(opt.beta1), step));
-      const float bc2 = static_cast<float>(1.0 - pow(static_cast<double>(opt.beta2), step));
-      for (uint32_t i = 0; i < dim; ++i) {
-        const float g = grad[i];
-        const float mi = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
-        const float vi = opt.beta2 * v[i] + (1.0f - opt.beta2) * (g * g);
-        m[i] = mi;
-        v[i] = vi;
-        const float m_hat = mi / bc1;
-        const float v_hat = vi / bc2;
-        w[i] = w[i] - lr * m_hat / (sqrtf(v_hat) + opt.epsilon);
-      }
+      const float mi = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
+      const float vi = opt.beta2 * v[i] + (1.0f - opt.beta2) * (g * g);
+      m[i] = mi;
+      v[i] = vi;
+      const float m_hat = mi / r.bias1;
+      const float v_hat = vi / r.bias2;
+      w[i] = w[i] - lr * m_hat / (sqrtf(v_hat) + opt.epsilon);
       break;
     }
     case OptimizerKind::kFtrl: {
       float* z = state;
       float* n = state + dim;
-      for (uint32_t i = 0; i < dim; ++i) {
-        const float g = grad[i];
-        const float n_old = n[i];
-        const float n_new = n_old + g * g;
-        // sqrt(n_new) - sqrt(n_old), written without the cancellation.
-        const float sigma = g * g / (sqrtf(n_new) + sqrtf(n_old)) / opt.ftrl_alpha;
-        const float zi = z[i] + g - sigma * w[i];
-        z[i] = zi;
-        n[i] = n_new;
-        if (fabsf(zi) <= opt.ftrl_l1) {
-          w[i] = 0.0f;
-        } else {
-          const float sign = zi < 0.0f ? -1.0f : 1.0f;
-          w[i] = -(zi - sign * opt.ftrl_l1) /
-                 ((opt.ftrl_beta + sqrtf(n_new)) / opt.ftrl_alpha + opt.ftrl_l2);
-        }
+      const float n_old = n[i];
+      const float n_new = n_old + g * g;
+      // sqrt(n_new) - sqrt(n_old), written without the cancellation.
+      const float sigma = g * g / (sqrtf(n_new) + sqrtf(n_old)) / opt.ftrl_alpha;
+      const float zi = z[i] + g - sigma * w[i];
+      z[i] = zi;
+      n[i] = n_new;
+      if (fabsf(zi) <= opt.ftrl_l1) {
+        w[i] = 0.0f;
+      } else {
+        const float sign = zi < 0.0f ? -1.0f : 1.0f;
+        w[i] = -(zi - sign * opt.ftrl_l1) /
+               ((opt.ftrl_beta + sqrtf(n_new)) / opt.ftrl_alpha + opt.ftrl_l2);
       }
       break;
     }
   }
+}
+
+// Applies one optimizer step with gradient grad[dim] to row in place.
+// REQUIRES: row holds dim + StateFloats(opt.kind, dim) floats.
+STRATA_HD inline void ApplyOptimizer(const OptimizerOptions& opt, uint32_t dim, float* row,
+                                     const float* grad) {
+  const RowStep r = BeginRowStep(opt, dim, row, grad);
+  for (uint32_t i = 0; i < dim; ++i) ApplyElement(opt, dim, row, grad[i], i, r);
 }
 
 }  // namespace strata::kernels
