@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -18,6 +19,9 @@ struct SweepArgs {
   std::string config;
   std::string out = "sweep-out";
   std::string plot_script = STRATA_PLOT_SCRIPT;
+  // Debian's interpreter first: python3-matplotlib installs there, and a
+  // python3 earlier on PATH (pyenv, venv) may lack it.
+  std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   bool no_plots = false;
   bool json = false;
 };
@@ -47,7 +51,7 @@ void Run(const SweepArgs& a) {
   });
   if (!rows.ok()) return ReportFailure("bench sweep", rows.status());
   if (!a.no_plots) {
-    const std::string cmd = "python3 '" + a.plot_script + "' '" + a.out + "/sweep.csv' '" + a.out + "'";
+    const std::string cmd = a.python + " '" + a.plot_script + "' '" + a.out + "/sweep.csv' '" + a.out + "'";
     if (std::system(cmd.c_str()) != 0) {
       return ReportFailure("bench sweep",
                            Status::Unavailable("plots: '" + cmd +
@@ -72,6 +76,7 @@ CommandRegistrar reg{"bench", [](CLI::App& group) {
   c->add_option("config", args->config, "JSON config (see bench/sweep.h)")->required();
   c->add_option("--out", args->out, "output directory")->capture_default_str();
   c->add_option("--plot-script", args->plot_script, "plot script")->capture_default_str();
+  c->add_option("--python", args->python, "interpreter for the plot script")->capture_default_str();
   c->add_flag("--no-plots", args->no_plots, "write CSV and JSON only");
   c->add_flag("--json", args->json, "print the rows as JSON");
   c->callback([args] { Run(*args); });
