@@ -60,7 +60,9 @@ nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayRepo
           {"deferred_intents", r.stats.deferred_intents},
           {"verify", o.verify},
           {"verified_rows", r.verified_rows},
-          {"scanned_rows", r.scanned_rows}};
+          {"scanned_rows", r.scanned_rows},
+          {"retried_errors", r.retried_errors},
+          {"faults", o.faults}};
 }
 
 Status ParseEnums(ReplayArgs* a) {
@@ -114,6 +116,7 @@ void Run(ReplayArgs a) {
   row("t0_hits", r.t0_hits);
   row("t1_hits", r.t1_hits);
   row("t2_hits", r.t2_hits);
+  row("retried_errors", r.retried_errors);
   if (a.options.verify) {
     std::printf("verify: OK, %llu pulled rows and %llu final rows checked\n",
                 static_cast<unsigned long long>(r.verified_rows),

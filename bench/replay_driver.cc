@@ -21,6 +21,24 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Batches a loader reads ahead of its worker without intents.
 constexpr uint64_t kReadAheadBatches = 2;
+// Attempts of one store call failing with a retryable error (IOError,
+// ResourceExhausted: injected or real SSD faults) before the run fails.
+constexpr int kAttemptsMax = 1000;
+
+// Calls fn until it succeeds or fails with a non-retryable error or
+// kAttemptsMax times; counts the retries. The Store leaves a failed call
+// without effect (dirty rows stay in memory), so a retry is safe; --verify
+// would catch one that was not.
+template <typename Fn>
+Status WithRetries(std::atomic<uint64_t>* retries, Fn&& fn) {
+  Status s;
+  for (int attempt = 0; attempt < kAttemptsMax; ++attempt) {
+    s = fn();
+    if (s.ok() || !(s.IsIOError() || s.IsResourceExhausted())) return s;
+    retries->fetch_add(1, std::memory_order_relaxed);
+  }
+  return s.WithContext("gave up after " + std::to_string(kAttemptsMax) + " attempts");
+}
 
 // Batches from a loader to its worker, gated so that intents run exactly
 // `lookahead` batches ahead: the loader may hand over batch x once the worker
@@ -101,6 +119,7 @@ struct Run {
   std::vector<WorkerId> ids;
   std::atomic<uint64_t> batches_done{0};
   std::atomic<uint64_t> pulls{0};
+  std::atomic<uint64_t> retries{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
   Status error;  // the first failure
@@ -138,8 +157,9 @@ Status Loader(Run& run, uint32_t w) {
         unique[t].erase(std::unique(unique[t].begin(), unique[t].end()), unique[t].end());
         table_keys.push_back({batch.tables[t].table, unique[t]});
       }
-      STRATA_RETURN_IF_ERROR(run.store->Intent(run.ids[w], table_keys, clock, clock + 1)
-                                 .WithContext("replay: Intent of worker " + std::to_string(w)));
+      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+                               return run.store->Intent(run.ids[w], table_keys, clock, clock + 1);
+                             }).WithContext("replay: Intent of worker " + std::to_string(w)));
     }
     queue.Push(std::move(batch));
     batch = trace::TraceBatch{};
@@ -168,8 +188,9 @@ Status Worker(Run& run, uint32_t w) {
         return std::string("replay: ") + call + " of worker " + std::to_string(w) + " batch " +
                std::to_string(index) + " table " + std::to_string(t.table);
       };
-      STRATA_RETURN_IF_ERROR(
-          run.store->Pull(id, t.table, t.keys, rows.data()).WithContext(context("Pull")));
+      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+                               return run.store->Pull(id, t.table, t.keys, rows.data());
+                             }).WithContext(context("Pull")));
       run.pulls.fetch_add(n, std::memory_order_relaxed);
       if (run.model != nullptr) {
         run.model->ReadStarted(t.table, t.keys, &started);
@@ -180,11 +201,14 @@ Status Worker(Run& run, uint32_t w) {
         // Deterministic synthetic gradients: a small fraction of the row.
         for (size_t i = 0; i < n * dim; ++i) grads[i] = 0.01f * rows[i] + 1e-4f;
       }
-      STRATA_RETURN_IF_ERROR(
-          run.store->Push(id, t.table, t.keys, grads.data()).WithContext(context("Push")));
+      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+                               return run.store->Push(id, t.table, t.keys, grads.data());
+                             }).WithContext(context("Push")));
       if (run.model != nullptr) run.model->AfterPush(w, t.table, t.keys);
     }
-    STRATA_RETURN_IF_ERROR(run.store->AdvanceClock(id).WithContext("replay: AdvanceClock"));
+    STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+                             return run.store->AdvanceClock(id);
+                           }).WithContext("replay: AdvanceClock"));
     run.queues[w]->Done();
     run.batches_done.fetch_add(1, std::memory_order_relaxed);
     ++index;
@@ -304,15 +328,21 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   r.stats = store->Stats();
   if (model != nullptr) {
     for (TableId t = 0; t < tables.size(); ++t) {
-      STRATA_RETURN_IF_ERROR(store->ScanTable(t, [&](Key key, std::span<const float> row) {
-        r.scanned_rows++;
-        return model->CheckFinal(t, key, row);
+      uint64_t table_rows = 0;
+      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+        table_rows = 0;
+        model->ForgetSeen(t);
+        return store->ScanTable(t, [&](Key key, std::span<const float> row) {
+          table_rows++;
+          return model->CheckFinal(t, key, row);
+        });
       }));
+      r.scanned_rows += table_rows;
     }
     STRATA_RETURN_IF_ERROR(model->CheckAllSeen());
     r.verified_rows = model->checked_rows();
   }
-  STRATA_RETURN_IF_ERROR(store->Close());
+  STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] { return store->Close(); }));
   const StoreStats& s = r.stats;
   r.batches = run.batches_done.load();
   r.pulls = s.pulls;
@@ -326,6 +356,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   r.t0_hits = s.t0.hits;
   r.t1_hits = s.t1.hits;
   r.t2_hits = s.t1.misses;
+  r.retried_errors = run.retries.load();
   return r;
 }
 

@@ -60,6 +60,7 @@ struct ReplayReport {
   uint64_t t2_hits = 0;            // lookups served from SSD
   uint64_t verified_rows = 0;      // pulled rows checked against the model (0 without verify)
   uint64_t scanned_rows = 0;       // rows checked by the final scan
+  uint64_t retried_errors = 0;     // store calls retried after IOError / ResourceExhausted
   StoreStats stats;
 };
 

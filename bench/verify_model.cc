@@ -184,6 +184,12 @@ Status VerifyModel::CheckFinal(TableId table, Key key, std::span<const float> ro
   return Status::Ok();
 }
 
+void VerifyModel::ForgetSeen(TableId table) {
+  for (uint32_t id = 0; id < index_.size(); ++id) {
+    if (index_.TableOf(id) == table) seen_[id] = 0;
+  }
+}
+
 Status VerifyModel::CheckAllSeen() const {
   for (uint32_t id = 0; id < index_.size(); ++id) {
     if (!seen_[id]) {

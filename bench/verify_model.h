@@ -54,6 +54,8 @@ class VerifyModel {
   // Final state of one row (every push applied). Corruption on mismatch or a
   // row the trace never touched; counts the row as seen.
   [[nodiscard]] Status CheckFinal(TableId table, Key key, std::span<const float> row);
+  // Clears the seen marks of `table` (before a retried scan).
+  void ForgetSeen(TableId table);
   // NotFound naming a key the trace touched that no scan returned.
   [[nodiscard]] Status CheckAllSeen() const;
 

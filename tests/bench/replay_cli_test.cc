@@ -1,0 +1,114 @@
+// strata-test-labels: integration
+// strata-test-timeout: 600
+//
+// End to end: `strata trace gen`, `trace opt` and `strata replay --verify`
+// against the real Store, with tiers so small that rows move through all
+// three (T0, T1, SSD), with and without intents, one and four workers.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "tests/trace/test_util.h"
+
+namespace strata::bench {
+namespace {
+
+using trace::testing::TempDir;
+
+std::string Cli() {
+  const char* bin = std::getenv("STRATA_BINARY_DIR");
+  return std::string(bin != nullptr ? bin : "build") + "/bin/strata";
+}
+
+// Runs the CLI; its exit code and stdout.
+int RunCli(const std::string& args, std::string* out) {
+  const std::string cmd = Cli() + " " + args + " 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  out->clear();
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int rc = ::pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+nlohmann::json RunJson(const std::string& args) {
+  std::string out;
+  const int rc = RunCli(args + " --json", &out);
+  EXPECT_EQ(rc, 0) << args << "\n" << out;
+  const size_t brace = out.find('{');
+  if (rc != 0 || brace == std::string::npos) return nlohmann::json::object();
+  return nlohmann::json::parse(out.substr(brace));
+}
+
+class ReplayCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(Cli())) GTEST_SKIP() << Cli() << " not built";
+    trace_ = dir_.Path("t.trace");
+    std::string out;
+    ASSERT_EQ(RunCli("trace gen --out " + trace_ +
+                         " --cardinalities 3000,500,40 --batch-size 64 --batches 60 --workers 4",
+                     &out),
+              0)
+        << out;
+  }
+  TempDir dir_;
+  std::string trace_;
+};
+
+TEST_F(ReplayCliTest, VerifiesThroughAllThreeTiersWithAndWithoutIntents) {
+  int run = 0;
+  for (const char* mode : {"--lookahead 2", "--lookahead 16", "--no-intents"}) {
+    for (int workers : {1, 4}) {
+      const std::string store = dir_.Path("s" + std::to_string(run++));
+      auto j = RunJson("replay " + trace_ + " --dir " + store +
+                       " --device-rows 300 --dram-rows 400 --dim 8 --verify --workers " +
+                       std::to_string(workers) + " " + mode);
+      ASSERT_FALSE(j.empty());
+      EXPECT_EQ(j["batches"], 60);
+      EXPECT_EQ(j["verified_rows"].get<uint64_t>() > 0, true);
+      EXPECT_GT(j["t0_hits"].get<uint64_t>(), 0u) << mode;
+      EXPECT_GT(j["t1_hits"].get<uint64_t>(), 0u) << mode;
+      EXPECT_GT(j["ssd_row_reads"].get<uint64_t>(), 0u) << mode;
+      EXPECT_GT(j["ssd_row_writes"].get<uint64_t>(), 0u) << mode;
+    }
+  }
+}
+
+TEST_F(ReplayCliTest, IntentsReadNearTheHorizonFloor) {
+  const uint64_t lookahead = 8;
+  auto replay = RunJson("replay " + trace_ + " --dir " + dir_.Path("s") +
+                        " --device-rows 300 --dram-rows 400 --dim 8 --workers 1 --lookahead " +
+                        std::to_string(lookahead));
+  ASSERT_FALSE(replay.empty());
+  const uint64_t cache = replay["cache_rows"];
+  auto opt = RunJson("trace opt " + trace_ + " --cache-rows " + std::to_string(cache) +
+                     " --lookahead " + std::to_string(lookahead));
+  ASSERT_FALSE(opt.empty());
+  const double reads = replay["ssd_row_reads"].get<double>();
+  // The store can do no better than MIN, and with intents should stay within
+  // a modest factor of what the horizon policy needs.
+  EXPECT_GE(reads + opt["unique_rows"].get<double>(), opt["opt_misses"].get<double>() * 0.99);
+  EXPECT_LE(reads, 1.5 * opt["horizon_misses"].get<double>())
+      << "ssd_row_reads " << reads << " horizon_misses " << opt["horizon_misses"];
+}
+
+TEST_F(ReplayCliTest, CorruptTraceFailsNamingTheOffsetAndCreatesNoStore) {
+  auto bytes = trace::testing::ReadBytes(trace_);
+  bytes[bytes.size() / 2] ^= 0x40;
+  trace::testing::WriteBytes(dir_.Path("bad.trace"), bytes, bytes.size());
+  std::string out;
+  EXPECT_NE(RunCli("replay " + dir_.Path("bad.trace") + " --dir " + dir_.Path("s") +
+                       " --device-rows 300 --dram-rows 400",
+                   &out),
+            0);
+  EXPECT_NE(out.find("byte offset"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("s")));
+}
+
+}  // namespace
+}  // namespace strata::bench
