@@ -198,6 +198,7 @@ StoreStats StoreImpl::Stats() const {
   s.expired_intents = c.expired_intents.load();
   s.deferred_intents = c.deferred_intents.load();
   s.planner_rounds = c.planner_rounds.load();
+  s.planner_io_errors = c.planner_io_errors.load();
   s.planner_round_us_max = c.planner_round_us_max.load();
   s.planner_round_us_mean =
       s.planner_rounds ? double(c.planner_round_us_total.load()) / double(s.planner_rounds) : 0;

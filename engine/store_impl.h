@@ -53,6 +53,7 @@ struct StoreCounters {
   std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0};
   std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
   std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
+  std::atomic<uint64_t> planner_io_errors{0};
   std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
 };
 

@@ -109,7 +109,16 @@ void StoreImpl::PlannerLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(planner_mu_);
-      if (!round.ok()) {
+      if (!round.ok() && round.status().IsIOError()) {
+        // A prefetch that hit an I/O error changed nothing (its rows stayed
+        // where they were, its window stays due): retried next round, and a
+        // Pull fetches what is still missing. Not sticky.
+        STRATA_LOG_WARN("planner of %s: %s (retried)", options_.dir.c_str(),
+                        round.status().ToString().c_str());
+        counters_.planner_io_errors.fetch_add(1, std::memory_order_relaxed);
+        more = false;
+        planner_completed_ = std::max(planner_completed_, target);  // a drain never hangs on a bad disk
+      } else if (!round.ok()) {
         STRATA_LOG_ERROR("planner of %s: %s", options_.dir.c_str(),
                          round.status().ToString().c_str());
         planner_error_ = round.status();
