@@ -255,7 +255,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   const uint32_t workers = o.workers == 0 ? header.worker_count : o.workers;
   std::unique_ptr<VerifyModel> model;
   if (o.verify) {
-    STRATA_ASSIGN_OR_RETURN(model, VerifyModel::Build(o.trace, o.dim, workers));
+    STRATA_ASSIGN_OR_RETURN(model, VerifyModel::Build(o.trace, o.dim, workers, o.batches_max));
   }
 
   StoreOptions so;

@@ -18,12 +18,15 @@ constexpr double kStepTolerance = 0.25;
 }  // namespace
 
 Result<std::unique_ptr<VerifyModel>> VerifyModel::Build(const std::string& trace_path,
-                                                        uint32_t dim, uint32_t workers) {
+                                                        uint32_t dim, uint32_t workers,
+                                                        uint64_t batches_max) {
   std::unique_ptr<VerifyModel> m(new VerifyModel(dim, workers));
   STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(trace_path));
   for (const auto& t : reader->header().tables) m->table_names_.push_back(t.name);
   trace::TraceBatch batch;
-  while (true) {
+  // Only the batches the replay will run (--batches): the final check
+  // expects exactly their pushes.
+  for (uint64_t read = 0; batches_max == 0 || read < batches_max; ++read) {
     STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
     if (!more) break;
     for (const auto& t : batch.tables) {

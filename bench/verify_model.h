@@ -34,7 +34,8 @@ class VerifyModel {
  public:
   // Reads the trace to index its keys and count their occurrences.
   static Result<std::unique_ptr<VerifyModel>> Build(const std::string& trace_path, uint32_t dim,
-                                                    uint32_t workers);
+                                                    uint32_t workers,
+                                                     uint64_t batches_max = 0);
 
   // Gradients of `keys` (one row of dim floats per occurrence) into grads.
   void Gradients(TableId table, std::span<const Key> keys, float* grads) const;

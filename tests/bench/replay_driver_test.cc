@@ -99,6 +99,19 @@ TEST(ReplayDriverTest, IntentsRunExactlyLookaheadAhead) {
   }
 }
 
+// A run cut short by --batches verifies against the pushes of the batches it
+// ran, not the whole trace's.
+TEST(ReplayDriverTest, VerifiedRunOfThePrefixOfATrace) {
+  TempDir dir;
+  Harness h;
+  ReplayOptions o = Options(dir, SmallTrace(dir));
+  o.batches_max = 10;
+  auto r = RunReplay(o, h.Opener(), {});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batches, 10u);
+  EXPECT_GT(r->verified_rows, 0u);
+}
+
 TEST(ReplayDriverTest, VerifyCatchesALostPush) {
   TempDir dir;
   Harness h;
