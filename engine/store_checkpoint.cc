@@ -82,18 +82,9 @@ Status StoreImpl::WriteBackT0(Table& table) {
   const std::vector<uint8_t> clean(std::min<size_t>(keys.size(), kChunkKeysMax), 0);
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
     size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, n));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * table.row_floats));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data() + off, n * sizeof(Key)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(),
-                                                 rows.data() + off * table.row_floats,
-                                                 n * table.row_bytes));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(),
-                                                 next_use.data() + off, n * sizeof(int64_t)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), clean.data(), n));
+    STRATA_RETURN_IF_ERROR(StageRows(table, std::span<const Key>(keys.data() + off, n),
+                                     rows.data() + off * table.row_floats,
+                                     next_use.data() + off, clean.data()));
     STRATA_RETURN_IF_ERROR(table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(),
                                                     st.next_use.data(), st.dirty.data()));
   }

@@ -57,17 +57,49 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
 
 Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
   if (table.sketch) table.sketch->Add(unique_keys);
+  return RefreshNextUse(table, unique_keys, /*with_t1=*/false);
+}
+
+// Gives `keys` their current next use (intent or fallback) in T0 and, with
+// `with_t1`, in T1 (rows absent from a tier are skipped there). T1 is left
+// out on the Pull path: its order is set again when a row is demoted.
+Status StoreImpl::RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) {
   std::vector<int64_t> next_use;
-  STRATA_RETURN_IF_ERROR(NextUses(table, unique_keys, &next_use));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, unique_keys.size()));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, unique_keys.size()));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
-                                               unique_keys.data(), unique_keys.size_bytes()));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
-                                               next_use.data(),
-                                               next_use.size() * sizeof(int64_t)));
-  return table.t0->SetNextUse(table.staging.keys.data(), unique_keys.size(),
-                              table.staging.next_use.data());
+  RunnerStaging& st = table.staging;
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    std::span<const Key> chunk = keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
+    STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
+    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
+                                                 chunk.size() * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(st.keys.data(), chunk.size(), st.next_use.data()));
+    if (with_t1) STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, next_use));
+  }
+  return Status::Ok();
+}
+
+// Copies keys into the table's runner staging (st.keys).
+Status StoreImpl::StageKeys(Table& table, std::span<const Key> keys, void* stream) {
+  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, keys.size()));
+  return kernels::RunnerCopyIn(runner_, table.staging.keys.data(), keys.data(), keys.size_bytes(),
+                               stream);
+}
+
+// Copies whole rows with their next uses and dirty flags into the staging.
+Status StoreImpl::StageRows(Table& table, std::span<const Key> keys, const float* rows,
+                            const int64_t* next_use, const uint8_t* dirty) {
+  RunnerStaging& st = table.staging;
+  const size_t n = keys.size();
+  STRATA_RETURN_IF_ERROR(StageKeys(table, keys));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * table.row_floats));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.rows.data(), rows, n * size_t{table.row_bytes}));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use, n * sizeof(int64_t)));
+  return kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty, n);
 }
 
 Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
@@ -164,13 +196,11 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
 Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
   RunnerStaging& st = table.staging;
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-    size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, n));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data() + off, n * sizeof(Key)));
-    STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), n, st.flags.data())
-                               : table.t0->Unpin(st.keys.data(), n));
+    std::span<const Key> chunk = keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
+    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), chunk.size(), st.flags.data())
+                               : table.t0->Unpin(st.keys.data(), chunk.size()));
   }
   return Status::Ok();
 }
@@ -181,10 +211,8 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   const size_t n = unique_keys.size();
   if (n == 0) return Status::Ok();
   RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, n));
+  STRATA_RETURN_IF_ERROR(StageKeys(table, unique_keys));
   STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.keys.data(), unique_keys.data(), n * sizeof(Key)));
   STRATA_RETURN_IF_ERROR(table.t0->Find(st.keys.data(), n, nullptr, st.flags.data()));
   std::vector<uint8_t> found(n);
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), n));
@@ -220,17 +248,7 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   std::vector<int64_t> next_use;
   STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
   const size_t m = missing.size();
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, m));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, m * table.row_floats));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, m));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.keys.data(), missing.data(), m * sizeof(Key)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(), rows.data(),
-                                               rows.size() * sizeof(float)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
-                                               m * sizeof(int64_t)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty.data(), m));
+  STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
   Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(),
                                              st.next_use.data(), st.dirty.data());
   if (inserted.IsResourceExhausted()) {
@@ -241,17 +259,8 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
     Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_rows_max / 16));
     STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
     STRATA_RETURN_IF_ERROR(evicted);
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, m));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, m * table.row_floats));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, m));
     STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyIn(runner_, st.keys.data(), missing.data(), m * sizeof(Key)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(), rows.data(),
-                                                 rows.size() * sizeof(float)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
-                                                 m * sizeof(int64_t)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty.data(), m));
+        StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
     inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
                                         st.dirty.data());
   }
@@ -284,27 +293,34 @@ Status StoreImpl::CheckAllFound(Table& table, std::span<const Key> keys) {
   return Status::Ok();
 }
 
-Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> keys, float* out,
-                       void* stream) {
+Status StoreImpl::CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys,
+                                const void* data, const char* what) const {
   STRATA_RETURN_IF_ERROR(CheckOpen());
   STRATA_RETURN_IF_ERROR(CheckWorker(worker));
-  STRATA_RETURN_IF_ERROR(CheckTable(table_id));
-  STRATA_RETURN_IF_ERROR(CheckBatch(keys, out, "Pull"));
+  STRATA_RETURN_IF_ERROR(CheckTable(table));
+  return CheckBatch(keys, data, what);
+}
+
+bool StoreImpl::NeedsChunks(const Table& table, size_t unique_keys) const {
+  return unique_keys > PullRoom(table) || unique_keys > kChunkKeysMax * 16;
+}
+
+Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> keys, float* out,
+                       void* stream) {
+  STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, out, "Pull"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
   std::vector<Key> unique = SortedUnique(keys);
   std::lock_guard<std::mutex> lock(table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (unique.size() > PullRoom(table) || unique.size() > kChunkKeysMax * 16) {
+  if (NeedsChunks(table, unique.size())) {
     return PullChunked(table, keys, unique, out, stream);
   }
   uint64_t brought_in = 0;
   STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/true, &brought_in));
   RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
   STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, keys.size()));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data(), keys.size_bytes(), stream));
   STRATA_RETURN_IF_ERROR(
       table.t0->FindAsync(st.keys.data(), keys.size(), out, st.flags.data(), stream));
   STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
@@ -314,24 +330,19 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
 
 Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
                        const float* grads, void* stream) {
-  STRATA_RETURN_IF_ERROR(CheckOpen());
-  STRATA_RETURN_IF_ERROR(CheckWorker(worker));
-  STRATA_RETURN_IF_ERROR(CheckTable(table_id));
-  STRATA_RETURN_IF_ERROR(CheckBatch(keys, grads, "Push"));
+  STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, grads, "Push"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
   std::vector<Key> unique = SortedUnique(keys);
   std::lock_guard<std::mutex> lock(table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (unique.size() > PullRoom(table) || unique.size() > kChunkKeysMax * 16) {
+  if (NeedsChunks(table, unique.size())) {
     return PushChunked(table, keys, unique, grads, stream);
   }
   uint64_t brought_in = 0;
   STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/false, &brought_in));
   RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, keys.size()));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.keys.data(), keys.data(), keys.size_bytes(), stream));
+  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
   STRATA_RETURN_IF_ERROR(table.t0->PushAsync(st.keys.data(), keys.size(), grads, stream));
   return kernels::RunnerSync(runner_, stream);
 }
@@ -356,11 +367,9 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
     std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
     STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/true, &brought_in));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyIn(runner_, st.keys.data(), chunk.data(), chunk.size_bytes()));
     STRATA_RETURN_IF_ERROR(
         table.t0->Find(st.keys.data(), chunk.size(), st.values.data(), st.flags.data()));
     STRATA_RETURN_IF_ERROR(CheckAllFound(table, chunk));
@@ -421,10 +430,8 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
                               " keys, then failed: " + resident.ToString());
     }
     STRATA_RETURN_IF_ERROR(resident);
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyIn(runner_, st.keys.data(), chunk.data(), chunk.size_bytes()));
     STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.values.data(),
                                                  summed.data() + off * table.dim,
                                                  chunk.size() * table.dim * sizeof(float)));

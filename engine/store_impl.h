@@ -155,6 +155,8 @@ class StoreImpl final : public Store {
   Status CheckWorker(WorkerId worker) const;
   Status CheckTable(TableId table) const;
   Status CheckBatch(std::span<const Key> keys, const void* data, const char* what) const;
+  Status CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys,
+                       const void* data, const char* what) const;
 
   // Planner (store_intent.cc).
   void PlannerLoop();
@@ -175,6 +177,11 @@ class StoreImpl final : public Store {
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
                    std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1);
   Status Touch(Table& table, std::span<const Key> unique_keys);
+  Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1);
+  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr);
+  Status StageRows(Table& table, std::span<const Key> keys, const float* rows,
+                   const int64_t* next_use, const uint8_t* dirty);
+  bool NeedsChunks(const Table& table, size_t unique_keys) const;
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      float* out, void* stream);
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,

@@ -162,8 +162,6 @@ Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
   std::vector<std::vector<IntentWindow*>> by_table(tables_.size());
   for (IntentWindow* w : added) by_table[w->table].push_back(w);
   std::vector<Key> keys;
-  std::vector<int64_t> next_use;
-  std::vector<Clock> dram_next_use;
   for (size_t t = 0; t < by_table.size(); ++t) {
     if (by_table[t].empty()) continue;
     keys.clear();
@@ -172,24 +170,7 @@ Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     Table& table = *tables_[t];
     std::lock_guard<std::mutex> lock(table.mu);
-    for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-      std::span<const Key> chunk(keys.data() + off, std::min(kChunkKeysMax, keys.size() - off));
-      STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
-      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, chunk.size()));
-      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, chunk.size()));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
-                                                   chunk.data(), chunk.size_bytes()));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
-                                                   next_use.data(),
-                                                   chunk.size() * sizeof(int64_t)));
-      STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(table.staging.keys.data(), chunk.size(),
-                                                  table.staging.next_use.data()));
-      dram_next_use.resize(chunk.size());
-      for (size_t i = 0; i < chunk.size(); ++i) {
-        dram_next_use[i] = next_use[i];
-      }
-      STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
-    }
+    STRATA_RETURN_IF_ERROR(RefreshNextUse(table, keys, /*with_t1=*/true));
   }
   return Status::Ok();
 }
@@ -199,8 +180,6 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
     return a.table != b.table ? a.table < b.table : a.key < b.key;
   });
   std::vector<Key> unpin, keys;
-  std::vector<int64_t> next_use;
-  std::vector<Clock> dram_next_use;
   size_t i = 0;
   while (i < updates.size()) {
     Table& table = *tables_[updates[i].table];
@@ -213,33 +192,10 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
     }
     i = j;
     std::lock_guard<std::mutex> lock(table.mu);
-    for (size_t off = 0; off < unpin.size(); off += kChunkKeysMax) {
-      size_t n = std::min<size_t>(kChunkKeysMax, unpin.size() - off);
-      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, n));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
-                                                   unpin.data() + off, n * sizeof(Key)));
-      STRATA_RETURN_IF_ERROR(table.t0->Unpin(table.staging.keys.data(), n));
-    }
+    STRATA_RETURN_IF_ERROR(PinKeys(table, unpin, /*pin=*/false));
     STRATA_ASSERT(table.intent_pinned >= unpin.size(), "intent pin count underflow");
     table.intent_pinned -= unpin.size();
-    for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-      std::span<const Key> chunk(keys.data() + off, std::min(kChunkKeysMax, keys.size() - off));
-      STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
-      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, chunk.size()));
-      STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.next_use, runner_, chunk.size()));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
-                                                   chunk.data(), chunk.size_bytes()));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.next_use.data(),
-                                                   next_use.data(),
-                                                   chunk.size() * sizeof(int64_t)));
-      STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(table.staging.keys.data(), chunk.size(),
-                                                  table.staging.next_use.data()));
-      dram_next_use.resize(chunk.size());
-      for (size_t k = 0; k < chunk.size(); ++k) {
-        dram_next_use[k] = next_use[k];
-      }
-      STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, dram_next_use));
-    }
+    STRATA_RETURN_IF_ERROR(RefreshNextUse(table, keys, /*with_t1=*/true));
   }
   return Status::Ok();
 }
@@ -301,15 +257,7 @@ Result<bool> StoreImpl::ActOnWindow(IntentWindow* window, Clock worker_clock) {
   }
   uint64_t brought_in = 0;
   STRATA_RETURN_IF_ERROR(MakeResident(table, keys, /*count_access=*/false, &brought_in));
-  for (size_t off = 0; off < new_pins.size(); off += kChunkKeysMax) {
-    size_t n = std::min<size_t>(kChunkKeysMax, new_pins.size() - off);
-    STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, n));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.flags, runner_, n));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, table.staging.keys.data(),
-                                                 new_pins.data() + off, n * sizeof(Key)));
-    STRATA_RETURN_IF_ERROR(
-        table.t0->Pin(table.staging.keys.data(), n, table.staging.flags.data()));
-  }
+  STRATA_RETURN_IF_ERROR(PinKeys(table, new_pins, /*pin=*/true));
   table.intent_pinned += new_pins.size();
   {
     std::lock_guard<std::mutex> ilock(intent_mu_);
