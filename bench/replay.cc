@@ -58,6 +58,11 @@ nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayRepo
           {"prefetched_rows", r.stats.prefetched_rows},
           {"late_prefetches", r.stats.late_prefetches},
           {"deferred_intents", r.stats.deferred_intents},
+          {"compute_us", o.compute_us},
+          {"cleaned_ahead", r.stats.cleaned_ahead},
+          {"planner_rounds", r.stats.planner_rounds},
+          {"planner_round_us_mean", r.stats.planner_round_us_mean},
+          {"planner_round_us_max", r.stats.planner_round_us_max},
           {"verify", o.verify},
           {"verified_rows", r.verified_rows},
           {"scanned_rows", r.scanned_rows},
@@ -117,6 +122,11 @@ void Run(ReplayArgs a) {
   row("t1_hits", r.t1_hits);
   row("t2_hits", r.t2_hits);
   row("retried_errors", r.retried_errors);
+  row("prefetched_rows", r.stats.prefetched_rows);
+  row("late_prefetches", r.stats.late_prefetches);
+  row("deferred_intents", r.stats.deferred_intents);
+  row("planner_rounds", r.stats.planner_rounds);
+  row("planner_max_us", r.stats.planner_round_us_max);
   if (a.options.verify) {
     std::printf("verify: OK, %llu pulled rows and %llu final rows checked\n",
                 static_cast<unsigned long long>(r.verified_rows),
@@ -143,6 +153,9 @@ CommandRegistrar reg{"", [](CLI::App& app) {
       ->capture_default_str();
   c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();
   c->add_option("--batches", o.batches_max, "stop after this many batches (0: all)");
+  c->add_option("--compute-us", o.compute_us,
+                "simulated model compute per batch in microseconds (between pulls and pushes)")
+      ->capture_default_str();
   c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
   c->add_flag("--json", args->json, "print JSON");
   c->callback([args] { Run(*args); });

@@ -174,36 +174,50 @@ Status Worker(Run& run, uint32_t w) {
   const WorkerId id = run.ids[w];
   trace::TraceBatch batch;
   std::vector<float> rows;
-  std::vector<float> grads;
+  std::vector<std::vector<float>> grads;  // per table of the batch
   std::vector<uint32_t> started;
   uint64_t index = 0;  // this worker's batch number (= its clock)
   while (run.queues[w]->Pop(&batch)) {
     if (run.failed.load()) return Status::Ok();
-    for (const auto& t : batch.tables) {
+    const auto batch_start = SteadyClock::now();
+    auto context = [&](const char* call, TableId table) {
+      return std::string("replay: ") + call + " of worker " + std::to_string(w) + " batch " +
+             std::to_string(index) + " table " + std::to_string(table);
+    };
+    // Forward: pull every table and derive the gradients.
+    grads.resize(batch.tables.size());
+    for (size_t i = 0; i < batch.tables.size(); ++i) {
+      const auto& t = batch.tables[i];
       const size_t n = t.keys.size();
       if (n == 0) continue;
       rows.resize(n * dim);
-      grads.resize(n * dim);
-      auto context = [&](const char* call) {
-        return std::string("replay: ") + call + " of worker " + std::to_string(w) + " batch " +
-               std::to_string(index) + " table " + std::to_string(t.table);
-      };
+      grads[i].resize(n * dim);
       STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
                                return run.store->Pull(id, t.table, t.keys, rows.data());
-                             }).WithContext(context("Pull")));
+                             }).WithContext(context("Pull", t.table)));
       run.pulls.fetch_add(n, std::memory_order_relaxed);
       if (run.model != nullptr) {
         run.model->ReadStarted(t.table, t.keys, &started);
         STRATA_RETURN_IF_ERROR(run.model->CheckPull(w, index, t.table, t.keys, rows.data(), started));
-        run.model->Gradients(t.table, t.keys, grads.data());
-        run.model->BeforePush(t.table, t.keys);
+        run.model->Gradients(t.table, t.keys, grads[i].data());
       } else {
         // Deterministic synthetic gradients: a small fraction of the row.
-        for (size_t i = 0; i < n * dim; ++i) grads[i] = 0.01f * rows[i] + 1e-4f;
+        for (size_t j = 0; j < n * dim; ++j) grads[i][j] = 0.01f * rows[j] + 1e-4f;
       }
+    }
+    // The model's compute: simulated work, not synchronisation (nothing
+    // waits on it); the planner prefetches meanwhile.
+    if (run.options.compute_us > 0) {
+      std::this_thread::sleep_until(batch_start + std::chrono::microseconds(run.options.compute_us));
+    }
+    // Backward: push every table's gradients.
+    for (size_t i = 0; i < batch.tables.size(); ++i) {
+      const auto& t = batch.tables[i];
+      if (t.keys.empty()) continue;
+      if (run.model != nullptr) run.model->BeforePush(t.table, t.keys);
       STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-                               return run.store->Push(id, t.table, t.keys, grads.data());
-                             }).WithContext(context("Push")));
+                               return run.store->Push(id, t.table, t.keys, grads[i].data());
+                             }).WithContext(context("Push", t.table)));
       if (run.model != nullptr) run.model->AfterPush(w, t.table, t.keys);
     }
     STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
@@ -216,15 +230,39 @@ Status Worker(Run& run, uint32_t w) {
   return Status::Ok();
 }
 
-Result<uint64_t> CountBatches(const std::string& path, uint64_t batches_max) {
+// What one pass over the trace tells before the store opens: the batches to
+// replay and, per table, the distinct keys a batch touches on average (the
+// rows it needs in T0 at once, which sets the table's share of T0).
+struct TraceShape {
+  uint64_t batches = 0;
+  std::vector<double> distinct_per_batch;  // by table id
+};
+
+Result<TraceShape> ScanTrace(const std::string& path, uint64_t batches_max, size_t tables) {
   STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(path));
   trace::TraceBatch batch;
+  std::vector<uint64_t> distinct(tables, 0);
+  std::vector<Key> unique;
+  uint64_t seen = 0;
   while (true) {
     STRATA_ASSIGN_OR_RETURN(bool more, reader->Next(&batch));
     if (!more) break;
+    if (batches_max != 0 && seen >= batches_max) continue;  // read on: the whole file is checked
+    ++seen;
+    for (const auto& t : batch.tables) {
+      if (t.table >= tables) continue;  // the reader checks ids against the header
+      unique.assign(t.keys.begin(), t.keys.end());
+      std::sort(unique.begin(), unique.end());
+      distinct[t.table] += std::unique(unique.begin(), unique.end()) - unique.begin();
+    }
   }
+  TraceShape shape;
   const uint64_t n = reader->totals().batches;
-  return batches_max == 0 ? n : std::min(n, batches_max);
+  shape.batches = batches_max == 0 ? n : std::min(n, batches_max);
+  for (uint64_t d : distinct) {
+    shape.distinct_per_batch.push_back(seen == 0 ? 0.0 : double(d) / double(seen));
+  }
+  return shape;
 }
 
 Status CheckDir(const std::string& dir) {
@@ -251,7 +289,9 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   STRATA_ASSIGN_OR_RETURN(auto header_reader, trace::TraceReader::Open(o.trace));
   const trace::TraceHeader header = header_reader->header();
   header_reader.reset();
-  STRATA_ASSIGN_OR_RETURN(const uint64_t batches_total, CountBatches(o.trace, o.batches_max));
+  STRATA_ASSIGN_OR_RETURN(const TraceShape shape,
+                          ScanTrace(o.trace, o.batches_max, header.tables.size()));
+  const uint64_t batches_total = shape.batches;
   const uint32_t workers = o.workers == 0 ? header.worker_count : o.workers;
   std::unique_ptr<VerifyModel> model;
   if (o.verify) {
@@ -266,16 +306,17 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;
   std::vector<TableOptions> tables;
-  for (const auto& t : header.tables) {
+  for (size_t i = 0; i < header.tables.size(); ++i) {
+    const trace::TraceTable& t = header.tables[i];
     TableOptions to;
     to.name = t.name;
     to.dim = o.dim;
     to.optimizer.kind = Optimizer::kSgd;
     to.optimizer.learning_rate = 1.0f;  // VerifyModel's exact arithmetic relies on it
     to.initializer = Initializer::kUniform;
-    // T0 split: a small table needs at most its key count; big ones share
-    // the rest evenly.
-    if (t.key_space > 0) to.device_rows_weight = double(std::min<uint64_t>(t.key_space, 1 << 16));
+    // T0 split by working set: a table's share follows the distinct keys a
+    // batch touches in it (the rows that must sit in T0 together).
+    to.device_rows_weight = std::max(1.0, shape.distinct_per_batch[i]);
     tables.push_back(to);
   }
   STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));

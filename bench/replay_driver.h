@@ -43,6 +43,10 @@ struct ReplayOptions {
   SsdBackend ssd_backend = SsdBackend::kNative;
   std::string faults;              // fault spec for the store's Env (empty: none)
   uint64_t batches_max = 0;        // stop after this many batches (0: all)
+  // Simulated model compute per batch, between the pulls and the pushes (a
+  // trainer's forward and backward pass): the time the planner has to
+  // prefetch the next batches. 0: the worker only calls the store.
+  uint64_t compute_us = 0;
 };
 
 struct ReplayReport {

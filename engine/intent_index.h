@@ -29,6 +29,7 @@ struct IntentWindow {
   Clock start = 0;
   Clock end = 0;
   bool acted = false;
+  bool deferred = false;  // the planner put it off at least once (pin cap)
   std::vector<Key> keys;  // unique within the window
 };
 

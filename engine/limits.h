@@ -45,10 +45,15 @@ inline constexpr int64_t kFallbackSpan = int64_t{1} << 61;
 inline constexpr uint64_t kFallbackSeqMask = (uint64_t{1} << 40) - 1;
 inline constexpr int kFallbackFreqShift = 40;
 inline constexpr uint64_t kFallbackFreqMax = (uint64_t{1} << 20) - 1;
-// Counters per row of a table's frequency sketch, per row the table can hold
-// above SSD (T0 share + T1 share), and at most.
+// Counters per row of the store's frequency sketch, per row the store can
+// hold above SSD (T0 + T1), and at most.
 inline constexpr uint64_t kSketchWidthPerRow = 2;
 inline constexpr uint64_t kSketchWidthMax = uint64_t{1} << 24;
+
+// The cleaner writes dirty T1 rows among the next dram_rows_max / this
+// victims, in passes of at most kCleanBatchRowsMax rows.
+inline constexpr uint64_t kCleanWindowDivisor = 4;
+inline constexpr uint64_t kCleanBatchRowsMax = 1024;
 
 // Retries of an I/O error in a chunked Push after its first chunk was applied.
 inline constexpr uint32_t kPushRetriesMax = 64;

@@ -18,7 +18,8 @@ std::string StoreStats::ToString() const {
   std::snprintf(
       buf, sizeof(buf),
       "T0(%s): hits %llu misses %llu rows %llu/%llu in %llu evicted %llu dirty-out %llu | "
-      "T1: hits %llu misses %llu rows %llu/%llu evicted %llu written back %llu | "
+      "T1: hits %llu misses %llu rows %llu/%llu evicted %llu written back %llu "
+      "(cleaned ahead %llu) | "
       "SSD: row reads %llu row writes %llu | pulls %llu pushes %llu stalls %llu "
       "prefetched %llu (late %llu) intents %llu (expired %llu, deferred %llu) | "
       "planner rounds %llu mean %.1f us max %llu us",
@@ -28,7 +29,8 @@ std::string StoreStats::ToString() const {
       (unsigned long long)t0.dirty_writebacks, (unsigned long long)t1.hits,
       (unsigned long long)t1.misses, (unsigned long long)t1.rows,
       (unsigned long long)t1.rows_max, (unsigned long long)t1.evictions,
-      (unsigned long long)t1.dirty_writebacks, (unsigned long long)ssd_row_reads,
+      (unsigned long long)t1.dirty_writebacks, (unsigned long long)cleaned_ahead,
+      (unsigned long long)ssd_row_reads,
       (unsigned long long)ssd_row_writes, (unsigned long long)pulls,
       (unsigned long long)pushes, (unsigned long long)stall_pulls,
       (unsigned long long)prefetched_rows, (unsigned long long)late_prefetches,
@@ -190,6 +192,8 @@ StoreStats StoreImpl::Stats() const {
   s.deferred_intents = c.deferred_intents.load();
   s.planner_rounds = c.planner_rounds.load();
   s.planner_io_errors = c.planner_io_errors.load();
+  s.cleaned_ahead = c.cleaned_ahead.load();
+  s.cleaner_io_errors = c.cleaner_io_errors.load();
   s.planner_round_us_max = c.planner_round_us_max.load();
   s.planner_round_us_mean =
       s.planner_rounds ? double(c.planner_round_us_total.load()) / double(s.planner_rounds) : 0;

@@ -15,6 +15,10 @@
 namespace strata::engine {
 namespace {
 
+// The sketch's key for a row: the table id folded in, so one sketch serves
+// every table (a bijection, so two rows of one table never share a key).
+Key SketchKey(TableId table, Key key) { return key ^ (uint64_t{table} * 0x9e3779b97f4a7c15ull); }
+
 std::vector<Key> SortedUnique(std::span<const Key> keys) {
   std::vector<Key> unique(keys.begin(), keys.end());
   std::sort(unique.begin(), unique.end());
@@ -32,20 +36,24 @@ uint64_t StoreImpl::PullRoom(const Table& table) const {
 // The fallback order of a row without intent, above every real clock: LRU
 // (older access seq = larger value = evicted first), or, with a frequency
 // sketch, least frequent first and LRU among equal counts.
-int64_t StoreImpl::FallbackValue(const Table& table, Key key, uint64_t seq) const {
-  uint64_t score = seq & (kFallbackSeqMask);
-  if (table.sketch) {
-    uint64_t freq = std::min<uint64_t>(table.sketch->Estimate(key), kFallbackFreqMax);
-    score |= freq << kFallbackFreqShift;
-  }
+int64_t StoreImpl::FallbackValue(uint64_t freq, uint64_t seq) const {
+  uint64_t score = seq & kFallbackSeqMask;
+  score |= std::min(freq, kFallbackFreqMax) << kFallbackFreqShift;
   return kFallbackBase + (kFallbackSpan - 1 - static_cast<int64_t>(score));
 }
 
 Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
                            std::vector<int64_t>* next_use) {
-  const uint64_t seq = ++table.access_seq;
+  const uint64_t seq = access_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   next_use->resize(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) (*next_use)[i] = FallbackValue(table, keys[i], seq);
+  if (sketch_) {
+    std::lock_guard<std::mutex> lock(sketch_mu_);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      (*next_use)[i] = FallbackValue(sketch_->Estimate(SketchKey(table.id, keys[i])), seq);
+    }
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) (*next_use)[i] = FallbackValue(0, seq);
+  }
   if (tracked_keys_.load(std::memory_order_acquire) == 0) return Status::Ok();
   std::lock_guard<std::mutex> lock(intent_mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -56,7 +64,12 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
 }
 
 Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
-  if (table.sketch) table.sketch->Add(unique_keys);
+  if (sketch_) {
+    std::vector<Key> mixed(unique_keys.size());
+    for (size_t i = 0; i < unique_keys.size(); ++i) mixed[i] = SketchKey(table.id, unique_keys[i]);
+    std::lock_guard<std::mutex> lock(sketch_mu_);
+    sketch_->Add(mixed);
+  }
   return RefreshNextUse(table, unique_keys, /*with_t1=*/false);
 }
 
@@ -186,6 +199,7 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
     return s.WithContext("evicting " + std::to_string(n) + " rows of table '" + table.name +
                          "' from T0 to T1");
   }
+  KickCleaner();
   counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
   counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
   counters_.t0_bytes_out.fetch_add(n * table.row_bytes, std::memory_order_relaxed);

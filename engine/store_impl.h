@@ -54,6 +54,7 @@ struct StoreCounters {
   std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
   std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
   std::atomic<uint64_t> planner_io_errors{0};
+  std::atomic<uint64_t> cleaned_ahead{0}, cleaner_io_errors{0};
   std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
 };
 
@@ -121,8 +122,6 @@ class StoreImpl final : public Store {
     // Guarded by mu.
     std::unique_ptr<kernels::DeviceTable> t0;
     uint64_t intent_pinned = 0;  // keys pinned in T0 by acted intents
-    uint64_t access_seq = 0;     // recency for the fallback order
-    std::unique_ptr<FrequencySketch> sketch;  // FallbackPolicy::kLfu only
     RunnerStaging staging;
   };
   struct PendingIntent {
@@ -164,7 +163,7 @@ class StoreImpl final : public Store {
   void DrainInboxes(std::vector<IntentWindow*>* added);
   Status ApplyNewIntents(const std::vector<IntentWindow*>& added);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates);
-  Result<bool> ActOnWindow(IntentWindow* window, Clock worker_clock);
+  Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock);
 
   // Tier movement (store_data.cc). REQUIRES: table.mu held.
   // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
@@ -187,8 +186,14 @@ class StoreImpl final : public Store {
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      const float* grads, void* stream);
   Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use);
-  int64_t FallbackValue(const Table& table, Key key, uint64_t seq) const;
+  int64_t FallbackValue(uint64_t freq, uint64_t seq) const;
   uint64_t PullRoom(const Table& table) const;
+
+  // Cleaner thread (store_intent.cc): writes T1's dirty rows ahead of their
+  // eviction so the inserts that evict them do no SSD writes.
+  void CleanerLoop();
+  void KickCleaner();
+  void StopCleaner();
 
   // Checkpoint (store_checkpoint.cc). REQUIRES: table.mu held.
   Status WriteBackT0(Table& table);
@@ -215,6 +220,13 @@ class StoreImpl final : public Store {
   IntentIndex intents_;                    // guarded by intent_mu_
   std::atomic<uint64_t> tracked_keys_{0};  // intents_.TrackedKeys(), for lock-free fast paths
 
+  // The fallback order, store-wide so that T1 (shared by all tables) compares
+  // rows of different tables on one scale: an access sequence for recency
+  // and, with FallbackPolicy::kLfu, one frequency sketch over (table, key).
+  std::atomic<uint64_t> access_seq_{0};
+  mutable std::mutex sketch_mu_;             // a leaf lock
+  std::unique_ptr<FrequencySketch> sketch_;  // guarded by sketch_mu_; kLfu only
+
   std::thread planner_;
   std::mutex planner_mu_;
   std::condition_variable planner_cv_;
@@ -222,6 +234,12 @@ class StoreImpl final : public Store {
   uint64_t planner_requested_ = 0;  // guarded by planner_mu_: drains asked for
   uint64_t planner_completed_ = 0;  // guarded by planner_mu_: drains done
   Status planner_error_;            // guarded by planner_mu_: sticky background error
+
+  std::thread cleaner_;
+  std::mutex cleaner_mu_;
+  std::condition_variable cleaner_cv_;
+  bool cleaner_stop_ = false;  // guarded by cleaner_mu_
+  uint64_t cleaner_kicks_ = 0;  // guarded by cleaner_mu_: T1 inserts since start
 
   std::mutex close_mu_;
   std::atomic<bool> closed_{false};

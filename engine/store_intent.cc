@@ -7,6 +7,7 @@
 // keys per round.
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 
 #include "engine/store_impl.h"
 #include "strata/log.h"
@@ -224,50 +225,126 @@ Result<bool> StoreImpl::PlannerRound() {
       due = intents_.Due(w, act_before);
     }
     STRATA_RETURN_IF_ERROR(ApplyKeyUpdates(updates));
+    // The due windows within the round's budget, nearest first, grouped by
+    // table: one fetch and one pin per table and round.
+    std::vector<std::vector<IntentWindow*>> by_table(tables_.size());
     for (IntentWindow* window : due) {
       if (budget < window->keys.size() && budget < options_.planner_keys_per_round_max) {
         more = true;  // the rest next round
         break;
       }
-      STRATA_ASSIGN_OR_RETURN(bool acted, ActOnWindow(window, clock));
-      if (acted) budget -= std::min<uint64_t>(budget, window->keys.size());
+      budget -= std::min<uint64_t>(budget, window->keys.size());
+      by_table[window->table].push_back(window);
+    }
+    for (size_t t = 0; t < by_table.size(); ++t) {
+      if (!by_table[t].empty()) STRATA_RETURN_IF_ERROR(ActOnWindows(*tables_[t], by_table[t], clock));
     }
   }
   return more;
 }
 
-// Brings a due window's rows into T0 and pins those not pinned yet. A window
-// that would push T0's pinned share past kPinFractionMax waits (counted as
-// deferred) and is retried next round; it never blocks pulls.
-Result<bool> StoreImpl::ActOnWindow(IntentWindow* window, Clock worker_clock) {
-  Table& table = *tables_[window->table];
+// Brings the due windows of one table (nearest first) into T0 and pins
+// their keys not pinned yet. A window that would push T0's pinned share past
+// kPinFractionMax waits (counted as deferred once), as do the windows after
+// it, and is retried next round; it never blocks pulls.
+Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> windows,
+                               Clock worker_clock) {
   std::lock_guard<std::mutex> lock(table.mu);
-  std::span<const Key> keys(window->keys);
+  const auto pin_cap = static_cast<uint64_t>(double(table.t0_rows_max) * kPinFractionMax);
+  std::vector<IntentWindow*> accepted;
   std::vector<Key> new_pins;
+  std::unordered_set<Key> pinning;  // new pins of the windows accepted so far
   {
     std::lock_guard<std::mutex> ilock(intent_mu_);
-    for (Key k : keys) {
-      if (intents_.ActedCount(table.id, k) == 0) new_pins.push_back(k);
+    for (IntentWindow* window : windows) {
+      std::vector<Key> fresh;
+      for (Key k : window->keys) {
+        if (intents_.ActedCount(table.id, k) == 0 && !pinning.contains(k)) fresh.push_back(k);
+      }
+      if (table.intent_pinned + new_pins.size() + fresh.size() > pin_cap) {
+        if (!window->deferred) {
+          window->deferred = true;
+          counters_.deferred_intents.fetch_add(window->keys.size(), std::memory_order_relaxed);
+        }
+        break;
+      }
+      pinning.insert(fresh.begin(), fresh.end());
+      new_pins.insert(new_pins.end(), fresh.begin(), fresh.end());
+      accepted.push_back(window);
     }
   }
-  const auto pin_cap = static_cast<uint64_t>(double(table.t0_rows_max) * kPinFractionMax);
-  if (table.intent_pinned + new_pins.size() > pin_cap) {
-    counters_.deferred_intents.fetch_add(keys.size(), std::memory_order_relaxed);
-    return false;
+  if (accepted.empty()) return Status::Ok();
+  // Windows already open first (their worker is waiting or about to), then
+  // the rest; each part sorted and unique for MakeResident.
+  std::vector<Key> late, ahead;
+  for (IntentWindow* window : accepted) {
+    auto& part = window->start <= worker_clock ? late : ahead;
+    part.insert(part.end(), window->keys.begin(), window->keys.end());
   }
-  uint64_t brought_in = 0;
-  STRATA_RETURN_IF_ERROR(MakeResident(table, keys, /*count_access=*/false, &brought_in));
+  for (auto* part : {&late, &ahead}) {
+    std::sort(part->begin(), part->end());
+    part->erase(std::unique(part->begin(), part->end()), part->end());
+    uint64_t brought_in = 0;
+    STRATA_RETURN_IF_ERROR(MakeResident(table, *part, /*count_access=*/false, &brought_in));
+    counters_.prefetched_rows.fetch_add(brought_in, std::memory_order_relaxed);
+    if (part == &late) counters_.late_prefetches.fetch_add(brought_in, std::memory_order_relaxed);
+  }
   STRATA_RETURN_IF_ERROR(PinKeys(table, new_pins, /*pin=*/true));
   table.intent_pinned += new_pins.size();
   {
     std::lock_guard<std::mutex> ilock(intent_mu_);
-    intents_.MarkActed(window);
+    for (IntentWindow* window : accepted) intents_.MarkActed(window);
   }
-  counters_.prefetched_rows.fetch_add(brought_in, std::memory_order_relaxed);
-  if (window->start <= worker_clock) {
-    counters_.late_prefetches.fetch_add(brought_in, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void StoreImpl::KickCleaner() {
+  {
+    std::lock_guard<std::mutex> lock(cleaner_mu_);
+    ++cleaner_kicks_;
   }
-  return true;
+  cleaner_cv_.notify_one();
+}
+
+void StoreImpl::StopCleaner() {
+  {
+    std::lock_guard<std::mutex> lock(cleaner_mu_);
+    cleaner_stop_ = true;
+  }
+  cleaner_cv_.notify_all();
+  if (cleaner_.joinable()) cleaner_.join();
+}
+
+// Runs after T1 took rows (kicked) or every planner period: writes the dirty
+// rows among T1's next victims in bounded passes. An I/O error costs nothing
+// but the head start: the rows stay dirty and their eviction writes them (and
+// reports an error that persists).
+void StoreImpl::CleanerLoop() {
+  const auto period =
+      std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1) * 10);
+  const uint64_t window = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
+  const uint64_t passes_max = window / kCleanBatchRowsMax + 1;
+  uint64_t seen = 0;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(cleaner_mu_);
+      cleaner_cv_.wait_for(lock, period, [&] { return cleaner_stop_ || cleaner_kicks_ != seen; });
+      if (cleaner_stop_) return;
+      seen = cleaner_kicks_;
+    }
+    for (uint64_t pass = 0; pass < passes_max; ++pass) {
+      Result<uint64_t> cleaned = dram_->CleanAhead(window, kCleanBatchRowsMax);
+      if (!cleaned.ok()) {
+        if (counters_.cleaner_io_errors.fetch_add(1, std::memory_order_relaxed) == 0) {
+          STRATA_LOG_WARN("cleaner of %s: %s (retried; further errors only counted)",
+                          options_.dir.c_str(), cleaned.status().ToString().c_str());
+        }
+        break;
+      }
+      if (cleaned.value() == 0) break;
+      counters_.cleaned_ahead.fetch_add(cleaned.value(), std::memory_order_relaxed);
+    }
+  }
 }
 
 }  // namespace strata::engine

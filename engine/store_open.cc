@@ -129,6 +129,10 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
 
 Status StoreImpl::Init() {
   runner_ = kernels::DefaultRunner(options_.use_gpu);
+  if (options_.fallback_policy == FallbackPolicy::kLfu) {
+    const uint64_t rows = options_.device_rows_max + options_.dram_rows_max;
+    sketch_ = std::make_unique<FrequencySketch>(std::min(kSketchWidthMax, rows * kSketchWidthPerRow));
+  }
   double weight_sum = 0;
   for (const TableOptions& t : table_options_) weight_sum += t.device_rows_weight;
   // Shares by weight, each at least kTableT0RowsMin, summing to at most
@@ -161,11 +165,6 @@ Status StoreImpl::Init() {
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);
     table->row_bytes = table->row_floats * sizeof(float);
     table->t0_rows_max = share;
-    if (options_.fallback_policy == FallbackPolicy::kLfu) {
-      const uint64_t rows = share + options_.dram_rows_max / table_options_.size();
-      table->sketch = std::make_unique<FrequencySketch>(
-          std::min(kSketchWidthMax, rows * kSketchWidthPerRow));
-    }
 
     kernels::DeviceTableOptions dt;
     // The table sizes its slots for capacity_rows at its own load factor
@@ -203,6 +202,7 @@ Status StoreImpl::Init() {
 
   STRATA_RETURN_IF_ERROR(RestoreMeta(ssd_->CheckpointMeta()));
   planner_ = std::thread([this] { PlannerLoop(); });
+  cleaner_ = std::thread([this] { CleanerLoop(); });
   STRATA_LOG_INFO("store %s open: %zu tables, T0 %s, %llu device rows, %llu DRAM rows",
                   options_.dir.c_str(), tables_.size(),
                   runner_ == kernels::Runner::kGpu ? "GPU" : "host",
@@ -398,6 +398,7 @@ Status StoreImpl::Close() {
   std::lock_guard<std::mutex> close_lock(close_mu_);
   if (closed_.exchange(true)) return Status::Ok();
   STRATA_RETURN_IF_ERROR(StopPlanner());
+  StopCleaner();
   if (!ssd_ || !dram_) return Status::Ok();
   Status first;
   for (auto& table : tables_) {

@@ -115,7 +115,7 @@ void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty) {
 // ---- Eviction order --------------------------------------------------------
 
 bool DramCache::Evictable(const Table& t, uint32_t slot) const {
-  return t.meta[slot].pins == 0 &&
+  return t.meta[slot].pins == 0 && t.meta[slot].cleaning == 0 &&
          !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
 }
 
@@ -367,6 +367,7 @@ DramCacheStats DramCache::Stats() const {
   s.evictions = evictions_.load(std::memory_order_relaxed);
   s.dirty_writebacks = dirty_writebacks_.load(std::memory_order_relaxed);
   s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
+  s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.index_bytes = order_.size() * kOrderNodeBytes;
   for (const auto& t : tables_) {

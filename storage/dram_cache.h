@@ -30,6 +30,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,7 +71,8 @@ struct DramCacheStats {
   uint64_t misses = 0;            // Lookup keys missing
   uint64_t inserts = 0;           // rows newly placed (overwrites not counted)
   uint64_t evictions = 0;         // rows evicted to make room
-  uint64_t dirty_writebacks = 0;  // dirty rows written to backing (eviction and FlushDirty)
+  uint64_t dirty_writebacks = 0;  // dirty rows written to backing (eviction, FlushDirty, CleanAhead)
+  uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t bytes_used = 0;        // row bytes of resident rows
   uint64_t index_bytes = 0;       // index + per-row metadata + eviction order
@@ -123,6 +125,15 @@ class DramCache {
   // yet written stay dirty. FailedPrecondition when dirty rows exist and
   // there is no backing store.
   [[nodiscard]] Status FlushDirty();
+  // Cleans ahead of eviction: writes the dirty rows among the next
+  // `window_rows` victims (at most `rows_max` of them) to backing and marks
+  // them clean, so the Inserts that later evict them do no I/O. The writes run
+  // without the mutation lock: meanwhile the rows stay resident and readable,
+  // are no victims, and an Erase of one waits for its write. A row overwritten
+  // meanwhile stays dirty. Returns the rows written (0: nothing to clean). On
+  // a write error the rows stay dirty and the error is returned. One cleaner
+  // at a time (calls serialise).
+  [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max);
   // Calls fn for every resident row of `table` (order unspecified); stops at
   // the first non-OK Status and returns it.
   // REQUIRES: fn does not call back into this cache.
@@ -178,7 +189,10 @@ class DramCache {
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;
 
+  std::mutex clean_mu_;    // serialises CleanAhead calls; order before mu_
   mutable std::mutex mu_;  // serialises mutations; order before stripe locks
+  std::condition_variable clean_cv_;  // with mu_: a CleanAhead write finished
+  uint64_t cleaning_rows_ = 0;        // guarded by mu_: rows with cleaning set
   std::set<OrderEntry> order_;  // guarded by mu_: evictable rows, first = next victim
   uint64_t bytes_used_ = 0;     // guarded by mu_
   uint64_t rows_ = 0;           // guarded by mu_
@@ -186,7 +200,7 @@ class DramCache {
 
   std::atomic<uint64_t> tick_{1};
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
-  std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0};
+  std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
 };
 
 }  // namespace strata::storage

@@ -208,7 +208,16 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
 
 Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Erase"));
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  // A row being cleaned stays until its write is done: released now, the key
+  // could come back dirty and be written again, racing the older copy.
+  clean_cv_.wait(lock, [&] {
+    for (Key key : keys) {
+      uint32_t slot = FindSlot(*t, key);
+      if (slot != kDramNoSlot && t->meta[slot].cleaning) return false;
+    }
+    return true;
+  });
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot != kDramNoSlot && t->meta[slot].pins > 0) {
@@ -224,7 +233,8 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
 }
 
 Status DramCache::FlushDirty() {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
+  clean_cv_.wait(lock, [&] { return cleaning_rows_ == 0; });  // no older copy in flight
   for (const auto& t : tables_) {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;
@@ -258,6 +268,92 @@ Status DramCache::FlushDirty() {
     }
   }
   return Status::Ok();
+}
+
+Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) {
+  if (backing_ == nullptr || window_rows == 0 || rows_max == 0) return uint64_t{0};
+  std::lock_guard clean_lock(clean_mu_);
+  struct Copy {
+    uint32_t slot;
+    Key key;
+  };
+  // Per table: the slots taken, their keys, and their bytes as copied.
+  std::vector<std::vector<Copy>> copies(tables_.size());
+  std::vector<std::vector<std::byte>> bytes(tables_.size());
+  uint64_t taken = 0;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<Victim> picked;
+    uint64_t seen = 0;
+    for (auto it = order_.begin(); it != order_.end() && seen < window_rows && taken < rows_max;
+         ++it, ++seen) {
+      const Table& t = *tables_[it->table];
+      if (t.Header(it->slot).dirty.load(std::memory_order_relaxed)) {
+        picked.push_back({it->table, it->slot});
+        ++taken;
+      }
+    }
+    for (const Victim& v : picked) {
+      Table& t = *tables_[v.table];
+      SlotMeta& m = t.meta[v.slot];
+      m.cleaning = 1;
+      OrderSync(v.table, v.slot);  // not a victim while its copy is written
+      const uint32_t rb = t.spec.row_bytes;
+      copies[v.table].push_back({v.slot, m.key});
+      const size_t at = bytes[v.table].size();
+      bytes[v.table].resize(at + rb);
+      std::memcpy(bytes[v.table].data() + at, t.Row(v.slot), rb);
+    }
+    cleaning_rows_ += taken;
+  }
+  if (taken == 0) return uint64_t{0};
+
+  Status first_error;
+  std::vector<uint8_t> written(tables_.size(), 0);
+  std::vector<Key> keys;
+  for (size_t ti = 0; ti < tables_.size() && first_error.ok(); ++ti) {
+    if (copies[ti].empty()) continue;
+    keys.clear();
+    for (const Copy& c : copies[ti]) keys.push_back(c.key);
+    Status s = backing_->MultiPut(tables_[ti]->spec.id, keys, bytes[ti]);
+    if (!s.ok()) {
+      writeback_errors_.fetch_add(1, std::memory_order_relaxed);
+      first_error = s.WithContext("dram cache clean-ahead of " + std::to_string(keys.size()) +
+                                  " dirty rows of " + tables_[ti]->Name());
+      break;
+    }
+    written[ti] = 1;
+  }
+
+  uint64_t cleaned = 0;
+  {
+    std::lock_guard lock(mu_);
+    for (size_t ti = 0; ti < tables_.size(); ++ti) {
+      Table& t = *tables_[ti];
+      const uint32_t rb = t.spec.row_bytes;
+      for (size_t i = 0; i < copies[ti].size(); ++i) {
+        const Copy& c = copies[ti][i];
+        SlotMeta& m = t.meta[c.slot];
+        m.cleaning = 0;
+        // Erase waited for this write, so the slot still holds the key; an
+        // Insert that overwrote it meanwhile left it dirty with other bytes.
+        STRATA_ASSERT(m.occupied && m.key == c.key, "dram cache: a row left while being cleaned");
+        if (written[ti] && std::memcmp(t.Row(c.slot), bytes[ti].data() + i * rb, rb) == 0) {
+          t.Header(c.slot).dirty.store(0, std::memory_order_relaxed);
+          ++cleaned;
+        }
+        OrderSync(t.pos, c.slot);
+      }
+    }
+    cleaning_rows_ -= taken;
+  }
+  clean_cv_.notify_all();
+  for (size_t ti = 0; ti < tables_.size(); ++ti) {
+    if (written[ti]) dirty_writebacks_.fetch_add(copies[ti].size(), std::memory_order_relaxed);
+  }
+  cleaned_ahead_.fetch_add(cleaned, std::memory_order_relaxed);
+  if (!first_error.ok()) return first_error;
+  return cleaned;
 }
 
 }  // namespace strata::storage

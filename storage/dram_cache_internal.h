@@ -46,6 +46,7 @@ struct DramCache::SlotMeta {
   uint32_t pins = 0;             // guarded by mu_
   uint8_t occupied = 0;          // guarded by mu_
   uint8_t in_order = 0;          // guarded by mu_: has an order_ entry
+  uint8_t cleaning = 0;          // guarded by mu_: CleanAhead is writing a copy
 };
 
 struct DramCache::Table {

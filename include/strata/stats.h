@@ -34,6 +34,8 @@ struct StoreStats {
   uint64_t deferred_intents = 0; // intents waiting: T0 full of pinned rows (overload)
   uint64_t planner_rounds = 0;
   uint64_t planner_io_errors = 0;  // prefetch rounds cut short by an I/O error (retried)
+  uint64_t cleaned_ahead = 0;      // dirty T1 rows written to SSD ahead of their eviction
+  uint64_t cleaner_io_errors = 0;  // clean-ahead passes cut short by an I/O error (retried)
   uint64_t planner_round_us_max = 0;
   double planner_round_us_mean = 0;
   bool t0_on_gpu = false;

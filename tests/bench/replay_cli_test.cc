@@ -19,7 +19,7 @@ using trace::testing::TempDir;
 
 std::string Cli() {
   const char* bin = std::getenv("STRATA_BINARY_DIR");
-  return std::string(bin != nullptr ? bin : "build") + "/bin/strata";
+  return std::string(bin != nullptr ? bin : STRATA_TEST_BINARY_DIR) + "/bin/strata";
 }
 
 // Runs the CLI; its exit code and stdout.
@@ -47,7 +47,7 @@ nlohmann::json RunJson(const std::string& args) {
 class ReplayCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(Cli())) GTEST_SKIP() << Cli() << " not built";
+    ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
     trace_ = dir_.Path("t.trace");
     std::string out;
     ASSERT_EQ(RunCli("trace gen --out " + trace_ +
