@@ -59,6 +59,7 @@ nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayRepo
           {"late_prefetches", r.stats.late_prefetches},
           {"deferred_intents", r.stats.deferred_intents},
           {"compute_us", o.compute_us},
+          {"device_share_growth", o.device_share_growth},
           {"cleaned_ahead", r.stats.cleaned_ahead},
           {"planner_rounds", r.stats.planner_rounds},
           {"planner_round_us_mean", r.stats.planner_round_us_mean},
@@ -149,6 +150,9 @@ CommandRegistrar reg{"", [](CLI::App& app) {
   c->add_flag("--verify", o.verify, "check every pulled row against a model of all pushes");
   c->add_option("--faults", o.faults, "fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200");
   c->add_option("--dim", o.dim, "embedding floats per row")->capture_default_str();
+  c->add_option("--device-share-growth", o.device_share_growth,
+                "how far a table's T0 share may grow by lending (0: static split)")
+      ->capture_default_str();
   c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
       ->capture_default_str();
   c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();

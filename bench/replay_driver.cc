@@ -305,6 +305,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   so.fallback_policy = o.fallback;
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;
+  so.device_share_growth_max = o.device_share_growth;
   std::vector<TableOptions> tables;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];

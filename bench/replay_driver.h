@@ -47,6 +47,8 @@ struct ReplayOptions {
   // trainer's forward and backward pass): the time the planner has to
   // prefetch the next batches. 0: the worker only calls the store.
   uint64_t compute_us = 0;
+  // StoreOptions::device_share_growth_max: T0 quota lending between tables.
+  double device_share_growth = 1.0;
 };
 
 struct ReplayReport {

@@ -162,7 +162,7 @@ StoreStats StoreImpl::Stats() const {
   s.t0.evictions = c.t0_evictions.load();
   s.t0.dirty_writebacks = c.t0_dirty_out.load();
   s.t0.rows_max = 0;
-  for (const auto& t : tables_) s.t0.rows_max += t->t0_rows_max;
+  for (const auto& t : tables_) s.t0.rows_max += t->t0_share;
   for (const auto& t : tables_) {
     std::lock_guard<std::mutex> lock(t->mu);
     s.t0.rows += t->t0->Size();

@@ -30,7 +30,8 @@ std::vector<Key> SortedUnique(std::span<const Key> keys) {
 
 
 uint64_t StoreImpl::PullRoom(const Table& table) const {
-  return table.t0_rows_max - std::min(table.t0_rows_max, table.intent_pinned);
+  const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
+  return limit - std::min(limit, table.intent_pinned.load(std::memory_order_relaxed));
 }
 
 // The fallback order of a row without intent, above every real clock: LRU
@@ -200,6 +201,8 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
                          "' from T0 to T1");
   }
   KickCleaner();
+  table.evict_frontier.store(*std::min_element(next_use.begin(), next_use.end()),
+                             std::memory_order_relaxed);
   counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
   counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
   counters_.t0_bytes_out.fetch_add(n * table.row_bytes, std::memory_order_relaxed);
@@ -238,19 +241,21 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   }
   if (missing.empty()) return Status::Ok();
 
+  // Room: evict down to the table's current limit (a soft bound the planner
+  // moves); the hard bound is what its slots take (t0_rows_cap).
   const uint64_t size = table.t0->Size();
-  const uint64_t free = table.t0_rows_max > size ? table.t0_rows_max - size : 0;
-  if (missing.size() > free) {
+  const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
+  if (size + missing.size() > limit) {
     // Pin the batch's resident rows so eviction cannot pick them.
     STRATA_RETURN_IF_ERROR(PinKeys(table, present, true));
-    Status evicted = EvictFromT0(table, missing.size() - free);
+    Status evicted = EvictFromT0(table, size + missing.size() - limit);
     STRATA_RETURN_IF_ERROR(PinKeys(table, present, false));
     STRATA_RETURN_IF_ERROR(evicted);
     const uint64_t now = table.t0->Size();
-    if (table.t0_rows_max < now + missing.size()) {
+    if (table.t0_rows_cap < now + missing.size()) {
       return Status::ResourceExhausted(
           "table '" + table.name + "': T0 has room for " +
-          std::to_string(table.t0_rows_max - std::min(table.t0_rows_max, now)) +
+          std::to_string(table.t0_rows_cap - std::min(table.t0_rows_cap, now)) +
           " more rows, the batch needs " + std::to_string(missing.size()) +
           " (the rest is pinned)");
     }
@@ -270,7 +275,7 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
     // neighbourhood, rare below the load factor T0 is sized for): evict more
     // rows, the whole batch pinned meanwhile, and place the batch again.
     STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, true));
-    Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_rows_max / 16));
+    Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_share / 16));
     STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
     STRATA_RETURN_IF_ERROR(evicted);
     STRATA_RETURN_IF_ERROR(

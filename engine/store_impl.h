@@ -114,14 +114,26 @@ class StoreImpl final : public Store {
     uint32_t dim = 0;
     uint32_t row_floats = 0;
     uint32_t row_bytes = 0;
-    uint64_t t0_rows_max = 0;  // this table's share of device_rows_max
+    uint64_t t0_share = 0;     // this table's weighted share of device_rows_max
+    uint64_t t0_rows_cap = 0;  // the most rows its T0 slots take (share x (1 + growth))
     kernels::InitializerOptions init;
     kernels::OptimizerOptions optimizer;
+
+    // The rows it may keep in T0 now: starts at t0_share; the planner lends
+    // quota from tables whose T0 evicts colder rows to tables whose T0
+    // evicts hotter ones (RebalanceT0). Written by the planner only.
+    std::atomic<uint64_t> t0_limit{0};
+    // The nearest next_use among the rows of its latest T0 eviction (its
+    // marginal row: smaller = hotter); kNoFrontier when it has not evicted
+    // since the planner last looked.
+    std::atomic<int64_t> evict_frontier{kNoFrontier};
+    // Keys pinned in T0 by acted intents: changed under mu, read by the
+    // planner's rebalancing without it.
+    std::atomic<uint64_t> intent_pinned{0};
 
     std::mutex mu;
     // Guarded by mu.
     std::unique_ptr<kernels::DeviceTable> t0;
-    uint64_t intent_pinned = 0;  // keys pinned in T0 by acted intents
     RunnerStaging staging;
   };
   struct PendingIntent {
@@ -164,6 +176,7 @@ class StoreImpl final : public Store {
   Status ApplyNewIntents(const std::vector<IntentWindow*>& added);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates);
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock);
+  void RebalanceT0();
 
   // Tier movement (store_data.cc). REQUIRES: table.mu held.
   // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
@@ -226,6 +239,8 @@ class StoreImpl final : public Store {
   std::atomic<uint64_t> access_seq_{0};
   mutable std::mutex sketch_mu_;             // a leaf lock
   std::unique_ptr<FrequencySketch> sketch_;  // guarded by sketch_mu_; kLfu only
+
+  uint64_t rebalanced_at_clocks_ = 0;  // planner thread only: sum of clocks at the last RebalanceT0
 
   std::thread planner_;
   std::mutex planner_mu_;

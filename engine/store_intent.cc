@@ -240,6 +240,7 @@ Result<bool> StoreImpl::PlannerRound() {
       if (!by_table[t].empty()) STRATA_RETURN_IF_ERROR(ActOnWindows(*tables_[t], by_table[t], clock));
     }
   }
+  RebalanceT0();
   return more;
 }
 
@@ -250,7 +251,8 @@ Result<bool> StoreImpl::PlannerRound() {
 Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> windows,
                                Clock worker_clock) {
   std::lock_guard<std::mutex> lock(table.mu);
-  const auto pin_cap = static_cast<uint64_t>(double(table.t0_rows_max) * kPinFractionMax);
+  const auto pin_cap = static_cast<uint64_t>(
+      double(table.t0_limit.load(std::memory_order_relaxed)) * kPinFractionMax);
   std::vector<IntentWindow*> accepted;
   std::vector<Key> new_pins;
   std::unordered_set<Key> pinning;  // new pins of the windows accepted so far
@@ -296,6 +298,67 @@ Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> wind
     for (IntentWindow* window : accepted) intents_.MarkActed(window);
   }
   return Status::Ok();
+}
+
+// Lends T0 quota between tables once per clock advance: tables are ranked
+// by their eviction frontier (the nearest next use among the rows they had
+// to evict last); the hottest gains a step from the coldest, the second
+// hottest from the second coldest, and so on while the taker's frontier is
+// hotter than the giver's. A table that did not evict and has unused room
+// gives first. The static split by weight is where every table starts; this
+// moves T0 toward one Belady order across tables (T1 has one already).
+void StoreImpl::RebalanceT0() {
+  if (tables_.size() < 2 || options_.device_share_growth_max <= 0) return;
+  uint64_t clocks = 0;
+  const uint32_t n = num_workers_.load(std::memory_order_acquire);
+  for (uint32_t w = 0; w < n; ++w) clocks += workers_[w]->clock.load(std::memory_order_acquire);
+  if (clocks == rebalanced_at_clocks_) return;
+  rebalanced_at_clocks_ = clocks;
+  struct Rank {
+    int64_t frontier;
+    Table* table;
+  };
+  std::vector<Rank> ranks;
+  for (auto& t : tables_) {
+    int64_t f = t->evict_frontier.load(std::memory_order_relaxed);
+    if (f == kNoFrontier) {
+      // Not evicting: a giver only if it leaves room unused.
+      if (t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load()) continue;
+    }
+    ranks.push_back({f, t.get()});
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) {
+    return a.frontier < b.frontier;
+  });
+  const uint64_t step = std::max<uint64_t>(1, options_.device_rows_max / kT0QuotaStepDivisor);
+  size_t lo = 0, hi = ranks.size();
+  while (lo + 1 < hi && ranks[lo].frontier < ranks[hi - 1].frontier) {
+    Table& taker = *ranks[lo].table;
+    Table& giver = *ranks[hi - 1].table;
+    const uint64_t giver_limit = giver.t0_limit.load(std::memory_order_relaxed);
+    const uint64_t taker_limit = taker.t0_limit.load(std::memory_order_relaxed);
+    // A giver keeps a floor and room for its pins (pin cap of the new limit).
+    const uint64_t floor = std::max<uint64_t>(
+        {giver.t0_share / kT0LimitFloorDivisor, kTableT0RowsMin,
+         static_cast<uint64_t>(double(giver.intent_pinned.load()) / kPinFractionMax) + 1});
+    const uint64_t give = giver_limit > floor ? giver_limit - floor : 0;
+    const uint64_t take = taker.t0_rows_cap > taker_limit ? taker.t0_rows_cap - taker_limit : 0;
+    const uint64_t moved = std::min({step, give, take});
+    if (give == 0) {
+      --hi;
+      continue;
+    }
+    if (take == 0) {
+      ++lo;
+      continue;
+    }
+    giver.t0_limit.store(giver_limit - moved, std::memory_order_relaxed);
+    taker.t0_limit.store(taker_limit + moved, std::memory_order_relaxed);
+    giver.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
+    taker.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
+    ++lo;
+    --hi;
+  }
 }
 
 void StoreImpl::KickCleaner() {

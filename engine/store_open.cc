@@ -71,6 +71,12 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
   if (options.dram_rows_max == 0) {
     return Status::InvalidArgument("StoreOptions.dram_rows_max must be at least 1");
   }
+  if (!(options.device_share_growth_max >= 0 &&
+        options.device_share_growth_max <= kDeviceShareGrowthMax)) {
+    return Status::InvalidArgument(
+        "StoreOptions.device_share_growth_max = " + std::to_string(options.device_share_growth_max) +
+        " must lie in [0, " + std::to_string(kDeviceShareGrowthMax) + "]");
+  }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||
       !(options.timing_lambda0 >= 0)) {
@@ -164,17 +170,21 @@ Status StoreImpl::Init() {
     table->init.seed = NameSeed(opt.name);
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);
     table->row_bytes = table->row_floats * sizeof(float);
-    table->t0_rows_max = share;
+    table->t0_share = share;
+    table->t0_rows_cap =
+        static_cast<uint64_t>(std::ceil(double(share) * (1.0 + options_.device_share_growth_max)));
+    table->t0_limit.store(share);
 
     kernels::DeviceTableOptions dt;
     // The table sizes its slots for capacity_rows at its own load factor
-    // limit; ask for more so `share` rows fill kDeviceLoadFactorMax.
+    // limit; ask for more so `t0_rows_cap` rows fill kDeviceLoadFactorMax.
     dt.capacity_rows = static_cast<uint64_t>(
-        std::ceil(double(share) * kernels::kLoadFactorMax / kDeviceLoadFactorMax));
+        std::ceil(double(table->t0_rows_cap) * kernels::kLoadFactorMax / kDeviceLoadFactorMax));
     dt.dim = opt.dim;
     dt.optimizer = table->optimizer;
     dt.initializer = table->init;
-    dt.batch_keys_max = std::min<uint64_t>(kBatchKeysMax, std::max<uint64_t>(share, 1 << 16));
+    dt.batch_keys_max =
+        std::min<uint64_t>(kBatchKeysMax, std::max<uint64_t>(table->t0_rows_cap, 1 << 16));
     dt.host_threads = 0;
     auto created = kernels::DeviceTable::Create(dt, runner_);
     if (!created.ok()) return created.status().WithContext("table '" + opt.name + "' T0");

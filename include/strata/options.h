@@ -67,6 +67,13 @@ struct StoreOptions {
   uint64_t device_rows_max = 1 << 20;    // T0 (GPU memory, or its host twin)
   uint64_t dram_rows_max = 1 << 22;      // T1
   SsdBackend ssd_backend = SsdBackend::kNative;
+  // T0 quota lending: a table starts with its weighted share of
+  // device_rows_max and may grow to (1 + this) x that share while tables
+  // whose T0 holds colder rows shrink (the rows resident stay within
+  // device_rows_max, give or take a batch while quota moves). T0 reserves
+  // slots for the grown size: its memory is (1 + this) x the static split's.
+  // 0: the static split.
+  double device_share_growth_max = 1.0;
   // Eviction order for rows nobody declared an intent for.
   FallbackPolicy fallback_policy = FallbackPolicy::kLru;
   // Planner: how often it runs a round when idle, and how much work a round

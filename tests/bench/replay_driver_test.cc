@@ -65,7 +65,9 @@ TEST(ReplayDriverTest, VerifiedRunCoversEveryBatchKeyAndRow) {
       EXPECT_EQ(r->batches, 24u);
       EXPECT_EQ(r->pulls, info->keys);
       // Every pull is checked, but for a rare concurrent first pull with workers.
-      if (workers == 1) EXPECT_EQ(r->verified_rows, info->keys);
+      if (workers == 1) {
+        EXPECT_EQ(r->verified_rows, info->keys);
+      }
       EXPECT_GT(r->verified_rows, info->keys * 9 / 10);
       EXPECT_EQ(r->scanned_rows, info->unique_keys);
       EXPECT_EQ(r->stats.intents > 0, intents);

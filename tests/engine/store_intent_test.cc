@@ -4,6 +4,7 @@
 // prefetch two batches ahead, and exact accumulation under eviction churn.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -256,6 +257,50 @@ TEST(StoreIntentTest, EightWorkersAccumulateExactly) {
     EXPECT_EQ(seen, expected[t].size());
   }
   std::filesystem::remove_all(dir);
+}
+
+// Two tables with equal shares of a 64-row T0 (32 each): table 0 cycles
+// over 48 keys, table 1 over 4. With lending, table 0 borrows the room table
+// 1 leaves unused and stops missing; with the static split it misses every
+// batch. Returns table 0's T0 misses over the last 10 of 60 batches.
+uint64_t LateMissesOfTheBigTable(double growth, const std::string& name) {
+  std::string dir = FreshDir(name);
+  StoreOptions o = Options(dir, 64, 1024);
+  o.device_share_growth_max = growth;
+  auto store = OpenOrDie(o, Tables(2, 4, 0.1f, Initializer::kZeros));
+  WorkerId w = *store->RegisterWorker();
+  std::vector<float> out(48 * 4);
+  uint64_t misses_before = 0;
+  for (int b = 0; b < 60; ++b) {
+    if (b == 50) misses_before = store->Stats().t0.misses;
+    EXPECT_TRUE(store->Pull(w, 0, Range(0, 48), out.data()).ok());
+    EXPECT_TRUE(store->Pull(w, 1, Range(0, 4), out.data()).ok());
+    EXPECT_TRUE(store->AdvanceClock(w).ok());
+    EXPECT_TRUE(store->DrainIntents().ok());  // a planner round: one rebalancing step
+  }
+  const uint64_t late = store->Stats().t0.misses - misses_before;
+  EXPECT_TRUE(store->Close().ok());
+  std::filesystem::remove_all(dir);
+  return late;
+}
+
+TEST(StoreIntentTest, T0QuotaMovesToTheTableThatNeedsIt) {
+  EXPECT_GE(LateMissesOfTheBigTable(0.0, "quota_static"), 10u * 16u);
+  EXPECT_EQ(LateMissesOfTheBigTable(1.0, "quota_lent"), 0u);
+}
+
+TEST(StoreIntentTest, BadShareGrowthIsRejected) {
+  for (double bad : {-0.5, 17.0, std::nan("")}) {
+    std::string dir = FreshDir("bad_growth");
+    StoreOptions o = Options(dir, 64, 1024);
+    o.device_share_growth_max = bad;
+    auto r = Store::Open(o, Tables(2, 4, 0.1f, Initializer::kZeros));
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_NE(r.status().message().find("device_share_growth_max"), std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(dir));
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace
