@@ -34,16 +34,16 @@ void Run(const SweepArgs& a) {
   auto config = bench::ParseSweepConfig(text.str());
   if (!config.ok()) return ReportFailure("bench sweep", config.status());
   if (!a.json) {
-    std::printf("%-12s %8s %8s %5s %4s %7s %10s %10s %10s %10s %8s %10s\n", "workload", "t0_rows",
-                "t1_rows", "look", "fb", "backend", "ssd_reads", "horizon", "opt", "lru",
-                "stall%", "rows/s");
+    std::printf("%-12s %8s %8s %5s %4s %7s %9s %10s %10s %10s %10s %8s %10s\n", "workload",
+                "t0_rows", "t1_rows", "look", "fb", "backend", "compute", "ssd_reads", "horizon",
+                "opt", "lru", "stall%", "rows/s");
   }
   auto rows = bench::RunSweep(*config, a.out, Store::Open, [&](const bench::SweepRow& r) {
     if (a.json) return;
-    std::printf("%-12s %8llu %8llu %5llu %4s %7s %10llu %10llu %10llu %10llu %8.3f %10.0f\n",
+    std::printf("%-12s %8llu %8llu %5llu %4s %7s %9llu %10llu %10llu %10llu %10llu %8.3f %10.0f\n",
                 r.workload.c_str(), (unsigned long long)r.device_rows,
                 (unsigned long long)r.dram_rows, (unsigned long long)r.lookahead,
-                r.fallback.c_str(), r.ssd_backend.c_str(),
+                r.fallback.c_str(), r.ssd_backend.c_str(), (unsigned long long)r.compute_us,
                 (unsigned long long)r.replay.ssd_row_reads, (unsigned long long)r.horizon_misses,
                 (unsigned long long)r.opt_misses, (unsigned long long)r.lru_misses,
                 100 * r.replay.stall_fraction, r.replay.rows_per_s);

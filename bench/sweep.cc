@@ -42,7 +42,7 @@ std::string Csv(const SweepRow& r) {
   char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "%s,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,%.6f,%llu,%llu,%.1f,%.3f,%llu,%llu,"
-                "%llu,%llu,%llu,%llu,%llu\n",
+                "%llu,%llu,%llu,%llu,%llu,%llu\n",
                 r.workload.c_str(), (unsigned long long)r.device_rows,
                 (unsigned long long)r.dram_rows, (unsigned long long)r.lookahead,
                 r.fallback.c_str(), r.ssd_backend.c_str(), (unsigned long long)p.cache_rows,
@@ -52,14 +52,15 @@ std::string Csv(const SweepRow& r) {
                 p.rows_per_s, p.elapsed_s, (unsigned long long)p.t0_hits,
                 (unsigned long long)p.t1_hits, (unsigned long long)p.t2_hits,
                 (unsigned long long)r.compulsory_misses, (unsigned long long)r.opt_misses,
-                (unsigned long long)r.lru_misses, (unsigned long long)r.horizon_misses);
+                (unsigned long long)r.lru_misses, (unsigned long long)r.horizon_misses,
+                (unsigned long long)r.compute_us);
   return buf;
 }
 
 constexpr const char* kCsvHeader =
     "workload,device_rows,dram_rows,lookahead,fallback,ssd_backend,cache_rows,batches,pulls,"
     "stall_pulls,stall_fraction,ssd_row_reads,ssd_row_writes,rows_per_s,elapsed_s,t0_hits,"
-    "t1_hits,t2_hits,compulsory_misses,opt_misses,lru_misses,horizon_misses\n";
+    "t1_hits,t2_hits,compulsory_misses,opt_misses,lru_misses,horizon_misses,compute_us\n";
 
 json Json(const SweepRow& r) {
   const ReplayReport& p = r.replay;
@@ -73,7 +74,8 @@ json Json(const SweepRow& r) {
           {"elapsed_s", p.elapsed_s},       {"t0_hits", p.t0_hits},
           {"t1_hits", p.t1_hits},           {"t2_hits", p.t2_hits},
           {"compulsory_misses", r.compulsory_misses}, {"opt_misses", r.opt_misses},
-          {"lru_misses", r.lru_misses},     {"horizon_misses", r.horizon_misses}};
+          {"lru_misses", r.lru_misses},     {"horizon_misses", r.horizon_misses},
+          {"compute_us", r.compute_us}};
 }
 
 Result<std::string> PrepareTrace(const SweepWorkload& w, const std::string& out_dir) {
@@ -101,7 +103,8 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
   }
   STRATA_RETURN_IF_ERROR(CheckKeys(j,
                                    {"workloads", "device_rows", "dram_rows", "lookahead",
-                                    "fallback", "ssd_backend", "workers", "dim"},
+                                    "fallback", "ssd_backend", "compute_us", "workers", "dim",
+                                    "device_share_growth"},
                                    "the config"));
   SweepConfig c;
   STRATA_RETURN_IF_ERROR(Get(j, "device_rows", &c.device_rows, "config"));
@@ -111,6 +114,8 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
   STRATA_RETURN_IF_ERROR(Get(j, "ssd_backend", &c.ssd_backend, "config"));
   STRATA_RETURN_IF_ERROR(Get(j, "workers", &c.workers, "config"));
   STRATA_RETURN_IF_ERROR(Get(j, "dim", &c.dim, "config"));
+  STRATA_RETURN_IF_ERROR(Get(j, "compute_us", &c.compute_us, "config"));
+  STRATA_RETURN_IF_ERROR(Get(j, "device_share_growth", &c.device_share_growth, "config"));
   if (!j.contains("workloads") || !j["workloads"].is_array() || j["workloads"].empty()) {
     return Status::InvalidArgument("sweep config: 'workloads' must be a non-empty list");
   }
@@ -138,10 +143,10 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
     }
     c.workloads.push_back(w);
   }
-  for (const auto* list : {&c.device_rows, &c.dram_rows, &c.lookahead}) {
+  for (const auto* list : {&c.device_rows, &c.dram_rows, &c.lookahead, &c.compute_us}) {
     if (list->empty()) {
       return Status::InvalidArgument(
-          "sweep config: device_rows, dram_rows and lookahead need a value each");
+          "sweep config: device_rows, dram_rows, lookahead and compute_us need a value each");
     }
   }
   for (const auto& f : c.fallback) {
@@ -181,30 +186,34 @@ Result<std::vector<SweepRow>> RunSweep(const SweepConfig& c, const std::string& 
       for (uint64_t dram : c.dram_rows) {
         for (const auto& backend : c.ssd_backend) {
           for (const auto& fallback : c.fallback) {
-            for (uint64_t lookahead : c.lookahead) {
-              SweepRow row{w.name, device, dram, lookahead, fallback, backend};
-              ReplayOptions o;
-              o.trace = trace_path;
-              o.dir = out_dir + "/stores/run" + std::to_string(rows.size());
-              std::filesystem::remove_all(o.dir, ec);
-              o.device_rows = device;
-              o.dram_rows = dram;
-              o.lookahead = lookahead;
-              o.intents = lookahead > 0;
-              o.workers = c.workers;
-              o.dim = c.dim;
-              o.fallback = fallback == "lfu" ? FallbackPolicy::kLfu : FallbackPolicy::kLru;
-              o.ssd_backend = backend == "rocksdb" ? SsdBackend::kRocksDb : SsdBackend::kNative;
-              STRATA_ASSIGN_OR_RETURN(row.replay, RunReplay(o, open, {}));
-              std::filesystem::remove_all(o.dir, ec);
-              const uint64_t cache = row.replay.cache_rows;
-              row.compulsory_misses = indexed.index.size();
-              STRATA_ASSIGN_OR_RETURN(row.opt_misses,
-                                      misses(cache, trace::kLookaheadUnbounded, fallback));
-              STRATA_ASSIGN_OR_RETURN(row.lru_misses, misses(cache, 0, "lru"));
-              STRATA_ASSIGN_OR_RETURN(row.horizon_misses, misses(cache, lookahead, fallback));
-              if (log) log(row);
-              rows.push_back(row);
+            for (uint64_t compute_us : c.compute_us) {
+              for (uint64_t lookahead : c.lookahead) {
+                SweepRow row{w.name, device, dram, lookahead, fallback, backend, compute_us};
+                ReplayOptions o;
+                o.trace = trace_path;
+                o.dir = out_dir + "/stores/run" + std::to_string(rows.size());
+                std::filesystem::remove_all(o.dir, ec);
+                o.device_rows = device;
+                o.dram_rows = dram;
+                o.lookahead = lookahead;
+                o.intents = lookahead > 0;
+                o.workers = c.workers;
+                o.dim = c.dim;
+                o.fallback = fallback == "lfu" ? FallbackPolicy::kLfu : FallbackPolicy::kLru;
+                o.ssd_backend = backend == "rocksdb" ? SsdBackend::kRocksDb : SsdBackend::kNative;
+                o.compute_us = compute_us;
+                o.device_share_growth = c.device_share_growth;
+                STRATA_ASSIGN_OR_RETURN(row.replay, RunReplay(o, open, {}));
+                std::filesystem::remove_all(o.dir, ec);
+                const uint64_t cache = row.replay.cache_rows;
+                row.compulsory_misses = indexed.index.size();
+                STRATA_ASSIGN_OR_RETURN(row.opt_misses,
+                                        misses(cache, trace::kLookaheadUnbounded, fallback));
+                STRATA_ASSIGN_OR_RETURN(row.lru_misses, misses(cache, 0, "lru"));
+                STRATA_ASSIGN_OR_RETURN(row.horizon_misses, misses(cache, lookahead, fallback));
+                if (log) log(row);
+                rows.push_back(row);
+              }
             }
           }
         }

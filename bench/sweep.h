@@ -1,5 +1,6 @@
 // The tiering sweep behind `strata bench sweep`: a grid of replays (tier
-// sizes x lookahead x fallback policy x SSD backend x workload), each beside
+// sizes x lookahead x fallback policy x SSD backend x compute time x
+// workload), each beside
 // the cache simulator's floors for the same cache size and lookahead, written
 // as CSV and JSON for the plot script (scripts/plot_sweep.py).
 //
@@ -12,7 +13,8 @@
 //     "device_rows": [20000], "dram_rows": [40000],
 //     "lookahead": [0, 2, 32, 256],       // 0: --no-intents
 //     "fallback": ["lru", "lfu"], "ssd_backend": ["native"],
-//     "workers": 1, "dim": 16
+//     "compute_us": [0, 20000],           // simulated compute per batch
+//     "workers": 1, "dim": 16, "device_share_growth": 1.0
 //   }
 // Unknown keys are errors, so a typo does not silently sweep the defaults.
 //
@@ -35,6 +37,7 @@ struct SweepRow {
   uint64_t lookahead = 0;  // 0: no intents
   std::string fallback;
   std::string ssd_backend;
+  uint64_t compute_us = 0;
   ReplayReport replay;
   uint64_t compulsory_misses = 0;  // unique rows of the trace
   uint64_t opt_misses = 0;
@@ -66,8 +69,10 @@ struct SweepConfig {
   std::vector<uint64_t> lookahead;
   std::vector<std::string> fallback = {"lru"};
   std::vector<std::string> ssd_backend = {"native"};
+  std::vector<uint64_t> compute_us = {0};
   uint32_t workers = 1;
   uint32_t dim = 16;
+  double device_share_growth = 1.0;
 };
 
 // Runs the grid in `out_dir` (created), writing sweep.csv and sweep.json;

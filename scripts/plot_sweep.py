@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plots of a `strata bench sweep` (sweep.csv): SSD row reads against the
 Belady MIN, horizon and LRU floors, stall fraction and rows/s, each against
-lookahead (0 = no intents), one line per tier configuration and fallback."""
+lookahead (0 = no intents), one line per tier configuration, fallback and
+simulated compute time."""
 import csv
 import sys
 from collections import defaultdict
@@ -16,7 +17,8 @@ def main(csv_path, out_dir):
     rows = list(csv.DictReader(open(csv_path)))
     groups = defaultdict(list)
     for r in rows:
-        groups[(r["workload"], r["device_rows"], r["dram_rows"], r["fallback"], r["ssd_backend"])].append(r)
+        groups[(r["workload"], r["device_rows"], r["dram_rows"], r["fallback"], r["ssd_backend"],
+                r.get("compute_us", "0"))].append(r)
     plots = {
         "ssd_reads": ("SSD row reads", "ssd_row_reads"),
         "stall_fraction": ("stall fraction", "stall_fraction"),
@@ -28,7 +30,7 @@ def main(csv_path, out_dir):
             rs.sort(key=lambda r: int(r["lookahead"]))
             xs = [max(int(r["lookahead"]), 0) for r in rs]
             xpos = list(range(len(xs)))
-            tag = "%s T0=%s T1=%s %s %s" % key
+            tag = "%s T0=%s T1=%s %s %s compute=%sus" % key
             ax.plot(xpos, [float(r[column]) for r in rs], marker="o", label="store " + tag)
             if name == "ssd_reads":
                 ax.plot(xpos, [float(r["horizon_misses"]) for r in rs], ls="--", marker="x",

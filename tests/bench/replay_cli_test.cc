@@ -90,10 +90,12 @@ TEST_F(ReplayCliTest, IntentsReadNearTheHorizonFloor) {
                      " --lookahead " + std::to_string(lookahead));
   ASSERT_FALSE(opt.empty());
   const double reads = replay["ssd_row_reads"].get<double>();
-  // The store can do no better than MIN, and with intents should stay within
-  // a modest factor of what the horizon policy needs.
-  EXPECT_GE(reads + opt["unique_rows"].get<double>(), opt["opt_misses"].get<double>() * 0.99);
-  EXPECT_LE(reads, 1.5 * opt["horizon_misses"].get<double>())
+  // ssd_row_reads counts first touches too, like the *_misses. The store can
+  // do no better than MIN (0.99: T0 may hold a few rows more while quota
+  // moves between tables), and with intents stays near what the horizon
+  // policy needs (measured 1.04x on this trace).
+  EXPECT_GE(reads, opt["opt_misses"].get<double>() * 0.99);
+  EXPECT_LE(reads, 1.15 * opt["horizon_misses"].get<double>())
       << "ssd_row_reads " << reads << " horizon_misses " << opt["horizon_misses"];
 }
 

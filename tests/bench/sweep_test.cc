@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "tests/bench/model_store.h"
@@ -42,6 +43,41 @@ TEST(SweepTest, GridRowsFloorsAndFiles) {
   EXPECT_EQ(lines, 9);  // header + 8
   EXPECT_TRUE(std::filesystem::exists(dir.Path("out/sweep.json")));
   EXPECT_TRUE(std::filesystem::exists(dir.Path("out/w.trace")));
+}
+
+// compute_us is a grid dimension: each value is a replay of its own whose
+// batches take at least that long, and a CSV column.
+TEST(SweepTest, ComputeTimeIsAGridDimension) {
+  TempDir dir;
+  auto config = ParseSweepConfig(R"({
+    "workloads": [{"name": "w", "preset": "criteo-kaggle", "scale": 0.0005,
+                   "batch_size": 16, "batches": 12}],
+    "device_rows": [200], "dram_rows": [300], "lookahead": [2],
+    "compute_us": [0, 2000], "device_share_growth": 0.5, "dim": 4})");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->device_share_growth, 0.5);
+  StoreOpener open = [](const StoreOptions& o, const std::vector<TableOptions>& tables)
+      -> Result<std::unique_ptr<Store>> {
+    EXPECT_EQ(o.device_share_growth_max, 0.5);
+    auto s = std::make_unique<testing::ModelStore>(tables, testing::ModelStore::Knobs{}, o);
+    return std::unique_ptr<Store>(std::move(s));
+  };
+  auto rows = RunSweep(*config, dir.Path("out"), open, {});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].compute_us, 0u);
+  EXPECT_EQ((*rows)[1].compute_us, 2000u);
+  EXPECT_GE((*rows)[1].replay.elapsed_s, 12 * 0.002);  // 12 batches of at least 2 ms
+  std::ifstream csv(dir.Path("out/sweep.csv"));
+  std::string header, line;
+  ASSERT_TRUE(std::getline(csv, header));
+  EXPECT_NE(header.find(",compute_us"), std::string::npos);
+  const auto fields = [](const std::string& l) { return std::count(l.begin(), l.end(), ','); };
+  while (std::getline(csv, line)) EXPECT_EQ(fields(line), fields(header)) << line;
+  EXPECT_TRUE(ParseSweepConfig(R"({"workloads": [{"name": "w"}], "device_rows": [1],
+                                   "dram_rows": [1], "lookahead": [2], "compute_us": []})")
+                  .status()
+                  .IsInvalidArgument());
 }
 
 TEST(SweepTest, ConfigErrorsNameTheKey) {
