@@ -8,9 +8,11 @@
 // advances its clock. With `intents` off the loader only feeds batches.
 //
 // With `verify`, every pulled row is checked against a model of all pushes
-// (verify_model.h) and, at the end, every row of every table through
-// ScanTable; the first mismatch stops the run with a Corruption naming the
-// table, key, batch and worker.
+// (verify_model.h) and, at the end, every row of every table: through
+// ScanTable (each key exactly once), or with injected faults through Pulls of
+// every key in retried chunks (a scan of a large table rarely gets through
+// without an error). The first mismatch stops the run with a Corruption
+// naming the table, key, batch and worker.
 //
 // Thread safety: RunReplay is called from one thread and runs its own; the
 // progress callback is called from the calling thread.
@@ -65,7 +67,7 @@ struct ReplayReport {
   uint64_t t1_hits = 0;
   uint64_t t2_hits = 0;            // lookups served from SSD
   uint64_t verified_rows = 0;      // pulled rows checked against the model (0 without verify)
-  uint64_t scanned_rows = 0;       // rows checked by the final scan
+  uint64_t scanned_rows = 0;       // rows checked at the end (scan, or pulls under faults)
   uint64_t retried_errors = 0;     // store calls retried after IOError / ResourceExhausted
   StoreStats stats;
 };

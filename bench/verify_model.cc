@@ -187,6 +187,14 @@ Status VerifyModel::CheckFinal(TableId table, Key key, std::span<const float> ro
   return Status::Ok();
 }
 
+std::vector<Key> VerifyModel::Keys(TableId table) const {
+  std::vector<Key> keys;
+  for (uint32_t id = 0; id < index_.size(); ++id) {
+    if (index_.TableOf(id) == table) keys.push_back(index_.KeyOf(id));
+  }
+  return keys;
+}
+
 void VerifyModel::ForgetSeen(TableId table) {
   for (uint32_t id = 0; id < index_.size(); ++id) {
     if (index_.TableOf(id) == table) seen_[id] = 0;

@@ -55,6 +55,8 @@ class VerifyModel {
   // Final state of one row (every push applied). Corruption on mismatch or a
   // row the trace never touched; counts the row as seen.
   [[nodiscard]] Status CheckFinal(TableId table, Key key, std::span<const float> row);
+  // Every key of `table` the trace touches (in first-touch order).
+  std::vector<Key> Keys(TableId table) const;
   // Clears the seen marks of `table` (before a retried scan).
   void ForgetSeen(TableId table);
   // NotFound naming a key the trace touched that no scan returned.

@@ -258,6 +258,7 @@ class StoreImpl final : public Store {
 
   std::mutex close_mu_;
   std::atomic<bool> closed_{false};
+  bool close_finished_ = false;  // guarded by close_mu_: Close wrote everything down
   mutable StoreCounters counters_;
 };
 

@@ -114,9 +114,11 @@ void StoreImpl::PlannerLoop() {
         // A prefetch that hit an I/O error changed nothing (its rows stayed
         // where they were, its window stays due): retried next round, and a
         // Pull fetches what is still missing. Not sticky.
-        STRATA_LOG_WARN("planner of %s: %s (retried)", options_.dir.c_str(),
-                        round.status().ToString().c_str());
-        counters_.planner_io_errors.fetch_add(1, std::memory_order_relaxed);
+        if (counters_.planner_io_errors.fetch_add(1, std::memory_order_relaxed) == 0) {
+          STRATA_LOG_WARN("planner of %s: %s (retried; further errors only counted in "
+                          "Stats().planner_io_errors)",
+                          options_.dir.c_str(), round.status().ToString().c_str());
+        }
         more = false;
         planner_completed_ = std::max(planner_completed_, target);  // a drain never hangs on a bad disk
       } else if (!round.ok()) {

@@ -128,6 +128,7 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   Status s = store->Init();
   if (!s.ok()) {
     store->closed_ = true;  // nothing to flush: Init failed before any row moved
+    store->close_finished_ = true;
     return s.WithContext("Store::Open(" + options.dir + ")");
   }
   return std::unique_ptr<Store>(std::move(store));
@@ -406,7 +407,11 @@ Status StoreImpl::StopPlanner() {
 
 Status StoreImpl::Close() {
   std::lock_guard<std::mutex> close_lock(close_mu_);
-  if (closed_.exchange(true)) return Status::Ok();
+  // The first call stops new work; a call after a failed one (an I/O error
+  // while writing dirty rows down) tries the write-back again, so a caller
+  // that retries Close loses nothing.
+  if (close_finished_) return Status::Ok();
+  closed_.store(true, std::memory_order_release);
   STRATA_RETURN_IF_ERROR(StopPlanner());
   StopCleaner();
   if (!ssd_ || !dram_) return Status::Ok();
@@ -420,6 +425,7 @@ Status StoreImpl::Close() {
   if (first.ok() && !s.ok()) first = s;
   s = ssd_->Sync();
   if (first.ok() && !s.ok()) first = s;
+  close_finished_ = first.ok();
   return first.WithContext("Close(" + options_.dir + ")");
 }
 

@@ -91,7 +91,9 @@ class Store {
   virtual const std::vector<TableOptions>& Tables() const = 0;
 
   // Stops the planner and I/O; later calls return FailedPrecondition.
-  // Dirty rows not checkpointed are written to T2 but not checkpointed.
+  // Dirty rows not checkpointed are written to T2 but not checkpointed. On an
+  // I/O error the rows not yet written stay in memory and calling Close again
+  // retries; once it succeeded, Close returns Ok.
   [[nodiscard]] virtual Status Close() = 0;
 };
 
