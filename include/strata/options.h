@@ -45,10 +45,11 @@ struct TableOptions {
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;
   float init_scale = 0.01f;      // uniform in [-s, s] or normal with stddev s
-  // Share of StoreOptions::device_rows_max this table gets, relative to the
-  // other tables' weights. Give tables that touch more distinct keys per
-  // batch more (e.g. their key count, capped): a tiny table needs few rows,
-  // a huge one needs room for a few batches' keys pinned at once.
+  // Share of StoreOptions::device_rows_max this table starts with, relative
+  // to the other tables' weights (lending then moves it: see
+  // StoreOptions::device_share_growth_max). Best: the distinct keys a batch
+  // touches in the table (the rows it needs in T0 at once); a tiny table
+  // needs few rows, a huge one room for a few batches' keys pinned at once.
   double device_rows_weight = 1.0;
 };
 
