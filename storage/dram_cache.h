@@ -189,7 +189,7 @@ class DramCache {
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;
 
-  std::mutex clean_mu_;    // serialises CleanAhead calls; order before mu_
+  std::mutex clean_mu_;    // held by CleanAhead and FlushDirty throughout; order before mu_
   mutable std::mutex mu_;  // serialises mutations; order before stripe locks
   std::condition_variable clean_cv_;  // with mu_: a CleanAhead write finished
   uint64_t cleaning_rows_ = 0;        // guarded by mu_: rows with cleaning set

@@ -233,8 +233,10 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
 }
 
 Status DramCache::FlushDirty() {
-  std::unique_lock lock(mu_);
-  clean_cv_.wait(lock, [&] { return cleaning_rows_ == 0; });  // no older copy in flight
+  // No CleanAhead in flight (it holds clean_mu_ throughout), so no older copy
+  // of a row is being written while this writes the newest.
+  std::lock_guard clean_lock(clean_mu_);
+  std::lock_guard lock(mu_);
   for (const auto& t : tables_) {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;

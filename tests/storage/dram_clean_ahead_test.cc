@@ -158,6 +158,22 @@ TEST(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
 }
 
+TEST(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
+  GatedRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
+  store.Arm();
+  std::thread cleaner([&] { EXPECT_TRUE(c->CleanAhead(1, 1).ok()); });
+  store.WaitUntilPutStarted();  // version 5 of row 1 is being written
+  ASSERT_TRUE(Put(*c, {1}, 7, {90}, {1}).ok());
+  std::thread flusher([&] { EXPECT_TRUE(c->FlushDirty().ok()); });
+  store.Release();
+  flusher.join();
+  cleaner.join();
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 7, kRowBytes));
+  EXPECT_EQ(DirtyFlags(*c, {1}), (std::vector<uint8_t>{0}));
+}
+
 TEST(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
   auto c = MakeCache(2, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
