@@ -50,7 +50,7 @@ struct ReplayOptions {
   // prefetch the next batches. 0: the worker only calls the store.
   uint64_t compute_us = 0;
   // StoreOptions::device_share_growth_max: T0 quota lending between tables.
-  double device_share_growth = 1.0;
+  double device_share_growth = 0.25;
 };
 
 struct ReplayReport {

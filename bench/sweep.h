@@ -14,7 +14,7 @@
 //     "lookahead": [0, 2, 32, 256],       // 0: --no-intents
 //     "fallback": ["lru", "lfu"], "ssd_backend": ["native"],
 //     "compute_us": [0, 20000],           // simulated compute per batch
-//     "workers": 1, "dim": 16, "device_share_growth": 1.0
+//     "workers": 1, "dim": 16, "device_share_growth": 0.25
 //   }
 // Unknown keys are errors, so a typo does not silently sweep the defaults.
 //
@@ -72,7 +72,7 @@ struct SweepConfig {
   std::vector<uint64_t> compute_us = {0};
   uint32_t workers = 1;
   uint32_t dim = 16;
-  double device_share_growth = 1.0;
+  double device_share_growth = 0.25;
 };
 
 // Runs the grid in `out_dir` (created), writing sweep.csv and sweep.json;
