@@ -324,8 +324,13 @@ void StoreImpl::RebalanceT0() {
   for (auto& t : tables_) {
     int64_t f = t->evict_frontier.load(std::memory_order_relaxed);
     if (f == kNoFrontier) {
-      // Not evicting: a giver only if it leaves room unused.
-      if (t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load()) continue;
+      // Not evicting: a giver only if it leaves room unused. Its size needs
+      // its lock (one table lock at a time; a busy table is skipped).
+      std::unique_lock<std::mutex> lock(t->mu, std::try_to_lock);
+      if (!lock.owns_lock() ||
+          t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load()) {
+        continue;
+      }
     }
     ranks.push_back({f, t.get()});
   }
