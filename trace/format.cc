@@ -140,6 +140,7 @@ Status TraceWriter::Append(const TraceBatch& batch) {
     Put<uint32_t>(&record_, static_cast<uint32_t>(t.keys.size()));
     const size_t at = record_.size();
     record_.resize(at + t.keys.size() * sizeof(Key));
+    if (t.keys.empty()) continue;  // an empty key list may have no storage at all
     if constexpr (std::endian::native == std::endian::little) {
       std::memcpy(record_.data() + at, t.keys.data(), t.keys.size() * sizeof(Key));
     } else {
@@ -375,7 +376,7 @@ Status TraceReader::DecodeBatch(uint64_t record_offset, TraceBatch* batch) const
     auto& keys = batch->tables[e].keys;
     batch->tables[e].table = table;
     keys.resize(key_count);
-    std::memcpy(keys.data(), p + at, key_count * sizeof(Key));
+    if (key_count > 0) std::memcpy(keys.data(), p + at, key_count * sizeof(Key));
     if constexpr (std::endian::native != std::endian::little) {
       for (auto& k : keys) k = ToLittle(k);
     }
