@@ -2,19 +2,9 @@
 
 #include <algorithm>
 
+#include "strata/hash.h"
+
 namespace strata::engine {
-namespace {
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-}  // namespace
 
 FrequencySketch::FrequencySketch(uint64_t width) {
   uint64_t w = 64;
@@ -26,7 +16,7 @@ FrequencySketch::FrequencySketch(uint64_t width) {
 
 uint64_t FrequencySketch::Index(Key key, int row) const {
   // Four independent positions from one 64-bit mix and a per-row seed.
-  uint64_t h = Mix(key + 0x9e3779b97f4a7c15ull * uint64_t(row + 1));
+  uint64_t h = MixMurmur64(key + 0x9e3779b97f4a7c15ull * uint64_t(row + 1));
   return uint64_t(row) * (mask_ + 1) + (h & mask_);
 }
 

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "strata/hash.h"
+
 #if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__
 #else
@@ -33,15 +35,9 @@ STRATA_HD inline uint64_t MulHi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-// MurmurHash3's 64-bit finalizer: a bijection that mixes every input bit.
-STRATA_HD inline uint64_t Mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+// MurmurHash3's 64-bit finalizer (strata/hash.h): a bijection that mixes
+// every input bit.
+STRATA_HD inline uint64_t Mix64(uint64_t x) { return ::strata::MixMurmur64(x); }
 
 // A load that may race with atomic writers (no ordering; on the device a
 // plain load: a stale value is acceptable to its callers).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "storage/dram_arena.h"
+#include "strata/hash.h"
 #include "strata/types.h"
 
 namespace strata::storage {
@@ -24,14 +25,7 @@ namespace strata::storage {
 inline constexpr uint32_t kDramNoSlot = UINT32_MAX;
 
 // The murmur3 64-bit finaliser: spreads sequential keys over all bits.
-inline uint64_t DramKeyHash(Key key) {
-  key ^= key >> 33;
-  key *= 0xff51afd7ed558ccdull;
-  key ^= key >> 33;
-  key *= 0xc4ceb9fe1a85ec53ull;
-  key ^= key >> 33;
-  return key;
-}
+inline uint64_t DramKeyHash(Key key) { return MixMurmur64(key); }
 
 class DramHashMap {
  public:

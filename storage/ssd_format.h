@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "strata/hash.h"
 #include "strata/types.h"
 
 namespace strata::storage::ssd {
@@ -92,15 +93,7 @@ inline constexpr double kGcFillTarget = 0.9;
 
 // Bijective mix of a key (splitmix64 finalizer): distinct keys never collide,
 // and the image is uniform enough for range partitioning by value.
-constexpr uint64_t MixKey(Key key) {
-  uint64_t x = key;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
+constexpr uint64_t MixKey(Key key) { return MixSplit64(key); }
 
 // Bytes of a leaf page of a table whose rows are `row_bytes`.
 constexpr uint32_t PageBytes(uint32_t row_bytes) {

@@ -2,6 +2,7 @@
 #include "trace/key_index.h"
 
 #include "strata/assert.h"
+#include "strata/hash.h"
 #include "trace/limits.h"
 
 namespace strata::trace {
@@ -17,13 +18,7 @@ KeyIndex::KeyIndex(uint64_t expected_keys) {
 
 uint64_t KeyIndex::Hash(TableId table, Key key) {
   // splitmix64 finalizer over the key mixed with the table.
-  uint64_t x = key ^ (uint64_t{table} * 0x9E3779B97F4A7C15ULL);
-  x ^= x >> 30;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 27;
-  x *= 0x94D049BB133111EBULL;
-  x ^= x >> 31;
-  return x;
+  return MixSplit64(key ^ (uint64_t{table} * 0x9E3779B97F4A7C15ULL));
 }
 
 uint32_t KeyIndex::Find(TableId table, Key key) const {
