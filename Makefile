@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 BUILD ?= build
 
-.PHONY: all deps build test demo asan tsan bench format format-check clean
+.PHONY: all deps build test demo crash asan tsan bench format format-check clean
 
 all: build
 
@@ -22,6 +22,14 @@ build: deps $(BUILD)/build.ninja
 # CTest suite; prints the output of failing tests.
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+# The long crash campaign (tests/engine/crash_campaign_test.cc): CRASH_TRIALS
+# kills and power losses per backend (make test runs 20 of each). A failure
+# prints the seed; STRATA_CRASH_SEED=<seed> replays it.
+CRASH_TRIALS ?= 200
+crash: build
+	STRATA_CRASH_TRIALS=$(CRASH_TRIALS) ctest --test-dir $(BUILD) --output-on-failure -V \
+	  -R 'CrashCampaignTest|NativeFaultSweepTest' $(CTEST_FLAGS)
 
 # The main job: the most complete end-to-end run the project has.
 demo: build

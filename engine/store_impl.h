@@ -36,12 +36,16 @@
 #include "engine/fault_spec.h"
 #include "engine/frequency_sketch.h"
 #include "engine/intent_index.h"
-#include "io/fault_env.h"
 #include "engine/limits.h"
+#include "io/fault_env.h"
 #include "kernels/device_table.h"
 #include "storage/dram_cache.h"
 #include "storage/row_store.h"
 #include "strata/store.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
 
 namespace strata::engine {
 
@@ -80,17 +84,25 @@ template <class T>
   return buffer.Allocate(runner, std::max<size_t>(count, buffer.size() * 2));
 }
 
+// The file access of the SSD tier, replaced by tests that inject faults or
+// simulate a power loss. Not owned; each must outlive the store.
+struct SsdEnvs {
+  io::Env* env = nullptr;               // native backend; null: options.faults decides
+  rocksdb::Env* rocksdb_env = nullptr;  // RocksDB backend; null: RocksDB's default
+};
+
 class StoreImpl final : public Store {
  public:
+  // REQUIRES: envs.env is not combined with options.faults.
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
-                                             const std::vector<TableOptions>& tables);
+                                             const std::vector<TableOptions>& tables,
+                                             const SsdEnvs& envs = {});
   ~StoreImpl() override;
 
   Result<WorkerId> RegisterWorker(int device) override;
   Status Intent(WorkerId worker, TableId table, std::span<const Key> keys, Clock start,
                 Clock end) override;
-  Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,
-                Clock end) override;
+  Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start, Clock end) override;
   Status AdvanceClock(WorkerId worker) override;
   Result<Clock> CurrentClock(WorkerId worker) const override;
   Status Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out,
@@ -147,8 +159,8 @@ class StoreImpl final : public Store {
     std::atomic<Clock> clock{0};
     int device = -1;
     std::mutex inbox_mu;
-    std::vector<PendingIntent> inbox;  // guarded by inbox_mu
-    std::vector<Key> inbox_keys;       // guarded by inbox_mu
+    std::vector<PendingIntent> inbox;          // guarded by inbox_mu
+    std::vector<Key> inbox_keys;               // guarded by inbox_mu
     std::unique_ptr<RateEstimator> estimator;  // planner thread only
   };
   // Unpins and next-use changes collected under intent_mu_, applied per table.
@@ -166,8 +178,8 @@ class StoreImpl final : public Store {
   Status CheckWorker(WorkerId worker) const;
   Status CheckTable(TableId table) const;
   Status CheckBatch(std::span<const Key> keys, const void* data, const char* what) const;
-  Status CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys,
-                       const void* data, const char* what) const;
+  Status CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys, const void* data,
+                       const char* what) const;
 
   // Planner (store_intent.cc).
   void PlannerLoop();
@@ -221,6 +233,7 @@ class StoreImpl final : public Store {
   kernels::Runner runner_ = kernels::Runner::kHost;
   std::vector<std::unique_ptr<Table>> tables_;
   std::unique_ptr<io::FaultEnv> fault_env_;  // set when options_.faults asks for faults
+  SsdEnvs ssd_envs_;                         // given to Open; not owned
   std::unique_ptr<storage::RowStore> ssd_;
   std::unique_ptr<storage::DramCache> dram_;
 
@@ -253,7 +266,7 @@ class StoreImpl final : public Store {
   std::thread cleaner_;
   std::mutex cleaner_mu_;
   std::condition_variable cleaner_cv_;
-  bool cleaner_stop_ = false;  // guarded by cleaner_mu_
+  bool cleaner_stop_ = false;   // guarded by cleaner_mu_
   uint64_t cleaner_kicks_ = 0;  // guarded by cleaner_mu_: T1 inserts since start
 
   std::mutex close_mu_;

@@ -22,20 +22,28 @@ namespace {
 
 kernels::OptimizerKind ToKernel(Optimizer kind) {
   switch (kind) {
-    case Optimizer::kSgd: return kernels::OptimizerKind::kSgd;
-    case Optimizer::kAdagrad: return kernels::OptimizerKind::kAdagrad;
-    case Optimizer::kRowwiseAdagrad: return kernels::OptimizerKind::kRowwiseAdagrad;
-    case Optimizer::kAdam: return kernels::OptimizerKind::kAdam;
-    case Optimizer::kFtrl: return kernels::OptimizerKind::kFtrl;
+    case Optimizer::kSgd:
+      return kernels::OptimizerKind::kSgd;
+    case Optimizer::kAdagrad:
+      return kernels::OptimizerKind::kAdagrad;
+    case Optimizer::kRowwiseAdagrad:
+      return kernels::OptimizerKind::kRowwiseAdagrad;
+    case Optimizer::kAdam:
+      return kernels::OptimizerKind::kAdam;
+    case Optimizer::kFtrl:
+      return kernels::OptimizerKind::kFtrl;
   }
   return kernels::OptimizerKind::kSgd;
 }
 
 kernels::InitializerKind ToKernel(Initializer kind) {
   switch (kind) {
-    case Initializer::kZeros: return kernels::InitializerKind::kZeros;
-    case Initializer::kUniform: return kernels::InitializerKind::kUniform;
-    case Initializer::kNormal: return kernels::InitializerKind::kNormal;
+    case Initializer::kZeros:
+      return kernels::InitializerKind::kZeros;
+    case Initializer::kUniform:
+      return kernels::InitializerKind::kUniform;
+    case Initializer::kNormal:
+      return kernels::InitializerKind::kNormal;
   }
   return kernels::InitializerKind::kZeros;
 }
@@ -64,18 +72,19 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
   }
   if (options.device_rows_max < tables.size() * kTableT0RowsMin) {
     return Status::InvalidArgument(
-        "StoreOptions.device_rows_max = " + std::to_string(options.device_rows_max) +
-        " is below " + std::to_string(kTableT0RowsMin) + " rows per table (" +
-        std::to_string(tables.size()) + " tables)");
+        "StoreOptions.device_rows_max = " + std::to_string(options.device_rows_max) + " is below " +
+        std::to_string(kTableT0RowsMin) + " rows per table (" + std::to_string(tables.size()) +
+        " tables)");
   }
   if (options.dram_rows_max == 0) {
     return Status::InvalidArgument("StoreOptions.dram_rows_max must be at least 1");
   }
   if (!(options.device_share_growth_max >= 0 &&
         options.device_share_growth_max <= kDeviceShareGrowthMax)) {
-    return Status::InvalidArgument(
-        "StoreOptions.device_share_growth_max = " + std::to_string(options.device_share_growth_max) +
-        " must lie in [0, " + std::to_string(kDeviceShareGrowthMax) + "]");
+    return Status::InvalidArgument("StoreOptions.device_share_growth_max = " +
+                                   std::to_string(options.device_share_growth_max) +
+                                   " must lie in [0, " + std::to_string(kDeviceShareGrowthMax) +
+                                   "]");
   }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||
@@ -122,9 +131,14 @@ StoreImpl::StoreImpl(const StoreOptions& options, const std::vector<TableOptions
     : options_(options), table_options_(tables), intents_(tables.size()) {}
 
 Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
-                                               const std::vector<TableOptions>& tables) {
+                                               const std::vector<TableOptions>& tables,
+                                               const SsdEnvs& envs) {
   STRATA_RETURN_IF_ERROR(ValidateOptions(options, tables));
+  if (envs.env != nullptr && !options.faults.empty()) {
+    return Status::InvalidArgument("Store::Open: StoreOptions.faults with an explicit SSD Env");
+  }
   std::unique_ptr<StoreImpl> store(new StoreImpl(options, tables));
+  store->ssd_envs_ = envs;
   Status s = store->Init();
   if (!s.ok()) {
     store->closed_ = true;  // nothing to flush: Init failed before any row moved
@@ -138,7 +152,8 @@ Status StoreImpl::Init() {
   runner_ = kernels::DefaultRunner(options_.use_gpu);
   if (options_.fallback_policy == FallbackPolicy::kLfu) {
     const uint64_t rows = options_.device_rows_max + options_.dram_rows_max;
-    sketch_ = std::make_unique<FrequencySketch>(std::min(kSketchWidthMax, rows * kSketchWidthPerRow));
+    sketch_ =
+        std::make_unique<FrequencySketch>(std::min(kSketchWidthMax, rows * kSketchWidthPerRow));
   }
   double weight_sum = 0;
   for (const TableOptions& t : table_options_) weight_sum += t.device_rows_weight;
@@ -200,6 +215,7 @@ Status StoreImpl::Init() {
   ssd_options.backend = options_.ssd_backend;
   ssd_options.dir = options_.dir + "/ssd";
   ssd_options.io_threads = options_.io_threads;
+  ssd_options.rocksdb_env = ssd_envs_.rocksdb_env;
   STRATA_ASSIGN_OR_RETURN(ssd_options.env, MakeSsdEnv());
   STRATA_ASSIGN_OR_RETURN(ssd_, storage::OpenRowStore(ssd_options, specs));
 
@@ -225,11 +241,13 @@ Status StoreImpl::Init() {
 // The SSD tier's Env: the default one, or a FaultEnv over it injecting the
 // faults of options_.faults into every read and write of the SSD files.
 Result<io::Env*> StoreImpl::MakeSsdEnv() {
+  if (ssd_envs_.env != nullptr) return ssd_envs_.env;
   STRATA_ASSIGN_OR_RETURN(FaultSpec spec, ParseFaultSpec(options_.faults));
   if (!spec.active()) return io::Env::Default();
   if (options_.ssd_backend != SsdBackend::kNative) {
-    return Status::InvalidArgument("StoreOptions.faults: fault injection needs the native SSD "
-                                   "backend (RocksDB does its own file access)");
+    return Status::InvalidArgument(
+        "StoreOptions.faults: fault injection needs the native SSD "
+        "backend (RocksDB does its own file access)");
   }
   fault_env_ = std::make_unique<io::FaultEnv>(io::Env::Default());
   fault_env_->SetSeed(spec.seed);
@@ -244,8 +262,9 @@ Result<io::Env*> StoreImpl::MakeSsdEnv() {
     }
   }
   if (spec.enospc_probability > 0) {
-    STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
-        {.op = io::FaultOp::kWrite, .error_number = ENOSPC, .probability = spec.enospc_probability}));
+    STRATA_RETURN_IF_ERROR(fault_env_->AddRule({.op = io::FaultOp::kWrite,
+                                                .error_number = ENOSPC,
+                                                .probability = spec.enospc_probability}));
   }
   STRATA_LOG_WARN("store %s: injecting SSD faults '%s'", options_.dir.c_str(),
                   options_.faults.c_str());
@@ -279,8 +298,7 @@ Status StoreImpl::CheckTable(TableId table) const {
   return Status::Ok();
 }
 
-Status StoreImpl::CheckBatch(std::span<const Key> keys, const void* data,
-                             const char* what) const {
+Status StoreImpl::CheckBatch(std::span<const Key> keys, const void* data, const char* what) const {
   if (keys.size() > kBatchKeysMax) {
     return Status::InvalidArgument(std::string(what) + ": " + std::to_string(keys.size()) +
                                    " keys, at most " + std::to_string(kBatchKeysMax));
@@ -375,9 +393,9 @@ Status StoreImpl::RestoreMeta(std::span<const std::byte> meta) {
     if (name != t.name || dim != t.dim || row_bytes != t.row_bytes ||
         optimizer != static_cast<int>(table_options_[i].optimizer.kind)) {
       return Status::InvalidArgument(
-          "table " + std::to_string(i) + " of store " + options_.dir + " is '" + name +
-          "' dim " + std::to_string(dim) + " optimizer " + std::to_string(optimizer) +
-          "; Open was given '" + t.name + "' dim " + std::to_string(t.dim) + " optimizer " +
+          "table " + std::to_string(i) + " of store " + options_.dir + " is '" + name + "' dim " +
+          std::to_string(dim) + " optimizer " + std::to_string(optimizer) + "; Open was given '" +
+          t.name + "' dim " + std::to_string(t.dim) + " optimizer " +
           std::to_string(static_cast<int>(table_options_[i].optimizer.kind)));
     }
   }

@@ -64,6 +64,8 @@ class Env {
                                                                const FileOptions& options) = 0;
   [[nodiscard]] virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
   [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
+  // Creates `path` and its missing parents (mkdir -p); each created
+  // directory's entry is made durable (its parent fsynced).
   [[nodiscard]] virtual Status CreateDirs(const std::string& path) = 0;
   // fsync of a directory, making renames and creations in it durable.
   [[nodiscard]] virtual Status SyncDir(const std::string& path) = 0;

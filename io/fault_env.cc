@@ -1,5 +1,8 @@
 #include "io/fault_env.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -8,6 +11,7 @@
 
 #include "io/aligned.h"
 #include "io/limits.h"
+#include "strata/log.h"
 
 namespace strata::io {
 namespace {
@@ -54,8 +58,13 @@ class FaultFile final : public File {
   Status Write(uint64_t offset, const void* buf, size_t len) override {
     if (base_->direct()) STRATA_RETURN_IF_ERROR(CheckDirectIo("write", path(), offset, len, buf));
     if (env_->has_rules()) {
-      size_t ignored = len;
-      STRATA_RETURN_IF_ERROR(env_->BeforeIo(FaultOp::kWrite, path(), offset, &ignored));
+      size_t allowed = len;
+      Status injected = env_->BeforeIo(FaultOp::kWrite, path(), offset, &allowed);
+      if (!injected.ok()) {
+        if (base_->direct()) allowed = AlignDown(allowed);
+        if (allowed > 0 && allowed < len) (void)base_->Write(offset, buf, allowed);  // torn
+        return injected;
+      }
     }
     return base_->Write(offset, buf, len);
   }
@@ -89,16 +98,28 @@ class FaultFile final : public File {
 
 std::string_view FaultOpName(FaultOp op) {
   switch (op) {
-    case FaultOp::kOpen: return "open";
-    case FaultOp::kRead: return "read";
-    case FaultOp::kWrite: return "write";
-    case FaultOp::kSync: return "sync";
-    case FaultOp::kTruncate: return "truncate";
-    case FaultOp::kRename: return "rename";
-    case FaultOp::kDelete: return "delete";
-    case FaultOp::kCreateDirs: return "create_dirs";
-    case FaultOp::kSyncDir: return "sync_dir";
-    case FaultOp::kListDir: return "list_dir";
+    case FaultOp::kOpen:
+      return "open";
+    case FaultOp::kRead:
+      return "read";
+    case FaultOp::kWrite:
+      return "write";
+    case FaultOp::kSync:
+      return "sync";
+    case FaultOp::kTruncate:
+      return "truncate";
+    case FaultOp::kRename:
+      return "rename";
+    case FaultOp::kDelete:
+      return "delete";
+    case FaultOp::kCreateDirs:
+      return "create_dirs";
+    case FaultOp::kSyncDir:
+      return "sync_dir";
+    case FaultOp::kListDir:
+      return "list_dir";
+    case FaultOp::kAny:
+      return "any";
   }
   return "unknown";
 }
@@ -138,11 +159,17 @@ void FaultEnv::SetSeed(uint64_t seed) {
 Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len) {
   uint64_t latency_us = 0;
   Status error;
+  bool revert = false;
   {
     std::lock_guard<std::mutex> lock(rules_mu_);
+    calls_seen_.fetch_add(1, std::memory_order_relaxed);
+    op_calls_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
     for (RuleState& state : rules_) {
       const FaultRule& rule = state.rule;
-      if (rule.op != op || path.find(rule.path_substring) == std::string::npos) continue;
+      if ((rule.op != op && rule.op != FaultOp::kAny) ||
+          path.find(rule.path_substring) == std::string::npos) {
+        continue;
+      }
       ++state.calls;
       if (state.calls < rule.nth_call || state.fired >= rule.times_max) continue;
       if (rule.probability < 1.0) {
@@ -159,22 +186,44 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
           latency_us += rule.latency_us;
           break;
         case FaultKind::kShortRead:
-          if (len != nullptr && *len > rule.short_read_bytes) *len = rule.short_read_bytes;
+          if (op == FaultOp::kRead && len != nullptr && *len > rule.short_read_bytes) {
+            *len = rule.short_read_bytes;
+          }
           break;
+        case FaultKind::kKill:
+          ::kill(::getpid(), SIGKILL);
+          break;
+        case FaultKind::kShortWrite:
+          if (op != FaultOp::kWrite) break;
+          if (len != nullptr && *len > rule.short_read_bytes) *len = rule.short_read_bytes;
+          [[fallthrough]];
         case FaultKind::kError:
           if (error.ok()) {
             char where[160];
             std::snprintf(where, sizeof(where), " at offset %" PRIu64, offset);
-            error = Status::FromErrno(rule.error_number, "injected fault: " +
-                                                             std::string(FaultOpName(op)) +
-                                                             " of file " + path + where);
+            error = Status::FromErrno(
+                rule.error_number,
+                std::string(rule.kind == FaultKind::kShortWrite ? "injected short write: "
+                                                                : "injected fault: ") +
+                    std::string(FaultOpName(op)) + " of file " + path + where);
+            revert = op == FaultOp::kSync && rule.sync_error_drops_writes;
           }
           break;
       }
     }
   }
+  if (revert) RevertToSynced(path);
   if (latency_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(latency_us));
   return error;
+}
+
+void FaultEnv::RevertToSynced(const std::string& path) {
+  std::lock_guard<std::mutex> lock(crash_mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return;
+  if (!WriteWhole(path, it->second.synced_content)) {
+    STRATA_LOG_ERROR("FaultEnv: cannot revert %s to its synced content", path.c_str());
+  }
 }
 
 void FaultEnv::AfterSync(const std::string& path) {

@@ -22,6 +22,7 @@
 // owned and must outlive the FaultEnv; Files it returns must not outlive it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -38,14 +39,27 @@
 namespace strata::io {
 
 enum class FaultOp : uint8_t {
-  kOpen, kRead, kWrite, kSync, kTruncate, kRename, kDelete, kCreateDirs, kSyncDir, kListDir,
+  kOpen,
+  kRead,
+  kWrite,
+  kSync,
+  kTruncate,
+  kRename,
+  kDelete,
+  kCreateDirs,
+  kSyncDir,
+  kListDir,
+  kAny,  // in a rule: matches calls of every kind (a crash at the Nth I/O call of any kind)
 };
 std::string_view FaultOpName(FaultOp op);
 
 enum class FaultKind : uint8_t {
-  kError,      // the call fails with `error_number`
-  kShortRead,  // a read returns at most `short_read_bytes` (other ops: ignored)
-  kLatency,    // the call is delayed by `latency_us`, then proceeds
+  kError,       // the call fails with `error_number`
+  kShortRead,   // a read returns at most `short_read_bytes` (other ops: ignored)
+  kLatency,     // the call is delayed by `latency_us`, then proceeds
+  kShortWrite,  // a write stores only its first `short_read_bytes` (4 KiB aligned down for
+                // O_DIRECT files), then fails with `error_number`: a torn write
+  kKill,        // the process dies at once (SIGKILL) before the call: a crash at that point
 };
 
 struct FaultRule {
@@ -54,10 +68,14 @@ struct FaultRule {
   uint64_t nth_call = 1;       // fires from the Nth matching call on (1-based)
   uint64_t times_max = std::numeric_limits<uint64_t>::max();  // then at most this many times
   FaultKind kind = FaultKind::kError;
-  int error_number = EIO;      // kError: EIO, ENOSPC, ...
-  size_t short_read_bytes = 0; // kShortRead
-  uint64_t latency_us = 0;     // kLatency
-  double probability = 1.0;    // fires on this fraction of eligible calls (seeded, see SetSeed)
+  int error_number = EIO;       // kError: EIO, ENOSPC, ...
+  size_t short_read_bytes = 0;  // kShortRead, kShortWrite: bytes the call still transfers
+  uint64_t latency_us = 0;      // kLatency
+  double probability = 1.0;     // fires on this fraction of eligible calls (seeded, see SetSeed)
+  // kError on a sync: the failed fsync also loses what was written to the
+  // file since its last successful sync (the file reverts to that content at
+  // once), as Linux may drop dirty pages after reporting the error once.
+  bool sync_error_drops_writes = false;
 };
 
 class FaultEnv final : public Env {
@@ -73,6 +91,13 @@ class FaultEnv final : public Env {
   void SetSeed(uint64_t seed);
   // Faults injected so far (errors, short reads and delays).
   uint64_t faults_injected() const { return faults_injected_.load(std::memory_order_relaxed); }
+  // Calls the rules have seen so far (every kind; counted only while rules
+  // are set): how a test learns the number of I/O points of a workload.
+  uint64_t calls_seen() const { return calls_seen_.load(std::memory_order_relaxed); }
+  // The same, of one kind.
+  uint64_t calls_seen(FaultOp op) const {
+    return op_calls_[static_cast<size_t>(op)].load(std::memory_order_relaxed);
+  }
 
   // Simulates a crash (see the header comment). REQUIRES: no File of this
   // Env is being read or written concurrently; Files may stay open.
@@ -80,7 +105,9 @@ class FaultEnv final : public Env {
 
   // Hooks for I/O issued on File::fd() directly (io::IoThreads). BeforeIo
   // applies the rules to one call: returns the injected error, or OK after
-  // any added latency, shortening `*len` for a short read.
+  // any added latency, shortening `*len` for a short read. For a short write
+  // it returns the error and shortens `*len`: the caller writes the first
+  // `*len` bytes, then fails with the error.
   [[nodiscard]] Status BeforeIo(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
   // Records a successful sync of `path` (its content becomes the crash state).
   void AfterSync(const std::string& path);
@@ -108,17 +135,21 @@ class FaultEnv final : public Env {
   struct CrashState {
     std::string synced_content;
     bool entry_durable = false;
-    std::string renamed_from;     // old name to restore when the rename is not durable
-    bool overwrote = false;       // a rename replaced a durable file at this name ...
+    std::string renamed_from;         // old name to restore when the rename is not durable
+    bool overwrote = false;           // a rename replaced a durable file at this name ...
     std::string overwritten_content;  // ... whose synced content this is
   };
 
   Status Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
   void TrackOpen(const std::string& path, bool existed);
+  // Reverts `path` to its last synced content (sync_error_drops_writes).
+  void RevertToSynced(const std::string& path);
 
   Env* const base_;
   std::atomic<bool> rules_active_{false};
   std::atomic<uint64_t> faults_injected_{0};
+  std::atomic<uint64_t> calls_seen_{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(FaultOp::kAny) + 1> op_calls_{};
   std::mutex rules_mu_;
   std::vector<RuleState> rules_;  // guarded by rules_mu_
   uint64_t rng_state_ = 1;        // guarded by rules_mu_: splitmix64 for probabilities

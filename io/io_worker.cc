@@ -19,8 +19,7 @@ namespace {
 thread_local IoWorker* tls_worker = nullptr;
 }  // namespace
 
-IoWorker::IoWorker(const IoWorkerOptions& options)
-    : options_(options), queue_(kIoQueueDepthMax) {}
+IoWorker::IoWorker(const IoWorkerOptions& options) : options_(options), queue_(kIoQueueDepthMax) {}
 
 IoWorker::~IoWorker() { Stop(); }
 
@@ -111,10 +110,9 @@ void IoWorker::OnComplete(IoRequest* req) {
 
 void IoWorker::Cancel(IoRequest* req) {
   req->bytes_done = 0;
-  req->status = Status::Unavailable("IoThreads shut down before the " +
-                                    std::string(IoOpName(req->op)) + " of file " +
-                                    req->file->path() + " at offset " +
-                                    std::to_string(req->offset) + " was issued");
+  req->status = Status::Unavailable(
+      "IoThreads shut down before the " + std::string(IoOpName(req->op)) + " of file " +
+      req->file->path() + " at offset " + std::to_string(req->offset) + " was issued");
   OnComplete(req);
 }
 
@@ -127,6 +125,10 @@ bool IoWorker::InjectFault(IoRequest* req) {
   size_t len = req->len;
   Status status = fault->BeforeIo(op, req->file->path(), req->offset, &len);
   if (!status.ok()) {
+    if (op == FaultOp::kWrite && len < req->len) {  // a torn write: the prefix lands
+      if (req->file->direct()) len = AlignDown(len);
+      if (len > 0) ExecuteBlocking(req, static_cast<uint32_t>(len));
+    }
     req->bytes_done = 0;
     req->status = std::move(status);
     OnComplete(req);

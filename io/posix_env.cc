@@ -26,7 +26,8 @@ std::string At(const char* op, const std::string& path, uint64_t offset, size_t 
 
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, std::string path, bool direct) : fd_(fd), path_(std::move(path)), direct_(direct) {}
+  PosixFile(int fd, std::string path, bool direct)
+      : fd_(fd), path_(std::move(path)), direct_(direct) {}
   ~PosixFile() override { ::close(fd_); }
 
   Status Read(uint64_t offset, size_t len, void* buf, size_t* bytes_read) override {
@@ -58,7 +59,8 @@ class PosixFile final : public File {
         if (errno == EINTR) continue;
         return Status::FromErrno(errno, At("pwrite", path_, offset + done, len - done));
       }
-      if (n == 0) return Status::IOError(At("pwrite wrote nothing", path_, offset + done, len - done));
+      if (n == 0)
+        return Status::IOError(At("pwrite wrote nothing", path_, offset + done, len - done));
       done += static_cast<size_t>(n);
     }
     return Status::Ok();
@@ -139,9 +141,16 @@ class PosixEnv final : public Env {
     for (size_t pos = 1; pos <= path.size(); ++pos) {
       if (pos != path.size() && path[pos] != '/') continue;
       std::string prefix = path.substr(0, pos);
-      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      if (::mkdir(prefix.c_str(), 0755) != 0) {
+        if (errno == EEXIST) continue;
         return Status::FromErrno(errno, "mkdir of directory " + prefix);
       }
+      // A new directory's entry is durable only once its parent is fsynced.
+      const size_t slash = prefix.find_last_of('/');
+      const std::string parent = slash == std::string::npos ? "."
+                                 : slash == 0               ? "/"
+                                                            : prefix.substr(0, slash);
+      STRATA_RETURN_IF_ERROR(SyncDir(parent));
     }
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -163,7 +172,8 @@ class PosixEnv final : public Env {
   Result<std::vector<std::string>> ListDir(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) {
-      if (errno == ENOENT) return Status::NotFound("list of directory " + path + ": no such directory");
+      if (errno == ENOENT)
+        return Status::NotFound("list of directory " + path + ": no such directory");
       return Status::FromErrno(errno, "list of directory " + path);
     }
     std::vector<std::string> names;

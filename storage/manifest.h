@@ -41,9 +41,13 @@ std::string EncodeManifest(const Manifest& manifest);
 // Corruption naming `path` and the offset of the first bad field.
 [[nodiscard]] Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& path);
 
-// Writes and switches dir/MANIFEST; `*bytes_written` gets its size.
+// Writes and switches dir/MANIFEST; `*bytes_written` gets its size. On
+// failure `*in_doubt` tells whether the rename was attempted: false, the old
+// MANIFEST is still the one on disk; true (the rename or the directory fsync
+// failed), either MANIFEST may be the one a crash leaves, so the caller must
+// keep everything both reference.
 [[nodiscard]] Status WriteManifest(io::Env* env, const std::string& dir, const Manifest& manifest,
-                                   uint64_t* bytes_written);
+                                   uint64_t* bytes_written, bool* in_doubt);
 // The manifest of `dir`, or nullopt when it has none.
 [[nodiscard]] Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& dir);
 

@@ -16,6 +16,7 @@
 
 #include "storage/limits.h"
 #include "storage/native_table.h"
+#include "strata/log.h"
 
 namespace strata::storage::native {
 
@@ -126,7 +127,7 @@ Status Store::CollectGarbage(Table& t) {
   return Status::Ok();
 }
 
-void Store::AfterManifestSwitch(Table& t, Status* first_error) {
+void Store::AfterManifestSwitch(Table& t) {
   uint64_t keep = 0;
   for (uint64_t p = 0; p < t.page_state.size(); ++p) {
     uint8_t& s = t.page_state[p];
@@ -138,11 +139,48 @@ void Store::AfterManifestSwitch(Table& t, Status* first_error) {
   t.free_hint = 0;
   while (t.free_hint < keep && t.page_state[t.free_hint] != kFree) ++t.free_hint;
   auto note = [&](const Status& s) {
-    if (!s.ok() && first_error->ok()) *first_error = s;
+    if (s.ok()) return true;
+    if (cleanup_errors_.fetch_add(1) == 0) {
+      STRATA_LOG_WARN(
+          "native store %s: cleanup after a durable checkpoint failed (retried at "
+          "the next one): %s",
+          options_.dir.c_str(), s.ToString().c_str());
+    }
+    return false;
   };
-  note(t.file->TruncatePages(keep));
-  for (const std::string& path : t.obsolete_paths) note(env_->DeleteFile(path));
-  t.obsolete_paths.clear();
+  (void)note(t.file->TruncatePages(keep));
+  std::vector<std::string> left;
+  for (const std::string& path : t.obsolete_paths) {
+    if (!note(env_->DeleteFile(path))) left.push_back(path);
+  }
+  t.obsolete_paths = std::move(left);
+}
+
+void Store::AfterSwitchInDoubt(Table& t) {
+  // kCurrent pages are referenced by the attempted MANIFEST: from now on they
+  // count as checkpointed, so releasing one makes it kCheckpointOnly (kept)
+  // rather than free. kCheckpointOnly pages stay kept for the old MANIFEST.
+  // Both sets become free only after a later switch succeeds.
+  for (uint8_t& s : t.page_state) {
+    if (s == kCurrent) s = kBoth;
+  }
+}
+
+Status Store::Failed() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status::Ok();
+  std::lock_guard lock(failed_mu_);
+  return failed_status_;
+}
+
+void Store::Fail(const Status& cause) {
+  std::lock_guard lock(failed_mu_);
+  if (failed_.load(std::memory_order_relaxed)) return;
+  failed_status_ = Status::IOError(
+      "native store " + options_.dir + " stopped after a failed fsync (" + cause.ToString() +
+      "): pages written since the last checkpoint may be lost; reopen the directory to recover "
+      "the last checkpoint");
+  failed_.store(true, std::memory_order_release);
+  STRATA_LOG_ERROR("%s", failed_status_.ToString().c_str());
 }
 
 Status Store::Checkpoint(std::span<const std::byte> meta) {
@@ -150,6 +188,7 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   std::lock_guard checkpoint_lock(checkpoint_mu_);
+  STRATA_RETURN_IF_ERROR(Failed());
   std::vector<std::unique_lock<RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
   Manifest m;
@@ -157,11 +196,24 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   m.meta.assign(meta.begin(), meta.end());
   for (auto& t : tables_) {
     if (GcDue(*t)) STRATA_RETURN_IF_ERROR(CollectGarbage(*t));
-    STRATA_RETURN_IF_ERROR(t->file->Sync());
+    if (Status s = t->file->Sync(); !s.ok()) {
+      Fail(s);
+      return Failed();
+    }
     m.tables.push_back({t->spec, t->page_bytes, t->file_number, t->row_count, t->dir.Leaves()});
   }
   uint64_t bytes = 0;
-  STRATA_RETURN_IF_ERROR(WriteManifest(env_, options_.dir, m, &bytes));
+  bool in_doubt = false;
+  if (Status s = WriteManifest(env_, options_.dir, m, &bytes, &in_doubt); !s.ok()) {
+    if (!in_doubt) return s;
+    // Either MANIFEST may be the durable one: keep what both reference, and
+    // never reuse this generation number.
+    generation_ = m.generation;
+    for (auto& t : tables_) AfterSwitchInDoubt(*t);
+    return s.WithContext("checkpoint " + std::to_string(m.generation) + " of " + options_.dir +
+                         " in doubt (pages of both MANIFESTs are kept until a checkpoint "
+                         "succeeds)");
+  }
   bytes_written_ += bytes;
   manifest_bytes_ = bytes;
   generation_ = m.generation;
@@ -169,9 +221,8 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     std::lock_guard meta_lock(meta_mu_);
     meta_ = std::move(m.meta);
   }
-  Status first_error;
-  for (auto& t : tables_) AfterManifestSwitch(*t, &first_error);
-  return first_error;
+  for (auto& t : tables_) AfterManifestSwitch(*t);
+  return Status::Ok();
 }
 
 }  // namespace strata::storage::native

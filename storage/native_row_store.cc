@@ -74,6 +74,7 @@ void Table::Release(uint32_t page) {
 }
 
 Result<Table*> Store::Find(TableId table) const {
+  STRATA_RETURN_IF_ERROR(Failed());
   for (const auto& t : tables_) {
     if (t->spec.id == table) return t.get();
   }
@@ -91,6 +92,7 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
   if (threads.ok()) io_threads_ = std::move(threads).value();  // else File::Read/Write
   STRATA_ASSIGN_OR_RETURN(std::optional<Manifest> manifest, ReadManifest(env_, options_.dir));
   if (manifest) return OpenExisting(*manifest, tables);
+  STRATA_RETURN_IF_ERROR(RefuseOrphanedData());
   specs_ = tables;
   for (const TableSpec& spec : tables) {
     auto t = std::make_unique<Table>();
@@ -105,6 +107,28 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
     tables_.push_back(std::move(t));
   }
   return Checkpoint({});
+}
+
+// A directory without MANIFEST is new only if it holds no rows: a new store
+// writes its first MANIFEST before any page, so non-empty data files without
+// one mean the MANIFEST was lost. Creating a store there would truncate them.
+Status Store::RefuseOrphanedData() {
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
+  std::string found;
+  for (const std::string& name : names) {
+    if (!ssd::IsDataFileName(name)) continue;
+    const std::string path = options_.dir + "/" + name;
+    io::FileOptions read_only;
+    read_only.read_only = true;
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env_->OpenFile(path, read_only));
+    STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
+    if (size > 0) found += (found.empty() ? "" : ", ") + path;
+  }
+  if (found.empty()) return Status::Ok();
+  return Status::Corruption(options_.dir + "/" + ssd::kManifestName +
+                            " is missing but data files " + "hold pages (" + found +
+                            "): refusing to create a new store over " +
+                            "them; restore the MANIFEST or move the files away");
 }
 
 Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables) {
@@ -162,9 +186,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   for (auto& t : tables_) STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
   for (const std::string& name : names) {
-    const bool ours =
-        name == ssd::kManifestTmpName ||
-        (name.size() > 6 && name[0] == 't' && name.compare(name.size() - 6, 6, ".pages") == 0);
+    const bool ours = name == ssd::kManifestTmpName || ssd::IsDataFileName(name);
     if (ours && referenced.count(name) == 0) {
       STRATA_RETURN_IF_ERROR(env_->DeleteFile(options_.dir + "/" + name));
     }
@@ -277,9 +299,13 @@ Status Store::Scan(TableId table,
 }
 
 Status Store::Sync() {
+  STRATA_RETURN_IF_ERROR(Failed());
   for (auto& t : tables_) {
     std::shared_lock lock(t->mu);
-    STRATA_RETURN_IF_ERROR(t->file->Sync());
+    if (Status s = t->file->Sync(); !s.ok()) {
+      Fail(s);
+      return Failed();
+    }
   }
   return Status::Ok();
 }
@@ -291,6 +317,7 @@ RowStoreStats Store::Stats() const {
   s.bytes_read = bytes_read_.load();
   s.bytes_written = bytes_written_.load();
   s.user_bytes_written = user_bytes_written_.load();
+  s.cleanup_errors = cleanup_errors_.load();
   for (const auto& t : tables_) {
     std::shared_lock lock(t->mu);
     s.live_rows += t->row_count;

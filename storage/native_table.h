@@ -103,7 +103,15 @@ class Store final : public RowStore {
     size_t begin, end;  // into ops
   };
 
+  // The table with id `table`, or the store's sticky error (Failed()).
   Result<Table*> Find(TableId table) const;
+  // OK, or the sticky error set by Fail(): after a failed fsync of a data
+  // file the kernel may have dropped the written pages, so neither reads of
+  // pages written since the last checkpoint nor a new checkpoint can be
+  // trusted; every later call returns this error and reopening the directory
+  // gives the last checkpoint, exactly.
+  Status Failed() const;
+  void Fail(const Status& cause);
   Status ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows);
   Status WriteRound(Table& t, std::span<const Key> keys, const std::byte* rows,
                     std::span<const Op> ops, std::span<const Group> groups);
@@ -111,7 +119,16 @@ class Store final : public RowStore {
                       io::AlignedBuffer* buf);
   bool GcDue(const Table& t) const;
   Status CollectGarbage(Table& t);
-  void AfterManifestSwitch(Table& t, Status* first_error);
+  // After a durable switch: pages only the old MANIFEST referenced become
+  // free, obsolete files are deleted and the data file is truncated. Errors
+  // there are counted (cleanup_errors_), not returned: the checkpoint is
+  // durable, and what was not deleted is retried at the next switch (or
+  // deleted by recovery at open).
+  void AfterManifestSwitch(Table& t);
+  // After a switch left in doubt: every page the attempted MANIFEST
+  // references is kept as if a checkpoint referenced it.
+  void AfterSwitchInDoubt(Table& t);
+  Status RefuseOrphanedData();
   Status OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables);
 
   const RowStoreOptions options_;
@@ -127,7 +144,11 @@ class Store final : public RowStore {
   std::vector<std::byte> meta_;  // guarded by meta_mu_
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
-      user_bytes_written_{0};
+      user_bytes_written_{0}, cleanup_errors_{0};
+
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failed_mu_;
+  Status failed_status_;  // guarded by failed_mu_
 };
 
 }  // namespace strata::storage::native

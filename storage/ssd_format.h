@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "strata/hash.h"
 #include "strata/types.h"
@@ -108,6 +109,19 @@ constexpr uint32_t PageCapacity(uint32_t row_bytes) {
 
 inline std::string DataFileName(TableId table, uint64_t file_number) {
   return "t" + std::to_string(table) + "-" + std::to_string(file_number) + ".pages";
+}
+
+// True for names of the DataFileName form ("t<digits>-<digits>.pages").
+inline bool IsDataFileName(std::string_view name) {
+  constexpr std::string_view kSuffix = ".pages";
+  if (name.size() <= 1 + kSuffix.size() || name[0] != 't' || !name.ends_with(kSuffix)) return false;
+  const std::string_view middle = name.substr(1, name.size() - 1 - kSuffix.size());
+  const size_t dash = middle.find('-');
+  if (dash == 0 || dash == std::string_view::npos || dash + 1 == middle.size()) return false;
+  for (size_t i = 0; i < middle.size(); ++i) {
+    if (i != dash && (middle[i] < '0' || middle[i] > '9')) return false;
+  }
+  return true;
 }
 
 }  // namespace strata::storage::ssd
