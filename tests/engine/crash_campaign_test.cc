@@ -9,9 +9,11 @@
 // SIGKILL at a random file-system call of the SSD tier (native backend:
 // io::FaultEnv, FaultKind::kKill) or after a random time (both backends), so
 // kills land inside checkpoints, T1 write-back and cleaning, pulls and pushes.
-// Power-loss variant (native backend, in-process): from a random I/O call on,
-// every call of the SSD tier fails, then every write not made durable by an
-// fsync (data, MANIFEST, renames whose directory was not fsynced) is dropped.
+// Power-loss variant (in-process, both backends): from a random file-system
+// call of the SSD tier on, every call fails, then every write not made
+// durable by an fsync (data, MANIFEST or CHECKPOINT, renames and creations
+// whose directory was not fsynced) is dropped: io::FaultEnv for the native
+// backend, storage::testing::RocksPowerLossFs for RocksDB.
 //
 // STRATA_CRASH_TRIALS sets the trials per test (default 20; `make crash` runs
 // 200); STRATA_CRASH_SEED replays a campaign (the seed is printed).
@@ -34,6 +36,7 @@
 #include "engine/store_impl.h"
 #include "io/fault_env.h"
 #include "tests/engine/crash_workload.h"
+#include "tests/storage/rocksdb_power_loss_fs.h"
 
 namespace strata::crash {
 namespace {
@@ -241,34 +244,89 @@ void KillCampaign(SsdBackend backend) {
 TEST(CrashCampaignTest, KillNative) { KillCampaign(SsdBackend::kNative); }
 TEST(CrashCampaignTest, KillRocksDb) { KillCampaign(SsdBackend::kRocksDb); }
 
-TEST(CrashCampaignTest, PowerLossNative) {
-  Campaign campaign = StartCampaign("power loss, native");
-  const Calibration cal = Calibrate(SsdBackend::kNative);
-  ASSERT_GT(cal.io_calls, 0u);
+// A power cut for either backend: from a chosen SSD call on every call
+// fails, then what no fsync made durable is dropped.
+class PowerCut {
+ public:
+  explicit PowerCut(SsdBackend backend) : backend_(backend), env_(io::Env::Default()) {}
+  engine::SsdEnvs Envs() {
+    return backend_ == SsdBackend::kNative ? engine::SsdEnvs{.env = &env_}
+                                           : engine::SsdEnvs{.rocksdb_env = rocks_.env()};
+  }
+  // Counts calls without cutting (for the calibration run).
+  void Count() {
+    if (backend_ == SsdBackend::kNative) {
+      ASSERT_TRUE(
+          env_.AddRule({.op = io::FaultOp::kAny, .nth_call = std::numeric_limits<uint64_t>::max()})
+              .ok());
+    }
+  }
+  uint64_t Calls() const {
+    return backend_ == SsdBackend::kNative ? env_.calls_seen() : rocks_.ops_seen();
+  }
+  void CutAt(uint64_t call) {
+    if (backend_ == SsdBackend::kNative) {
+      ASSERT_TRUE(env_.AddRule({.op = io::FaultOp::kAny, .nth_call = call}).ok());
+    } else {
+      rocks_.CutPowerAtOp(call);
+    }
+  }
+  // REQUIRES: the store is closed.
+  void LosePower() {
+    if (backend_ == SsdBackend::kNative) {
+      env_.ClearRules();
+      ASSERT_TRUE(env_.DropUnsyncedWrites().ok());
+    } else {
+      rocks_.CutPowerAtOp(rocks_.ops_seen());  // if the run ended before the cut
+      ASSERT_TRUE(rocks_.DropUnsyncedData().ok());
+    }
+  }
+
+ private:
+  const SsdBackend backend_;
+  io::FaultEnv env_;
+  storage::testing::RocksPowerLossFs rocks_;
+};
+
+void PowerLossCampaign(SsdBackend backend) {
+  Campaign campaign = StartCampaign(("power loss, " + BackendName(backend)).c_str());
+  uint64_t calls = 0;
+  {
+    ScratchDir scratch;
+    PowerCut counter(backend);
+    counter.Count();
+    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend), Tables(),
+                                         counter.Envs());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    Progress none("");
+    ASSERT_TRUE(RunWorkload(**store, Plan(1), &none).ok());
+    ASSERT_TRUE((*store)->Close().ok());
+    calls = counter.Calls();
+  }
+  std::printf("calibration: %llu SSD calls per run\n", static_cast<unsigned long long>(calls));
+  ASSERT_GT(calls, 0u);
   std::mt19937_64 rng(campaign.seed);
   for (uint64_t trial = 0; trial < campaign.trials; ++trial) {
     const uint64_t seed = rng();
-    const uint64_t cut = 1 + rng() % cal.io_calls;
+    const uint64_t cut = 1 + rng() % calls;
     SCOPED_TRACE("trial " + std::to_string(trial) + " seed " + std::to_string(seed) +
-                 " power cut at I/O call " + std::to_string(cut));
+                 " power cut at SSD call " + std::to_string(cut));
     ScratchDir scratch;
     const std::string dir = scratch.path() + "/store";
     const std::string progress_path = scratch.path() + "/progress";
-    io::FaultEnv env(io::Env::Default());
-    ASSERT_TRUE(env.AddRule({.op = io::FaultOp::kAny, .nth_call = cut}).ok());
+    PowerCut power(backend);
+    power.CutAt(cut);
     {
       Progress progress(progress_path);
-      auto store =
-          engine::StoreImpl::Open(Options(dir, SsdBackend::kNative), Tables(), {.env = &env});
+      auto store = engine::StoreImpl::Open(Options(dir, backend), Tables(), power.Envs());
       if (store.ok()) (void)RunWorkload(**store, Plan(seed), &progress);
     }  // the store is dropped; its Close fails like every call after the cut
-    env.ClearRules();
-    ASSERT_TRUE(env.DropUnsyncedWrites().ok());
+    power.LosePower();
     const Outcome outcome = ReadProgress(ReadFile(progress_path));
     campaign.last_steps[outcome.last_step]++;
     std::vector<int64_t> allowed = {outcome.last_done};
     if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
-    auto store = Store::Open(Options(dir, SsdBackend::kNative), Tables());
+    auto store = Store::Open(Options(dir, backend), Tables());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ExpectCheckpoint(**store, Plan(seed), allowed);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
@@ -276,6 +334,9 @@ TEST(CrashCampaignTest, PowerLossNative) {
   }
   PrintSteps(campaign);
 }
+
+TEST(CrashCampaignTest, PowerLossNative) { PowerLossCampaign(SsdBackend::kNative); }
+TEST(CrashCampaignTest, PowerLossRocksDb) { PowerLossCampaign(SsdBackend::kRocksDb); }
 
 }  // namespace
 }  // namespace strata::crash
