@@ -72,9 +72,7 @@ Status RocksDbRowStore::WritePointer(uint64_t gen) {
   STRATA_RETURN_IF_ERROR(
       FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
   STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
-  std::unique_ptr<rocksdb::Directory> dir;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->NewDirectory(options_.dir, &dir), options_.dir));
-  return FromRocks(dir->Fsync(), options_.dir);
+  return SyncDir(env_, options_.dir);
 }
 
 Status RocksDbRowStore::RemoveDir(const std::string& dir) {
@@ -141,7 +139,7 @@ void RocksDbRowStore::CloseDb() {
 }
 
 Status RocksDbRowStore::Open() {
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->CreateDirIfMissing(options_.dir), options_.dir));
+  STRATA_RETURN_IF_ERROR(CreateDirsSynced(env_, options_.dir));
   direct_ = DirectIoWorks(options_.dir);
   cache_ = rocksdb::NewLRUCache(options_.rocksdb_block_cache_bytes);
   statistics_ = rocksdb::CreateDBStatistics();

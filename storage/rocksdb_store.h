@@ -1,6 +1,7 @@
 // Internal to the RocksDB backend (rocksdb_row_store.cc: data path and
-// stats; rocksdb_checkpoint.cc: options, open, checkpoints). The layout and
-// the durability argument are in rocksdb_row_store.h.
+// stats; rocksdb_checkpoint.cc: options, open, checkpoints;
+// rocksdb_layout.cc: the files under dir/). The layout and the durability
+// argument are in rocksdb_row_store.h and docs/ssd-format.md.
 //
 // Thread safety: as RowStore; writers hold write_mu_ shared and Checkpoint
 // holds it exclusively. Ownership: the store owns its database and handles.
@@ -38,6 +39,11 @@ Result<std::vector<TableSpec>> DecodeTables(const std::string& text, const std::
 std::string FamilyName(TableId id);
 // O_DIRECT works in `dir` (tmpfs refuses it).
 bool DirectIoWorks(const std::string& dir);
+// fsync of directory `dir`: makes creations, renames and deletions in it durable.
+Status SyncDir(rocksdb::Env* env, const std::string& dir);
+// Creates `path` and every missing parent, fsyncing each new directory's
+// parent so its entry is durable; an existing directory is left as it is.
+Status CreateDirsSynced(rocksdb::Env* env, const std::string& path);
 
 class RocksDbRowStore final : public RowStore {
  public:

@@ -1,11 +1,12 @@
 // Helpers of the RocksDB backend's tests: RocksDbTestOptions (a small store)
 // and FaultFs, a rocksdb::FileSystem wrapper (passed through
 // RowStoreOptions::rocksdb_env) that fails writes and syncs (EIO, or ENOSPC
-// with `no_space`) or reads of data files while a flag is set.
+// with `no_space`) or reads of data files while a flag is set, and records
+// every directory fsynced.
 //
-// Thread safety: flags are atomics; RocksDB calls FaultFs from its background
-// threads. Ownership: FaultFs is held by shared_ptr, as any RocksDB
-// FileSystem; the Env made from it must outlive the store.
+// Thread safety: flags are atomics, the record is guarded by a mutex; RocksDB
+// calls FaultFs from its background threads. Ownership: FaultFs is held by shared_ptr, as any
+// RocksDB FileSystem; the Env made from it must outlive the store.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -13,6 +14,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "storage/row_store_factory.h"
@@ -38,6 +41,12 @@ class FaultFs : public rocksdb::FileSystemWrapper {
 
   std::atomic<bool> fail_writes{false}, fail_reads{false};
   std::atomic<bool> no_space{false};
+
+  // `dir` (no trailing slash) was fsynced since the FaultFs was made.
+  bool DirSynced(const std::string& dir) {
+    std::lock_guard lock(mu_);
+    return synced_dirs_.count(dir) != 0;
+  }
 
   rocksdb::IOStatus WriteError() const {
     return no_space ? rocksdb::IOStatus::NoSpace("injected ENOSPC")
@@ -87,6 +96,35 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     FaultFs* fs_;
   };
 
+  class Dir : public rocksdb::FSDirectoryWrapper {
+   public:
+    Dir(std::unique_ptr<rocksdb::FSDirectory> d, FaultFs* fs, std::string path)
+        : FSDirectoryWrapper(std::move(d)), fs_(fs), path_(std::move(path)) {}
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
+      fs_->RecordSync(path_);
+      return FSDirectoryWrapper::Fsync(o, g);
+    }
+    rocksdb::IOStatus FsyncWithDirOptions(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g,
+                                          const rocksdb::DirFsyncOptions& d) override {
+      fs_->RecordSync(path_);
+      return FSDirectoryWrapper::FsyncWithDirOptions(o, g, d);
+    }
+
+   private:
+    FaultFs* fs_;
+    std::string path_;
+  };
+
+  rocksdb::IOStatus NewDirectory(const std::string& name, const rocksdb::IOOptions& o,
+                                 std::unique_ptr<rocksdb::FSDirectory>* r,
+                                 rocksdb::IODebugContext* g) override {
+    std::unique_ptr<rocksdb::FSDirectory> base;
+    rocksdb::IOStatus s = target()->NewDirectory(name, o, &base, g);
+    std::string path = name;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    if (s.ok()) *r = std::make_unique<Dir>(std::move(base), this, std::move(path));
+    return s;
+  }
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& fo,
                                     std::unique_ptr<rocksdb::FSWritableFile>* r,
                                     rocksdb::IODebugContext* g) override {
@@ -103,6 +141,15 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     if (s.ok()) *r = std::make_unique<Readable>(std::move(base), this);
     return s;
   }
+
+ private:
+  void RecordSync(const std::string& dir) {
+    std::lock_guard lock(mu_);
+    synced_dirs_.insert(dir);
+  }
+
+  std::mutex mu_;
+  std::set<std::string> synced_dirs_;  // guarded by mu_
 };
 
 }  // namespace strata::storage::testing
