@@ -1,9 +1,12 @@
 // RocksDB backend: options for point lookups, open and recovery (live/
 // rebuilt from the last checkpoint), and checkpoints (flush, then
 // rocksdb::Checkpoint, then the CHECKPOINT pointer switched atomically).
+// The files under dir/ are handled in rocksdb_layout.cc.
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
+
+#include <algorithm>
 
 #include "storage/limits.h"
 #include "storage/rocksdb_store.h"
@@ -51,39 +54,13 @@ Result<const RocksDbRowStore::Family*> RocksDbRowStore::Find(TableId table) cons
   return Status::InvalidArgument(options_.dir + ": unknown table id " + std::to_string(table));
 }
 
-Status RocksDbRowStore::ReadPointer(uint64_t* gen) const {
-  std::string text;
-  rocksdb::Status s = rocksdb::ReadFileToString(env_, options_.dir + "/" + kPointerName, &text);
-  if (s.IsNotFound() || s.IsPathNotFound()) {
-    *gen = 0;
-    return Status::Ok();
-  }
-  STRATA_RETURN_IF_ERROR(FromRocks(s, options_.dir + "/" + kPointerName));
-  if (text.rfind("ckpt-", 0) != 0 || text.back() != '\n') {
-    return Status::Corruption(options_.dir + "/" + kPointerName + " at offset 0: malformed");
-  }
-  *gen = std::stoull(text.substr(5));
-  return Status::Ok();
-}
-
 Status RocksDbRowStore::WritePointer(uint64_t gen) {
-  const std::string path = options_.dir + "/" + kPointerName;
-  const std::string text = "ckpt-" + std::to_string(gen) + "\n";
+  const std::string path = PointerPath();
+  const std::string text = kCheckpointPrefix + std::to_string(gen) + "\n";
   STRATA_RETURN_IF_ERROR(
       FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
   STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
   return SyncDir(env_, options_.dir);
-}
-
-Status RocksDbRowStore::RemoveDir(const std::string& dir) {
-  if (!env_->FileExists(dir).ok()) return Status::Ok();
-  std::vector<std::string> children;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(dir, &children), dir));
-  for (const std::string& c : children) {
-    if (c == "." || c == "..") continue;
-    STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(dir + "/" + c), dir + "/" + c));
-  }
-  return FromRocks(env_->DeleteDir(dir), dir);
 }
 
 // live/ = the checkpoint: SST files hard-linked (immutable), the rest copied.
@@ -140,21 +117,56 @@ void RocksDbRowStore::CloseDb() {
 
 Status RocksDbRowStore::Open() {
   STRATA_RETURN_IF_ERROR(CreateDirsSynced(env_, options_.dir));
-  direct_ = DirectIoWorks(options_.dir);
   cache_ = rocksdb::NewLRUCache(options_.rocksdb_block_cache_bytes);
   statistics_ = rocksdb::CreateDBStatistics();
-  STRATA_RETURN_IF_ERROR(ReadPointer(&generation_));
-  if (generation_ == 0) {  // fresh store: empty live DB, then checkpoint 1
-    STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
-    STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/true));
-    rocksdb::WriteOptions wo;
+  // Nothing is written or deleted before the pointer and the directory have
+  // been checked: a refused open leaves the directory as it was.
+  STRATA_ASSIGN_OR_RETURN(generation_, ReadPointer());
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
+  if (generation_ == 0) return CreateStore(children);
+  return OpenCheckpoint(children);
+}
+
+// A directory without a pointer: new, or left by an interrupted creation
+// (CREATING present: it never held a checkpoint). Anything else is refused.
+Status RocksDbRowStore::CreateStore(const std::vector<std::string>& children) {
+  const std::string marker = options_.dir + "/" + kCreatingName;
+  if (std::find(children.begin(), children.end(), kCreatingName) != children.end()) {
+    for (const std::string& c : children) {
+      if (c.rfind(kCheckpointPrefix, 0) == 0) {
+        STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
+      }
+    }
+    (void)env_->DeleteFile(PointerPath() + ".tmp");
+  } else {
+    STRATA_RETURN_IF_ERROR(CheckNoDataWithoutPointer(children));
     STRATA_RETURN_IF_ERROR(
-        FromRocks(db_->Put(wo, meta_family_, kTablesKey, EncodeTables(tables_)), LiveDir()));
-    return Checkpoint({});
+        FromRocks(rocksdb::WriteStringToFile(env_, "", marker, /*should_sync=*/true), marker));
+    STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
   }
+  direct_ = DirectIoWorks(options_.dir);
+  STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
+  STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/true));
+  rocksdb::WriteOptions wo;
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, meta_family_, kTablesKey, EncodeTables(tables_)), LiveDir()));
+  STRATA_RETURN_IF_ERROR(Checkpoint({}));  // checkpoint 1, empty
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
+  return SyncDir(env_, options_.dir);
+}
+
+Status RocksDbRowStore::OpenCheckpoint(const std::vector<std::string>& children) {
+  const std::string ckpt = CheckpointDir(generation_);
+  rocksdb::Status exists = env_->FileExists(ckpt);
+  if (exists.IsNotFound()) {
+    return Status::Corruption(PointerPath() + " names " + kCheckpointPrefix +
+                              std::to_string(generation_) + ", but " + ckpt + " does not exist");
+  }
+  STRATA_RETURN_IF_ERROR(FromRocks(exists, ckpt));
+  direct_ = DirectIoWorks(options_.dir);
   // Check the stored tables in the checkpoint, read-only, before changing anything.
   {
-    const std::string ckpt = CheckpointDir(generation_);
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, FamilyOptions());
     descriptors.emplace_back(kMetaFamily, FamilyOptions());
@@ -177,11 +189,17 @@ Status RocksDbRowStore::Open() {
   }
   STRATA_RETURN_IF_ERROR(CloneCheckpointToLive(generation_));
   STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/false));
+  // CREATING beside a pointer: a crash right after a new store's first
+  // switch. Left there, it would let a lost pointer pass for a new store.
+  if (std::find(children.begin(), children.end(), kCreatingName) != children.end()) {
+    const std::string marker = options_.dir + "/" + kCreatingName;
+    STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
+    STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
+  }
   // Leftovers of a crash during an earlier checkpoint.
-  std::vector<std::string> children;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
   for (const std::string& c : children) {
-    if (c.rfind("ckpt-", 0) == 0 && c != "ckpt-" + std::to_string(generation_)) {
+    if (c.rfind(kCheckpointPrefix, 0) == 0 &&
+        c != kCheckpointPrefix + std::to_string(generation_)) {
       STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
     }
   }

@@ -27,6 +27,10 @@ inline constexpr char kMetaFamily[] = "strata_meta";
 inline constexpr char kTablesKey[] = "tables";
 inline constexpr char kMetaKey[] = "checkpoint_meta";
 inline constexpr char kPointerName[] = "CHECKPOINT";
+// Present while a new store is being created (until its first pointer is
+// durable): a directory with it and no pointer holds no checkpoint.
+inline constexpr char kCreatingName[] = "CREATING";
+inline constexpr char kCheckpointPrefix[] = "ckpt-";
 
 // A Status from RocksDB's, the message prefixed by `what`.
 Status FromRocks(const rocksdb::Status& s, const std::string& what);
@@ -79,15 +83,28 @@ class RocksDbRowStore final : public RowStore {
   };
 
   std::string LiveDir() const { return options_.dir + "/live"; }
+  std::string PointerPath() const { return options_.dir + "/" + kPointerName; }
   std::string CheckpointDir(uint64_t gen) const {
-    return options_.dir + "/ckpt-" + std::to_string(gen);
+    return options_.dir + "/" + kCheckpointPrefix + std::to_string(gen);
   }
   rocksdb::Options DbOptions() const;
   rocksdb::ColumnFamilyOptions FamilyOptions() const;
   Result<const Family*> Find(TableId table) const;
-  Status ReadPointer(uint64_t* gen) const;
-  Status WritePointer(uint64_t gen);
+
+  // rocksdb_layout.cc.
+  // The generation CHECKPOINT names; 0 when there is no pointer. Anything but
+  // "ckpt-<n>\n" (n >= 1, decimal, no leading zero) is Corruption naming the
+  // file and its content.
+  Result<uint64_t> ReadPointer() const;
+  // Corruption unless `children` (of dir/) hold no checkpoint data: a store
+  // without its pointer is never taken for a new one.
+  Status CheckNoDataWithoutPointer(const std::vector<std::string>& children) const;
   Status RemoveDir(const std::string& dir);
+
+  // rocksdb_checkpoint.cc.
+  Status CreateStore(const std::vector<std::string>& children);
+  Status OpenCheckpoint(const std::vector<std::string>& children);
+  Status WritePointer(uint64_t gen);
   Status CloneCheckpointToLive(uint64_t gen);
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();

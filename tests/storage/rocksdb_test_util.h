@@ -1,8 +1,8 @@
 // Helpers of the RocksDB backend's tests: RocksDbTestOptions (a small store)
 // and FaultFs, a rocksdb::FileSystem wrapper (passed through
 // RowStoreOptions::rocksdb_env) that fails writes and syncs (EIO, or ENOSPC
-// with `no_space`) or reads of data files while a flag is set, and records
-// every directory fsynced.
+// with `no_space`), reads of data files or renames onto the CHECKPOINT
+// pointer while a flag is set, and records every directory fsynced.
 //
 // Thread safety: flags are atomics, the record is guarded by a mutex; RocksDB
 // calls FaultFs from its background threads. Ownership: FaultFs is held by shared_ptr, as any
@@ -41,6 +41,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
 
   std::atomic<bool> fail_writes{false}, fail_reads{false};
   std::atomic<bool> no_space{false};
+  std::atomic<bool> fail_pointer_renames{false};
 
   // `dir` (no trailing slash) was fsynced since the FaultFs was made.
   bool DirSynced(const std::string& dir) {
@@ -124,6 +125,13 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     while (path.size() > 1 && path.back() == '/') path.pop_back();
     if (s.ok()) *r = std::make_unique<Dir>(std::move(base), this, std::move(path));
     return s;
+  }
+  rocksdb::IOStatus RenameFile(const std::string& from, const std::string& to,
+                               const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
+    const bool pointer = to.size() >= 11 && to.compare(to.size() - 11, 11, "/CHECKPOINT") == 0;
+    if (pointer && fail_pointer_renames)
+      return rocksdb::IOStatus::IOError("injected EIO on rename");
+    return target()->RenameFile(from, to, o, g);
   }
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& fo,
                                     std::unique_ptr<rocksdb::FSWritableFile>* r,
