@@ -7,6 +7,7 @@
 #include <rocksdb/utilities/checkpoint.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "storage/limits.h"
 #include "storage/rocksdb_store.h"
@@ -52,15 +53,6 @@ Result<const RocksDbRowStore::Family*> RocksDbRowStore::Find(TableId table) cons
     if (f.spec.id == table) return &f;
   }
   return Status::InvalidArgument(options_.dir + ": unknown table id " + std::to_string(table));
-}
-
-Status RocksDbRowStore::WritePointer(uint64_t gen) {
-  const std::string path = PointerPath();
-  const std::string text = kCheckpointPrefix + std::to_string(gen) + "\n";
-  STRATA_RETURN_IF_ERROR(
-      FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
-  return SyncDir(env_, options_.dir);
 }
 
 // live/ = the checkpoint: SST files hard-linked (immutable), the rest copied.
@@ -189,21 +181,27 @@ Status RocksDbRowStore::OpenCheckpoint(const std::vector<std::string>& children)
   }
   STRATA_RETURN_IF_ERROR(CloneCheckpointToLive(generation_));
   STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/false));
+  // New checkpoints get numbers above every ckpt-<n> present, so making one
+  // never deletes a directory that anything names.
+  next_generation_ = generation_ + 1;
+  for (const std::string& c : children) {
+    if (c.rfind(kCheckpointPrefix, 0) != 0) continue;
+    const uint64_t n = std::strtoull(c.c_str() + sizeof(kCheckpointPrefix) - 1, nullptr, 10);
+    if (n < (1ull << 62)) next_generation_ = std::max(next_generation_, n + 1);
+  }
+  // A pointer seen after a crash may not be durable yet: fsync the directory
+  // before deleting anything an older pointer could name.
+  const Status synced = SyncDir(env_, options_.dir);
   // CREATING beside a pointer: a crash right after a new store's first
   // switch. Left there, it would let a lost pointer pass for a new store.
   if (std::find(children.begin(), children.end(), kCreatingName) != children.end()) {
     const std::string marker = options_.dir + "/" + kCreatingName;
+    STRATA_RETURN_IF_ERROR(synced);
     STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
     STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
   }
-  // Leftovers of a crash during an earlier checkpoint.
-  for (const std::string& c : children) {
-    if (c.rfind(kCheckpointPrefix, 0) == 0 &&
-        c != kCheckpointPrefix + std::to_string(generation_)) {
-      STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
-    }
-  }
-  return Status::Ok();
+  STRATA_RETURN_IF_ERROR(synced);
+  return RemoveObsoleteCheckpoints();
 }
 
 Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
@@ -229,22 +227,32 @@ Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
   std::vector<rocksdb::ColumnFamilyHandle*> handles{meta_family_};
   for (const Family& f : families_) handles.push_back(f.handle);
   STRATA_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions(), handles), where));
-  const uint64_t next = generation_ + 1;
-  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next)));  // leftover of a failed attempt
+  // No pointer names ckpt-<next> (see next_generation_): what is there is a
+  // leftover of an attempt that failed before its rename.
+  const uint64_t next = next_generation_;
+  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next)));
+  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next) + ".tmp"));
   rocksdb::Checkpoint* raw = nullptr;
   STRATA_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), where));
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
   STRATA_RETURN_IF_ERROR(FromRocks(
       checkpoint->CreateCheckpoint(CheckpointDir(next), /*log_size_for_flush=*/0), where));
-  STRATA_RETURN_IF_ERROR(WritePointer(next));
-  const uint64_t old = generation_;
+  // ckpt-<next>'s own entry is durable before a pointer names it.
+  STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
+  bool maybe_switched = false;
+  if (Status s = WritePointer(next, &maybe_switched); !s.ok()) {
+    // Past the rename, either pointer may be the one a power loss leaves:
+    // keep both checkpoints until a later one succeeds; never reuse `next`.
+    if (maybe_switched) next_generation_ = next + 1;
+    return s;
+  }
   generation_ = next;
+  next_generation_ = next + 1;
   {
     std::lock_guard meta_lock(meta_mu_);
     meta_.assign(meta.begin(), meta.end());
   }
-  if (old != 0) STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(old)));
-  return Status::Ok();
+  return RemoveObsoleteCheckpoints();
 }
 
 }  // namespace strata::storage::rocks

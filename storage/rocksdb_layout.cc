@@ -1,7 +1,9 @@
 // RocksDB backend: the files under dir/ (docs/ssd-format.md, "RocksDB
-// backend"). The CHECKPOINT pointer is parsed strictly; a directory holding
-// checkpoint data without it is refused, not taken for a new store;
-// directories are created with their parents, each new entry fsynced.
+// backend"). The CHECKPOINT pointer is parsed strictly and replaced
+// atomically; a directory holding checkpoint data without it is refused, not
+// taken for a new store; directories are created with their parents, each
+// new entry fsynced; obsolete checkpoints are deleted only behind a durable
+// pointer.
 #include "storage/limits.h"
 #include "storage/rocksdb_store.h"
 
@@ -107,6 +109,16 @@ Result<uint64_t> RocksDbRowStore::ReadPointer() const {
   return gen;
 }
 
+Status RocksDbRowStore::WritePointer(uint64_t gen, bool* maybe_switched) {
+  const std::string path = PointerPath();
+  const std::string text = kCheckpointPrefix + std::to_string(gen) + "\n";
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
+  *maybe_switched = true;  // a failed rename may have happened all the same
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
+  return SyncDir(env_, options_.dir);
+}
+
 Status RocksDbRowStore::CheckNoDataWithoutPointer(const std::vector<std::string>& children) const {
   std::string found;
   int listed = 0;
@@ -133,6 +145,18 @@ Status RocksDbRowStore::RemoveDir(const std::string& dir) {
     STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(dir + "/" + c), dir + "/" + c));
   }
   return FromRocks(env_->DeleteDir(dir), dir);
+}
+
+Status RocksDbRowStore::RemoveObsoleteCheckpoints() {
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(env_->GetChildren(options_.dir, &children), "list of " + options_.dir));
+  const std::string current = kCheckpointPrefix + std::to_string(generation_);
+  for (const std::string& c : children) {
+    if (c.rfind(kCheckpointPrefix, 0) != 0 || c == current) continue;
+    STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
+  }
+  return Status::Ok();
 }
 
 }  // namespace strata::storage::rocks

@@ -96,15 +96,21 @@ class RocksDbRowStore final : public RowStore {
   // "ckpt-<n>\n" (n >= 1, decimal, no leading zero) is Corruption naming the
   // file and its content.
   Result<uint64_t> ReadPointer() const;
+  // Replaces CHECKPOINT atomically (write and sync a temporary, rename, fsync
+  // dir). `*maybe_switched` is set once the rename was tried: after that a
+  // failure leaves either pointer possibly durable.
+  Status WritePointer(uint64_t gen, bool* maybe_switched);
   // Corruption unless `children` (of dir/) hold no checkpoint data: a store
   // without its pointer is never taken for a new one.
   Status CheckNoDataWithoutPointer(const std::vector<std::string>& children) const;
   Status RemoveDir(const std::string& dir);
+  // Deletes every ckpt-* entry but ckpt-<generation_>.
+  // REQUIRES: the pointer naming generation_ is durable.
+  Status RemoveObsoleteCheckpoints();
 
   // rocksdb_checkpoint.cc.
   Status CreateStore(const std::vector<std::string>& children);
   Status OpenCheckpoint(const std::vector<std::string>& children);
-  Status WritePointer(uint64_t gen);
   Status CloneCheckpointToLive(uint64_t gen);
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();
@@ -121,7 +127,13 @@ class RocksDbRowStore final : public RowStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<Family> families_;
   rocksdb::ColumnFamilyHandle* meta_family_ = nullptr;
+  // The last checkpoint switched to durably (0: none yet). Guarded by
+  // write_mu_ (exclusive) after Open.
   uint64_t generation_ = 0;
+  // The number of the next checkpoint: above every ckpt-<n> that a pointer on
+  // disk may name (after a failure past the pointer's rename, the new one may
+  // be durable as well as the old), so making it never deletes one.
+  uint64_t next_generation_ = 1;
 
   // Writers hold it shared, Checkpoint exclusively: a checkpoint sees no
   // write half-applied across column families.

@@ -1,12 +1,15 @@
 // Helpers of the RocksDB backend's tests: RocksDbTestOptions (a small store)
 // and FaultFs, a rocksdb::FileSystem wrapper (passed through
-// RowStoreOptions::rocksdb_env) that fails writes and syncs (EIO, or ENOSPC
-// with `no_space`), reads of data files or renames onto the CHECKPOINT
-// pointer while a flag is set, and records every directory fsynced.
+// RowStoreOptions::rocksdb_env). While a flag is set FaultFs fails writes and
+// syncs (EIO, or ENOSPC with `no_space`), reads of data files, renames onto
+// the CHECKPOINT pointer, fsyncs of the pointer's directory after such a
+// rename, or new files under a `ckpt-*` directory (EIO). It records every
+// directory fsynced.
 //
 // Thread safety: flags are atomics, the record is guarded by a mutex; RocksDB
-// calls FaultFs from its background threads. Ownership: FaultFs is held by shared_ptr, as any
-// RocksDB FileSystem; the Env made from it must outlive the store.
+// calls FaultFs from its background threads. Ownership: FaultFs is held by
+// shared_ptr, as any RocksDB FileSystem; the Env made from it must outlive
+// the store.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -42,6 +45,10 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   std::atomic<bool> fail_writes{false}, fail_reads{false};
   std::atomic<bool> no_space{false};
   std::atomic<bool> fail_pointer_renames{false};
+  std::atomic<bool> fail_checkpoint_creates{false};  // new files under ckpt-*
+  // Fails fsyncs of the store directory after a rename onto its CHECKPOINT
+  // made while set.
+  std::atomic<bool> fail_dir_syncs_after_pointer_rename{false};
 
   // `dir` (no trailing slash) was fsynced since the FaultFs was made.
   bool DirSynced(const std::string& dir) {
@@ -102,12 +109,12 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     Dir(std::unique_ptr<rocksdb::FSDirectory> d, FaultFs* fs, std::string path)
         : FSDirectoryWrapper(std::move(d)), fs_(fs), path_(std::move(path)) {}
     rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
-      fs_->RecordSync(path_);
+      if (fs_->FailSync(path_)) return rocksdb::IOStatus::IOError("injected EIO on dir fsync");
       return FSDirectoryWrapper::Fsync(o, g);
     }
     rocksdb::IOStatus FsyncWithDirOptions(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g,
                                           const rocksdb::DirFsyncOptions& d) override {
-      fs_->RecordSync(path_);
+      if (fs_->FailSync(path_)) return rocksdb::IOStatus::IOError("injected EIO on dir fsync");
       return FSDirectoryWrapper::FsyncWithDirOptions(o, g, d);
     }
 
@@ -131,11 +138,20 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     const bool pointer = to.size() >= 11 && to.compare(to.size() - 11, 11, "/CHECKPOINT") == 0;
     if (pointer && fail_pointer_renames)
       return rocksdb::IOStatus::IOError("injected EIO on rename");
-    return target()->RenameFile(from, to, o, g);
+    rocksdb::IOStatus s = target()->RenameFile(from, to, o, g);
+    if (pointer && s.ok()) {
+      std::lock_guard lock(mu_);
+      pointer_dir_ = fail_dir_syncs_after_pointer_rename ? to.substr(0, to.size() - 11) : "";
+    }
+    return s;
   }
+
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& fo,
                                     std::unique_ptr<rocksdb::FSWritableFile>* r,
                                     rocksdb::IODebugContext* g) override {
+    if (fail_checkpoint_creates && InCheckpoint(f)) {
+      return rocksdb::IOStatus::IOError("injected EIO creating " + f);
+    }
     std::unique_ptr<rocksdb::FSWritableFile> base;
     rocksdb::IOStatus s = target()->NewWritableFile(f, fo, &base, g);
     if (s.ok()) *r = std::make_unique<Writable>(std::move(base), this);
@@ -151,13 +167,20 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   }
 
  private:
-  void RecordSync(const std::string& dir) {
+  static bool InCheckpoint(const std::string& path) {
+    return path.find("/ckpt-") != std::string::npos;
+  }
+  // Records a directory fsync; true when it is to fail.
+  bool FailSync(const std::string& dir) {
     std::lock_guard lock(mu_);
+    if (fail_dir_syncs_after_pointer_rename && dir == pointer_dir_) return true;
     synced_dirs_.insert(dir);
+    return false;
   }
 
   std::mutex mu_;
   std::set<std::string> synced_dirs_;  // guarded by mu_
+  std::string pointer_dir_;            // guarded by mu_: where an armed pointer rename went
 };
 
 }  // namespace strata::storage::testing
