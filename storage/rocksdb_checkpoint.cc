@@ -200,8 +200,12 @@ Status RocksDbRowStore::OpenCheckpoint(const std::vector<std::string>& children)
     STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
     STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
   }
-  STRATA_RETURN_IF_ERROR(synced);
-  return RemoveObsoleteCheckpoints();
+  if (!synced.ok()) {
+    NoteCleanupError(synced);
+    return Status::Ok();
+  }
+  RemoveObsoleteCheckpoints();
+  return Status::Ok();
 }
 
 Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
@@ -252,7 +256,9 @@ Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
     std::lock_guard meta_lock(meta_mu_);
     meta_.assign(meta.begin(), meta.end());
   }
-  return RemoveObsoleteCheckpoints();
+  // The checkpoint is durable whatever happens here.
+  RemoveObsoleteCheckpoints();
+  return Status::Ok();
 }
 
 }  // namespace strata::storage::rocks

@@ -3,9 +3,10 @@
 // atomically; a directory holding checkpoint data without it is refused, not
 // taken for a new store; directories are created with their parents, each
 // new entry fsynced; obsolete checkpoints are deleted only behind a durable
-// pointer.
+// pointer, and a failure to delete them never fails the checkpoint.
 #include "storage/limits.h"
 #include "storage/rocksdb_store.h"
+#include "strata/log.h"
 
 namespace strata::storage::rocks {
 namespace {
@@ -147,16 +148,26 @@ Status RocksDbRowStore::RemoveDir(const std::string& dir) {
   return FromRocks(env_->DeleteDir(dir), dir);
 }
 
-Status RocksDbRowStore::RemoveObsoleteCheckpoints() {
+void RocksDbRowStore::RemoveObsoleteCheckpoints() {
   std::vector<std::string> children;
-  STRATA_RETURN_IF_ERROR(
-      FromRocks(env_->GetChildren(options_.dir, &children), "list of " + options_.dir));
+  rocksdb::Status listed = env_->GetChildren(options_.dir, &children);
+  if (!listed.ok()) return NoteCleanupError(FromRocks(listed, "list of " + options_.dir));
   const std::string current = kCheckpointPrefix + std::to_string(generation_);
   for (const std::string& c : children) {
     if (c.rfind(kCheckpointPrefix, 0) != 0 || c == current) continue;
-    STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
+    Status s = RemoveDir(options_.dir + "/" + c);
+    if (!s.ok()) NoteCleanupError(s);
   }
-  return Status::Ok();
+}
+
+void RocksDbRowStore::NoteCleanupError(const Status& s) {
+  ++cleanup_errors_;
+  if (!cleanup_error_logged_.exchange(true)) {
+    STRATA_LOG_WARN(
+        "%s: obsolete checkpoints not deleted (the last checkpoint is durable; retried at the "
+        "next checkpoint or open; further errors only counted in Stats().cleanup_errors): %s",
+        options_.dir.c_str(), s.ToString().c_str());
+  }
 }
 
 }  // namespace strata::storage::rocks

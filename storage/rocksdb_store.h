@@ -104,9 +104,11 @@ class RocksDbRowStore final : public RowStore {
   // without its pointer is never taken for a new one.
   Status CheckNoDataWithoutPointer(const std::vector<std::string>& children) const;
   Status RemoveDir(const std::string& dir);
-  // Deletes every ckpt-* entry but ckpt-<generation_>.
+  // Deletes every ckpt-* entry but ckpt-<generation_>; never fails: an error
+  // is counted and logged once, and the next checkpoint or open tries again.
   // REQUIRES: the pointer naming generation_ is durable.
-  Status RemoveObsoleteCheckpoints();
+  void RemoveObsoleteCheckpoints();
+  void NoteCleanupError(const Status& s);
 
   // rocksdb_checkpoint.cc.
   Status CreateStore(const std::vector<std::string>& children);
@@ -142,6 +144,8 @@ class RocksDbRowStore final : public RowStore {
   std::vector<std::byte> meta_;  // guarded by meta_mu_
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, user_bytes_written_{0};
+  std::atomic<uint64_t> cleanup_errors_{0};
+  std::atomic<bool> cleanup_error_logged_{false};
 };
 
 }  // namespace strata::storage::rocks

@@ -2,7 +2,9 @@
 // The RocksDB backend's checkpoint sequence (storage/rocksdb_checkpoint.cc):
 // after a failure at or past the rename of CHECKPOINT, both the old and the
 // new checkpoint stay until a later checkpoint succeeds (a power loss may
-// leave either pointer), and each reopens to its own rows.
+// leave either pointer), and each reopens to its own rows; an error deleting
+// obsolete checkpoints after a durable switch is no failure: counted, logged
+// once, retried at the next checkpoint or open.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -111,6 +113,7 @@ TEST_F(RocksDbCheckpointTest, FailureAfterPointerRenameKeepsBothCheckpoints) {
   ASSERT_TRUE((*store)->Checkpoint(Bytes("D")).ok());
   EXPECT_EQ(CheckpointDirs(dir).size(), 1u);
   EXPECT_EQ(CheckpointDirs(dir).count(ReadPointer(dir)), 1u);
+  EXPECT_EQ((*store)->Stats().cleanup_errors, 0u);
   store->reset();
   ExpectReopens("store", d, "D");
 }
@@ -133,6 +136,47 @@ TEST_F(RocksDbCheckpointTest, FailedPointerRenameKeepsBothCheckpoints) {
   ExpectReopens("store", a, "A");
   EXPECT_EQ(CheckpointDirs(dir),
             std::set<std::string>{"ckpt-2"});  // removed behind a durable pointer
+}
+
+TEST_F(RocksDbCheckpointTest, CleanupErrorAfterSwitchIsCountedNotFailed) {
+  const std::string dir = Options().dir;
+  Model model;
+  {
+    auto store = OpenRowStore(Options(), kTables);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(PutRows(**store, 1, kRowBytes, Keys(0), 0, &model).ok());
+    fault_->fail_checkpoint_deletes = true;
+    ::testing::internal::CaptureStderr();
+    // Both switches are durable: success, the old directories stay.
+    ASSERT_TRUE((*store)->Checkpoint(Bytes("two")).ok());
+    ASSERT_TRUE(PutRows(**store, 1, kRowBytes, Keys(1), 1, &model).ok());
+    ASSERT_TRUE((*store)->Checkpoint(Bytes("three")).ok());
+    const std::string logged = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ((*store)->CheckpointMeta(), Bytes("three"));
+    EXPECT_EQ(ReadPointer(dir), "ckpt-3");
+    EXPECT_EQ(CheckpointDirs(dir), (std::set<std::string>{"ckpt-1", "ckpt-2", "ckpt-3"}));
+    EXPECT_GE((*store)->Stats().cleanup_errors, 2u);
+    // Logged once, naming the store.
+    const size_t first = logged.find("obsolete checkpoint");
+    ASSERT_NE(first, std::string::npos) << logged;
+    EXPECT_EQ(logged.find("obsolete checkpoint", first + 1), std::string::npos) << logged;
+    EXPECT_NE(logged.find(dir), std::string::npos) << logged;
+  }
+  // Retried at open, once deletions work again.
+  fault_->fail_checkpoint_deletes = false;
+  ExpectReopens("store", model, "three");
+  EXPECT_EQ(CheckpointDirs(dir), std::set<std::string>{"ckpt-3"});
+
+  // And at the next checkpoint.
+  auto store = OpenRowStore(Options(), kTables);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  fault_->fail_checkpoint_deletes = true;
+  ASSERT_TRUE((*store)->Checkpoint(Bytes("four")).ok());
+  fault_->fail_checkpoint_deletes = false;
+  EXPECT_EQ(CheckpointDirs(dir), (std::set<std::string>{"ckpt-3", "ckpt-4"}));
+  EXPECT_EQ((*store)->Stats().cleanup_errors, 1u);
+  ASSERT_TRUE((*store)->Checkpoint(Bytes("five")).ok());
+  EXPECT_EQ(CheckpointDirs(dir), std::set<std::string>{"ckpt-5"});
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // RowStoreOptions::rocksdb_env). While a flag is set FaultFs fails writes and
 // syncs (EIO, or ENOSPC with `no_space`), reads of data files, renames onto
 // the CHECKPOINT pointer, fsyncs of the pointer's directory after such a
-// rename, or new files under a `ckpt-*` directory (EIO). It records every
-// directory fsynced.
+// rename, or new files or deletions under a `ckpt-*` directory (EIO). It
+// records every directory fsynced.
 //
 // Thread safety: flags are atomics, the record is guarded by a mutex; RocksDB
 // calls FaultFs from its background threads. Ownership: FaultFs is held by
@@ -46,6 +46,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   std::atomic<bool> no_space{false};
   std::atomic<bool> fail_pointer_renames{false};
   std::atomic<bool> fail_checkpoint_creates{false};  // new files under ckpt-*
+  std::atomic<bool> fail_checkpoint_deletes{false};  // deletions under ckpt-*
   // Fails fsyncs of the store directory after a rename onto its CHECKPOINT
   // made while set.
   std::atomic<bool> fail_dir_syncs_after_pointer_rename{false};
@@ -156,6 +157,20 @@ class FaultFs : public rocksdb::FileSystemWrapper {
     rocksdb::IOStatus s = target()->NewWritableFile(f, fo, &base, g);
     if (s.ok()) *r = std::make_unique<Writable>(std::move(base), this);
     return s;
+  }
+  rocksdb::IOStatus DeleteFile(const std::string& f, const rocksdb::IOOptions& o,
+                               rocksdb::IODebugContext* g) override {
+    if (fail_checkpoint_deletes && InCheckpoint(f)) {
+      return rocksdb::IOStatus::IOError("injected EIO deleting " + f);
+    }
+    return target()->DeleteFile(f, o, g);
+  }
+  rocksdb::IOStatus DeleteDir(const std::string& d, const rocksdb::IOOptions& o,
+                              rocksdb::IODebugContext* g) override {
+    if (fail_checkpoint_deletes && InCheckpoint(d)) {
+      return rocksdb::IOStatus::IOError("injected EIO deleting " + d);
+    }
+    return target()->DeleteDir(d, o, g);
   }
   rocksdb::IOStatus NewRandomAccessFile(const std::string& f, const rocksdb::FileOptions& fo,
                                         std::unique_ptr<rocksdb::FSRandomAccessFile>* r,
