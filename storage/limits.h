@@ -20,6 +20,9 @@ inline constexpr uint64_t kCheckpointMetaBytesMax = 64ull << 20;
 inline constexpr uint32_t kLeavesPerRoundMax = 1024;
 // Physical pages of one data file (page numbers are 32-bit, kNoPage reserved).
 inline constexpr uint64_t kPagesPerFileMax = 0xFFFFFFFEull;
+// Bytes of the RocksDB backend's CHECKPOINT pointer ("ckpt-<n>\n", n below
+// 10^19); a longer file is Corruption, not read whole.
+inline constexpr uint64_t kCheckpointPointerBytesMax = 64;
 // Bytes of one native MANIFEST.
 inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 

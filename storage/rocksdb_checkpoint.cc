@@ -1,9 +1,13 @@
 // RocksDB backend: options for point lookups, open and recovery (live/
 // rebuilt from the last checkpoint), and checkpoints (flush, then
 // rocksdb::Checkpoint, then the CHECKPOINT pointer switched atomically).
+// The files under dir/ are handled in rocksdb_layout.cc.
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 #include <rocksdb/utilities/checkpoint.h>
+
+#include <algorithm>
+#include <cstdlib>
 
 #include "storage/limits.h"
 #include "storage/rocksdb_store.h"
@@ -49,43 +53,6 @@ Result<const RocksDbRowStore::Family*> RocksDbRowStore::Find(TableId table) cons
     if (f.spec.id == table) return &f;
   }
   return Status::InvalidArgument(options_.dir + ": unknown table id " + std::to_string(table));
-}
-
-Status RocksDbRowStore::ReadPointer(uint64_t* gen) const {
-  std::string text;
-  rocksdb::Status s = rocksdb::ReadFileToString(env_, options_.dir + "/" + kPointerName, &text);
-  if (s.IsNotFound() || s.IsPathNotFound()) {
-    *gen = 0;
-    return Status::Ok();
-  }
-  STRATA_RETURN_IF_ERROR(FromRocks(s, options_.dir + "/" + kPointerName));
-  if (text.rfind("ckpt-", 0) != 0 || text.back() != '\n') {
-    return Status::Corruption(options_.dir + "/" + kPointerName + " at offset 0: malformed");
-  }
-  *gen = std::stoull(text.substr(5));
-  return Status::Ok();
-}
-
-Status RocksDbRowStore::WritePointer(uint64_t gen) {
-  const std::string path = options_.dir + "/" + kPointerName;
-  const std::string text = "ckpt-" + std::to_string(gen) + "\n";
-  STRATA_RETURN_IF_ERROR(
-      FromRocks(rocksdb::WriteStringToFile(env_, text, path + ".tmp", /*should_sync=*/true), path));
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->RenameFile(path + ".tmp", path), path));
-  std::unique_ptr<rocksdb::Directory> dir;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->NewDirectory(options_.dir, &dir), options_.dir));
-  return FromRocks(dir->Fsync(), options_.dir);
-}
-
-Status RocksDbRowStore::RemoveDir(const std::string& dir) {
-  if (!env_->FileExists(dir).ok()) return Status::Ok();
-  std::vector<std::string> children;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(dir, &children), dir));
-  for (const std::string& c : children) {
-    if (c == "." || c == "..") continue;
-    STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(dir + "/" + c), dir + "/" + c));
-  }
-  return FromRocks(env_->DeleteDir(dir), dir);
 }
 
 // live/ = the checkpoint: SST files hard-linked (immutable), the rest copied.
@@ -141,22 +108,57 @@ void RocksDbRowStore::CloseDb() {
 }
 
 Status RocksDbRowStore::Open() {
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->CreateDirIfMissing(options_.dir), options_.dir));
-  direct_ = DirectIoWorks(options_.dir);
+  STRATA_RETURN_IF_ERROR(CreateDirsSynced(env_, options_.dir));
   cache_ = rocksdb::NewLRUCache(options_.rocksdb_block_cache_bytes);
   statistics_ = rocksdb::CreateDBStatistics();
-  STRATA_RETURN_IF_ERROR(ReadPointer(&generation_));
-  if (generation_ == 0) {  // fresh store: empty live DB, then checkpoint 1
-    STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
-    STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/true));
-    rocksdb::WriteOptions wo;
+  // Nothing is written or deleted before the pointer and the directory have
+  // been checked: a refused open leaves the directory as it was.
+  STRATA_ASSIGN_OR_RETURN(generation_, ReadPointer());
+  std::vector<std::string> children;
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
+  if (generation_ == 0) return CreateStore(children);
+  return OpenCheckpoint(children);
+}
+
+// A directory without a pointer: new, or left by an interrupted creation
+// (CREATING present: it never held a checkpoint). Anything else is refused.
+Status RocksDbRowStore::CreateStore(const std::vector<std::string>& children) {
+  const std::string marker = options_.dir + "/" + kCreatingName;
+  if (std::find(children.begin(), children.end(), kCreatingName) != children.end()) {
+    for (const std::string& c : children) {
+      if (c.rfind(kCheckpointPrefix, 0) == 0) {
+        STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
+      }
+    }
+    (void)env_->DeleteFile(PointerPath() + ".tmp");
+  } else {
+    STRATA_RETURN_IF_ERROR(CheckNoDataWithoutPointer(children));
     STRATA_RETURN_IF_ERROR(
-        FromRocks(db_->Put(wo, meta_family_, kTablesKey, EncodeTables(tables_)), LiveDir()));
-    return Checkpoint({});
+        FromRocks(rocksdb::WriteStringToFile(env_, "", marker, /*should_sync=*/true), marker));
+    STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
   }
+  direct_ = DirectIoWorks(options_.dir);
+  STRATA_RETURN_IF_ERROR(RemoveDir(LiveDir()));
+  STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/true));
+  rocksdb::WriteOptions wo;
+  STRATA_RETURN_IF_ERROR(
+      FromRocks(db_->Put(wo, meta_family_, kTablesKey, EncodeTables(tables_)), LiveDir()));
+  STRATA_RETURN_IF_ERROR(Checkpoint({}));  // checkpoint 1, empty
+  STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
+  return SyncDir(env_, options_.dir);
+}
+
+Status RocksDbRowStore::OpenCheckpoint(const std::vector<std::string>& children) {
+  const std::string ckpt = CheckpointDir(generation_);
+  rocksdb::Status exists = env_->FileExists(ckpt);
+  if (exists.IsNotFound()) {
+    return Status::Corruption(PointerPath() + " names " + kCheckpointPrefix +
+                              std::to_string(generation_) + ", but " + ckpt + " does not exist");
+  }
+  STRATA_RETURN_IF_ERROR(FromRocks(exists, ckpt));
+  direct_ = DirectIoWorks(options_.dir);
   // Check the stored tables in the checkpoint, read-only, before changing anything.
   {
-    const std::string ckpt = CheckpointDir(generation_);
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, FamilyOptions());
     descriptors.emplace_back(kMetaFamily, FamilyOptions());
@@ -179,14 +181,30 @@ Status RocksDbRowStore::Open() {
   }
   STRATA_RETURN_IF_ERROR(CloneCheckpointToLive(generation_));
   STRATA_RETURN_IF_ERROR(OpenDb(LiveDir(), /*create=*/false));
-  // Leftovers of a crash during an earlier checkpoint.
-  std::vector<std::string> children;
-  STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
+  // New checkpoints get numbers above every ckpt-<n> present, so making one
+  // never deletes a directory that anything names.
+  next_generation_ = generation_ + 1;
   for (const std::string& c : children) {
-    if (c.rfind("ckpt-", 0) == 0 && c != "ckpt-" + std::to_string(generation_)) {
-      STRATA_RETURN_IF_ERROR(RemoveDir(options_.dir + "/" + c));
-    }
+    if (c.rfind(kCheckpointPrefix, 0) != 0) continue;
+    const uint64_t n = std::strtoull(c.c_str() + sizeof(kCheckpointPrefix) - 1, nullptr, 10);
+    if (n < (1ull << 62)) next_generation_ = std::max(next_generation_, n + 1);
   }
+  // A pointer seen after a crash may not be durable yet: fsync the directory
+  // before deleting anything an older pointer could name.
+  const Status synced = SyncDir(env_, options_.dir);
+  // CREATING beside a pointer: a crash right after a new store's first
+  // switch. Left there, it would let a lost pointer pass for a new store.
+  if (std::find(children.begin(), children.end(), kCreatingName) != children.end()) {
+    const std::string marker = options_.dir + "/" + kCreatingName;
+    STRATA_RETURN_IF_ERROR(synced);
+    STRATA_RETURN_IF_ERROR(FromRocks(env_->DeleteFile(marker), marker));
+    STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
+  }
+  if (!synced.ok()) {
+    NoteCleanupError(synced);
+    return Status::Ok();
+  }
+  RemoveObsoleteCheckpoints();
   return Status::Ok();
 }
 
@@ -213,21 +231,33 @@ Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
   std::vector<rocksdb::ColumnFamilyHandle*> handles{meta_family_};
   for (const Family& f : families_) handles.push_back(f.handle);
   STRATA_RETURN_IF_ERROR(FromRocks(db_->Flush(rocksdb::FlushOptions(), handles), where));
-  const uint64_t next = generation_ + 1;
-  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next)));  // leftover of a failed attempt
+  // No pointer names ckpt-<next> (see next_generation_): what is there is a
+  // leftover of an attempt that failed before its rename.
+  const uint64_t next = next_generation_;
+  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next)));
+  STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(next) + ".tmp"));
   rocksdb::Checkpoint* raw = nullptr;
   STRATA_RETURN_IF_ERROR(FromRocks(rocksdb::Checkpoint::Create(db_.get(), &raw), where));
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
   STRATA_RETURN_IF_ERROR(FromRocks(
       checkpoint->CreateCheckpoint(CheckpointDir(next), /*log_size_for_flush=*/0), where));
-  STRATA_RETURN_IF_ERROR(WritePointer(next));
-  const uint64_t old = generation_;
+  // ckpt-<next>'s own entry is durable before a pointer names it.
+  STRATA_RETURN_IF_ERROR(SyncDir(env_, options_.dir));
+  bool maybe_switched = false;
+  if (Status s = WritePointer(next, &maybe_switched); !s.ok()) {
+    // Past the rename, either pointer may be the one a power loss leaves:
+    // keep both checkpoints until a later one succeeds; never reuse `next`.
+    if (maybe_switched) next_generation_ = next + 1;
+    return s;
+  }
   generation_ = next;
+  next_generation_ = next + 1;
   {
     std::lock_guard meta_lock(meta_mu_);
     meta_.assign(meta.begin(), meta.end());
   }
-  if (old != 0) STRATA_RETURN_IF_ERROR(RemoveDir(CheckpointDir(old)));
+  // The checkpoint is durable whatever happens here.
+  RemoveObsoleteCheckpoints();
   return Status::Ok();
 }
 

@@ -180,6 +180,7 @@ RowStoreStats RocksDbRowStore::Stats() const {
   s.rows_read = rows_read_.load();
   s.rows_written = rows_written_.load();
   s.user_bytes_written = user_bytes_written_.load();
+  s.cleanup_errors = cleanup_errors_.load();
   s.bytes_written = statistics_->getTickerCount(rocksdb::FLUSH_WRITE_BYTES) +
                     statistics_->getTickerCount(rocksdb::COMPACT_WRITE_BYTES);
   // RocksDB counts no device reads of gets; data-block misses are device reads.

@@ -8,7 +8,10 @@
 // it and is replaced atomically (write, sync, rename, fsync dir). Writes skip
 // the WAL: only checkpoints are durable, and Open rebuilds `live/` from the
 // checkpoint (hard links of its SST files), so reopening gives exactly the
-// last checkpoint whatever happened after it.
+// last checkpoint whatever happened after it. A checkpoint directory is
+// deleted only behind a durable pointer naming another; a malformed or
+// missing pointer beside checkpoint data is refused (Corruption), never taken
+// for a new store (docs/ssd-format.md, "RocksDB open").
 //
 // Keys are 8 bytes big endian, values the fixed-size row. Settings favour
 // point lookups: bloom filters, hash index inside data blocks, direct reads.

@@ -1,6 +1,7 @@
 // Internal to the RocksDB backend (rocksdb_row_store.cc: data path and
-// stats; rocksdb_checkpoint.cc: options, open, checkpoints). The layout and
-// the durability argument are in rocksdb_row_store.h.
+// stats; rocksdb_checkpoint.cc: options, open, checkpoints;
+// rocksdb_layout.cc: the files under dir/). The layout and the durability
+// argument are in rocksdb_row_store.h and docs/ssd-format.md.
 //
 // Thread safety: as RowStore; writers hold write_mu_ shared and Checkpoint
 // holds it exclusively. Ownership: the store owns its database and handles.
@@ -26,6 +27,10 @@ inline constexpr char kMetaFamily[] = "strata_meta";
 inline constexpr char kTablesKey[] = "tables";
 inline constexpr char kMetaKey[] = "checkpoint_meta";
 inline constexpr char kPointerName[] = "CHECKPOINT";
+// Present while a new store is being created (until its first pointer is
+// durable): a directory with it and no pointer holds no checkpoint.
+inline constexpr char kCreatingName[] = "CREATING";
+inline constexpr char kCheckpointPrefix[] = "ckpt-";
 
 // A Status from RocksDB's, the message prefixed by `what`.
 Status FromRocks(const rocksdb::Status& s, const std::string& what);
@@ -38,6 +43,11 @@ Result<std::vector<TableSpec>> DecodeTables(const std::string& text, const std::
 std::string FamilyName(TableId id);
 // O_DIRECT works in `dir` (tmpfs refuses it).
 bool DirectIoWorks(const std::string& dir);
+// fsync of directory `dir`: makes creations, renames and deletions in it durable.
+Status SyncDir(rocksdb::Env* env, const std::string& dir);
+// Creates `path` and every missing parent, fsyncing each new directory's
+// parent so its entry is durable; an existing directory is left as it is.
+Status CreateDirsSynced(rocksdb::Env* env, const std::string& path);
 
 class RocksDbRowStore final : public RowStore {
  public:
@@ -73,15 +83,36 @@ class RocksDbRowStore final : public RowStore {
   };
 
   std::string LiveDir() const { return options_.dir + "/live"; }
+  std::string PointerPath() const { return options_.dir + "/" + kPointerName; }
   std::string CheckpointDir(uint64_t gen) const {
-    return options_.dir + "/ckpt-" + std::to_string(gen);
+    return options_.dir + "/" + kCheckpointPrefix + std::to_string(gen);
   }
   rocksdb::Options DbOptions() const;
   rocksdb::ColumnFamilyOptions FamilyOptions() const;
   Result<const Family*> Find(TableId table) const;
-  Status ReadPointer(uint64_t* gen) const;
-  Status WritePointer(uint64_t gen);
+
+  // rocksdb_layout.cc.
+  // The generation CHECKPOINT names; 0 when there is no pointer. Anything but
+  // "ckpt-<n>\n" (n >= 1, decimal, no leading zero) is Corruption naming the
+  // file and its content.
+  Result<uint64_t> ReadPointer() const;
+  // Replaces CHECKPOINT atomically (write and sync a temporary, rename, fsync
+  // dir). `*maybe_switched` is set once the rename was tried: after that a
+  // failure leaves either pointer possibly durable.
+  Status WritePointer(uint64_t gen, bool* maybe_switched);
+  // Corruption unless `children` (of dir/) hold no checkpoint data: a store
+  // without its pointer is never taken for a new one.
+  Status CheckNoDataWithoutPointer(const std::vector<std::string>& children) const;
   Status RemoveDir(const std::string& dir);
+  // Deletes every ckpt-* entry but ckpt-<generation_>; never fails: an error
+  // is counted and logged once, and the next checkpoint or open tries again.
+  // REQUIRES: the pointer naming generation_ is durable.
+  void RemoveObsoleteCheckpoints();
+  void NoteCleanupError(const Status& s);
+
+  // rocksdb_checkpoint.cc.
+  Status CreateStore(const std::vector<std::string>& children);
+  Status OpenCheckpoint(const std::vector<std::string>& children);
   Status CloneCheckpointToLive(uint64_t gen);
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();
@@ -98,7 +129,13 @@ class RocksDbRowStore final : public RowStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<Family> families_;
   rocksdb::ColumnFamilyHandle* meta_family_ = nullptr;
+  // The last checkpoint switched to durably (0: none yet). Guarded by
+  // write_mu_ (exclusive) after Open.
   uint64_t generation_ = 0;
+  // The number of the next checkpoint: above every ckpt-<n> that a pointer on
+  // disk may name (after a failure past the pointer's rename, the new one may
+  // be durable as well as the old), so making it never deletes one.
+  uint64_t next_generation_ = 1;
 
   // Writers hold it shared, Checkpoint exclusively: a checkpoint sees no
   // write half-applied across column families.
@@ -107,6 +144,8 @@ class RocksDbRowStore final : public RowStore {
   std::vector<std::byte> meta_;  // guarded by meta_mu_
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, user_bytes_written_{0};
+  std::atomic<uint64_t> cleanup_errors_{0};
+  std::atomic<bool> cleanup_error_logged_{false};
 };
 
 }  // namespace strata::storage::rocks

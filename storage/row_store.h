@@ -42,8 +42,9 @@ struct RowStoreStats {
   uint64_t live_bytes = 0;   // live rows x row bytes
   uint64_t file_bytes = 0;   // bytes the store occupies on disk
   uint64_t index_bytes = 0;  // DRAM held by the in-memory index
-  // Obsolete files or pages a durable checkpoint could not delete or truncate
-  // (retried later; the checkpoint itself succeeded).
+  // Obsolete files, pages or checkpoints a checkpoint or open failed to
+  // delete or truncate after a durable switch (the checkpoint stands; the
+  // cleanup is retried later).
   uint64_t cleanup_errors = 0;
   double write_amp() const {
     return user_bytes_written ? double(bytes_written) / double(user_bytes_written) : 0.0;

@@ -5,109 +5,26 @@
 // CHECKPOINT) keeps only the last checkpoint.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <rocksdb/env.h>
-#include <rocksdb/file_system.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 
 #include "storage/row_store_factory.h"
+#include "tests/storage/rocksdb_test_util.h"
 #include "tests/storage/row_store_test_util.h"
 
 namespace strata::storage {
 namespace {
 
+using testing::FaultFs;
 using testing::Model;
 using testing::PutRows;
 
 constexpr uint32_t kRowBytes = 256;
 
-// Fails writes and syncs (with `write_error`) or reads of SST files while armed.
-class FaultFs : public rocksdb::FileSystemWrapper {
- public:
-  explicit FaultFs(const std::shared_ptr<rocksdb::FileSystem>& base)
-      : rocksdb::FileSystemWrapper(base) {}
-  const char* Name() const override { return "StrataFaultFs"; }
-
-  std::atomic<bool> fail_writes{false}, fail_reads{false};
-  std::atomic<bool> no_space{false};
-
-  rocksdb::IOStatus WriteError() const {
-    return no_space ? rocksdb::IOStatus::NoSpace("injected ENOSPC")
-                    : rocksdb::IOStatus::IOError("injected EIO");
-  }
-
-  class Writable : public rocksdb::FSWritableFileOwnerWrapper {
-   public:
-    Writable(std::unique_ptr<rocksdb::FSWritableFile> f, FaultFs* fs)
-        : FSWritableFileOwnerWrapper(std::move(f)), fs_(fs) {}
-    rocksdb::IOStatus Append(const rocksdb::Slice& d, const rocksdb::IOOptions& o,
-                             rocksdb::IODebugContext* g) override {
-      return fs_->fail_writes ? fs_->WriteError() : FSWritableFileOwnerWrapper::Append(d, o, g);
-    }
-    rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& d, uint64_t off,
-                                       const rocksdb::IOOptions& o,
-                                       rocksdb::IODebugContext* g) override {
-      return fs_->fail_writes ? fs_->WriteError()
-                              : FSWritableFileOwnerWrapper::PositionedAppend(d, off, o, g);
-    }
-    rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
-      return fs_->fail_writes ? fs_->WriteError() : FSWritableFileOwnerWrapper::Sync(o, g);
-    }
-    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* g) override {
-      return fs_->fail_writes ? fs_->WriteError() : FSWritableFileOwnerWrapper::Fsync(o, g);
-    }
-
-   private:
-    FaultFs* fs_;
-  };
-  class Readable : public rocksdb::FSRandomAccessFileOwnerWrapper {
-   public:
-    Readable(std::unique_ptr<rocksdb::FSRandomAccessFile> f, FaultFs* fs)
-        : FSRandomAccessFileOwnerWrapper(std::move(f)), fs_(fs) {}
-    rocksdb::IOStatus Read(uint64_t off, size_t n, const rocksdb::IOOptions& o, rocksdb::Slice* r,
-                           char* scratch, rocksdb::IODebugContext* g) const override {
-      if (fs_->fail_reads) return rocksdb::IOStatus::IOError("injected EIO on read");
-      return FSRandomAccessFileOwnerWrapper::Read(off, n, o, r, scratch, g);
-    }
-    rocksdb::IOStatus MultiRead(rocksdb::FSReadRequest* reqs, size_t n, const rocksdb::IOOptions& o,
-                                rocksdb::IODebugContext* g) override {
-      if (fs_->fail_reads) return rocksdb::IOStatus::IOError("injected EIO on read");
-      return FSRandomAccessFileOwnerWrapper::MultiRead(reqs, n, o, g);
-    }
-
-   private:
-    FaultFs* fs_;
-  };
-
-  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& fo,
-                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
-                                    rocksdb::IODebugContext* g) override {
-    std::unique_ptr<rocksdb::FSWritableFile> base;
-    rocksdb::IOStatus s = target()->NewWritableFile(f, fo, &base, g);
-    if (s.ok()) *r = std::make_unique<Writable>(std::move(base), this);
-    return s;
-  }
-  rocksdb::IOStatus NewRandomAccessFile(const std::string& f, const rocksdb::FileOptions& fo,
-                                        std::unique_ptr<rocksdb::FSRandomAccessFile>* r,
-                                        rocksdb::IODebugContext* g) override {
-    std::unique_ptr<rocksdb::FSRandomAccessFile> base;
-    rocksdb::IOStatus s = target()->NewRandomAccessFile(f, fo, &base, g);
-    if (s.ok()) *r = std::make_unique<Readable>(std::move(base), this);
-    return s;
-  }
-};
-
 class RocksDbRowStoreTest : public ::testing::Test {
  protected:
-  RowStoreOptions Options() const {
-    RowStoreOptions o;
-    o.backend = SsdBackend::kRocksDb;
-    o.dir = dir_.path() + "/store";
-    o.rocksdb_block_cache_bytes = 1 << 20;
-    return o;
-  }
+  RowStoreOptions Options() const { return testing::RocksDbTestOptions(dir_.path() + "/store"); }
   testing::ScratchDir dir_;
 };
 
