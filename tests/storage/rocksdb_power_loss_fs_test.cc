@@ -242,8 +242,7 @@ TEST_F(RocksPowerLossFsTest, ConcurrentWritersKeepTheirSyncedPrefixes) {
 }
 
 // The RocksDB row store on the wrapper. Its directory exists before (made
-// past the wrapper, so durable): OpenRowStore does not fsync the parent of a
-// directory it creates (see DISABLED_FreshStoreDirectorySurvivesPowerLoss).
+// past the wrapper, so durable), except in FreshStoreDirectorySurvivesPowerLoss.
 class RocksPowerLossRowStoreTest : public ::testing::Test {
  protected:
   struct Content {
@@ -382,10 +381,9 @@ TEST_F(RocksPowerLossRowStoreTest, PowerCutDuringRecoveryGivesTheCheckpoint) {
   }
 }
 
-// Finding: OpenRowStore creates a missing store directory (CreateDirIfMissing)
-// and never fsyncs its parent, so a power loss can take the whole store, with
-// every checkpoint made in it, away. Enable once Open syncs the parent.
-TEST_F(RocksPowerLossRowStoreTest, DISABLED_FreshStoreDirectorySurvivesPowerLoss) {
+// OpenRowStore creates a missing store directory and fsyncs its parent, so a
+// power loss cannot take the whole store, with its checkpoints, away.
+TEST_F(RocksPowerLossRowStoreTest, FreshStoreDirectorySurvivesPowerLoss) {
   std::mt19937_64 rng(13);
   Content checkpointed;
   auto store = Open();  // creates dir_/store through the wrapper
