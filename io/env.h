@@ -64,9 +64,12 @@ class Env {
                                                                const FileOptions& options) = 0;
   [[nodiscard]] virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
   [[nodiscard]] virtual Status DeleteFile(const std::string& path) = 0;
-  // Creates `path` and its missing parents (mkdir -p); each created
-  // directory's entry is made durable (its parent fsynced).
-  [[nodiscard]] virtual Status CreateDirs(const std::string& path) = 0;
+  // Creates one directory (its parent must exist): true when created, false
+  // when it already existed; an error when `path` is something else.
+  [[nodiscard]] virtual Result<bool> CreateDir(const std::string& path) = 0;
+  // Creates `path` and its missing parents (mkdir -p) through CreateDir, and
+  // makes each created directory's entry durable (SyncDir of its parent).
+  [[nodiscard]] Status CreateDirs(const std::string& path);
   // fsync of a directory, making renames and creations in it durable.
   [[nodiscard]] virtual Status SyncDir(const std::string& path) = 0;
   [[nodiscard]] virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;

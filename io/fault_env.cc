@@ -279,9 +279,9 @@ Status FaultEnv::DeleteFile(const std::string& path) {
   return Status::Ok();
 }
 
-Status FaultEnv::CreateDirs(const std::string& path) {
+Result<bool> FaultEnv::CreateDir(const std::string& path) {
   STRATA_RETURN_IF_ERROR(Apply(FaultOp::kCreateDirs, path, 0, nullptr));
-  return base_->CreateDirs(path);
+  return base_->CreateDir(path);
 }
 
 Status FaultEnv::SyncDir(const std::string& path) {

@@ -118,7 +118,7 @@ class FaultEnv final : public Env {
                                                        const FileOptions& options) override;
   [[nodiscard]] Status RenameFile(const std::string& from, const std::string& to) override;
   [[nodiscard]] Status DeleteFile(const std::string& path) override;
-  [[nodiscard]] Status CreateDirs(const std::string& path) override;
+  [[nodiscard]] Result<bool> CreateDir(const std::string& path) override;
   [[nodiscard]] Status SyncDir(const std::string& path) override;
   [[nodiscard]] Result<std::vector<std::string>> ListDir(const std::string& path) override;
   bool FileExists(const std::string& path) override;

@@ -136,27 +136,14 @@ class PosixEnv final : public Env {
     return Status::Ok();
   }
 
-  Status CreateDirs(const std::string& path) override {
-    if (path.empty()) return Status::InvalidArgument("CreateDirs: empty path");
-    for (size_t pos = 1; pos <= path.size(); ++pos) {
-      if (pos != path.size() && path[pos] != '/') continue;
-      std::string prefix = path.substr(0, pos);
-      if (::mkdir(prefix.c_str(), 0755) != 0) {
-        if (errno == EEXIST) continue;
-        return Status::FromErrno(errno, "mkdir of directory " + prefix);
-      }
-      // A new directory's entry is durable only once its parent is fsynced.
-      const size_t slash = prefix.find_last_of('/');
-      const std::string parent = slash == std::string::npos ? "."
-                                 : slash == 0               ? "/"
-                                                            : prefix.substr(0, slash);
-      STRATA_RETURN_IF_ERROR(SyncDir(parent));
-    }
+  Result<bool> CreateDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) == 0) return true;
+    if (errno != EEXIST) return Status::FromErrno(errno, "mkdir of directory " + path);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Status::IOError("CreateDirs: " + path + " exists and is not a directory");
+      return Status::IOError("mkdir of directory " + path + ": exists and is not a directory");
     }
-    return Status::Ok();
+    return false;
   }
 
   Status SyncDir(const std::string& path) override {

@@ -2,6 +2,9 @@
 #include "io/fault_env.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -213,6 +216,85 @@ TEST(FaultEnvTest, ProbabilityIsSeededAndProportional) {
   size_t n = std::count(a.begin(), a.end(), true);
   EXPECT_GT(n, 400u);
   EXPECT_LT(n, 600u);
+}
+
+TEST(FaultEnvTest, AnyOpRuleCountsEveryKindOfCall) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kAny, .nth_call = 3}).ok());
+  auto file = env.OpenFile(dir.File("a"), {.create = true});  // call 1
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, "x");                 // call 2
+  EXPECT_TRUE((*file)->Sync().IsIOError());      // call 3: the cut
+  EXPECT_TRUE(env.SyncDir(dir.path()).IsIOError());
+  EXPECT_EQ(env.calls_seen(), 4u);
+  EXPECT_EQ(env.calls_seen(FaultOp::kSync), 1u);
+  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 1u);
+}
+
+TEST(FaultEnvTest, ShortWriteStoresAPrefixThenFails) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("a"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kWrite,
+                           .times_max = 1,
+                           .kind = FaultKind::kShortWrite,
+                           .short_read_bytes = 3})
+                  .ok());
+  Status s = (*file)->Write(0, "abcdef", 6);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("short write"), std::string::npos) << s.ToString();
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "abc");
+}
+
+TEST(FaultEnvTest, FailedSyncCanDropTheUnsyncedWrites) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  auto file = env.OpenFile(dir.File("a"), {.create = true});
+  ASSERT_TRUE(file.ok());
+  WriteStr(file->get(), 0, "synced");
+  ASSERT_TRUE((*file)->Sync().ok());
+  WriteStr(file->get(), 0, "LOST-WRITE");
+  ASSERT_TRUE(
+      env.AddRule({.op = FaultOp::kSync, .times_max = 1, .sync_error_drops_writes = true}).ok());
+  EXPECT_TRUE((*file)->Sync().IsIOError());
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "synced");  // at once, not only after a crash
+  EXPECT_TRUE((*file)->Sync().ok());  // the retry succeeds without the lost data
+  EXPECT_EQ(ReadAll(&env, dir.File("a")), "synced");
+}
+
+TEST(FaultEnvTest, KillRuleKillsTheProcessAtThatCall) {
+  ScratchDir dir;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FaultEnv env(Env::Default());
+    if (!env.AddRule({.op = FaultOp::kSyncDir, .nth_call = 2, .kind = FaultKind::kKill}).ok()) {
+      _exit(2);
+    }
+    if (!env.SyncDir(dir.path()).ok()) _exit(3);
+    (void)env.SyncDir(dir.path());  // dies here
+    _exit(4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+}
+
+// Each directory CreateDirs makes is fsynced into its parent, so a power loss
+// cannot take a new store directory (and every checkpoint in it) away.
+TEST(FaultEnvTest, CreateDirsSyncsTheParentOfEachNewDirectory) {
+  ScratchDir dir;
+  FaultEnv env(Env::Default());
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kSyncDir, .nth_call = 1000}).ok());  // counts only
+  ASSERT_TRUE(env.CreateDirs(dir.File("a/b/c")).ok());
+  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 3u);
+  ASSERT_TRUE(env.CreateDirs(dir.File("a/b/c")).ok());  // nothing new: no fsync
+  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 3u);
+  env.ClearRules();
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kSyncDir}).ok());
+  EXPECT_TRUE(env.CreateDirs(dir.File("d/e")).IsIOError());
 }
 
 }  // namespace

@@ -1,0 +1,24 @@
+// Env's non-virtual helpers, written once over its virtual calls.
+#include "io/env.h"
+
+namespace strata::io {
+
+Status Env::CreateDirs(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("CreateDirs: empty path");
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    if (path[pos - 1] == '/') continue;  // "a//b" or a trailing slash
+    const std::string prefix = path.substr(0, pos);
+    STRATA_ASSIGN_OR_RETURN(bool created, CreateDir(prefix));
+    if (!created) continue;
+    // A new directory's entry is durable only once its parent is fsynced.
+    const size_t slash = prefix.find_last_of('/');
+    const std::string parent = slash == std::string::npos ? "."
+                               : slash == 0               ? "/"
+                                                          : prefix.substr(0, slash);
+    STRATA_RETURN_IF_ERROR(SyncDir(parent));
+  }
+  return Status::Ok();
+}
+
+}  // namespace strata::io
