@@ -3,16 +3,41 @@
 // name) to LLVMFuzzerTestOneInput once. A broken property aborts the run, so
 // under CTest (`make test`) a checked-in input that once crashed a target
 // stays fixed. Exits 1 when a directory holds no input at all.
+//
+// Like `make fuzz` (-malloc_limit_mb), the replay aborts on any single
+// allocation by operator new of kAllocationBytesMax or more: inputs are a few
+// KiB, so an allocation that large trusts a size read from the input.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <string>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+
+namespace {
+constexpr size_t kAllocationBytesMax = size_t{64} << 20;  // scripts/fuzz.sh FUZZ_MALLOC_MB
+}  // namespace
+
+void* operator new(size_t bytes) {
+  if (bytes >= kAllocationBytesMax) {
+    std::fprintf(stderr, "replay: allocation of %zu bytes (limit %zu)\n", bytes,
+                 kAllocationBytesMax);
+    std::abort();
+  }
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t bytes) { return operator new(bytes); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   size_t replayed = 0;
