@@ -100,7 +100,9 @@ Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& pat
   }
   Manifest m;
   m.generation = h.generation;
-  if (h.meta_bytes > kCheckpointMetaBytesMax) return in.Fail("meta too large");
+  if (h.meta_bytes > kCheckpointMetaBytesMax || h.meta_bytes > h.body_bytes) {
+    return in.Fail("meta length " + std::to_string(h.meta_bytes) + " exceeds the body");
+  }
   m.meta.resize(h.meta_bytes);
   STRATA_RETURN_IF_ERROR(in.GetBytes(m.meta.data(), m.meta.size(), "meta"));
   if (h.table_count > kTablesMax) return in.Fail("too many tables");
