@@ -8,7 +8,9 @@
 //   (libFuzzer's -malloc_limit_mb catches a length trusted before the check);
 // - a failure is a Corruption naming MANIFEST and an offset;
 // - ReadManifest on the file gives what DecodeManifest gives on its bytes;
-// - a MANIFEST that decodes encodes back to the same bytes (one encoding).
+// - a MANIFEST that decodes encodes back to the same bytes (one encoding);
+// - CheckManifestPages, Open's check of the pages against the data file,
+//   fails only as a Corruption naming MANIFEST and an offset.
 #include <xxhash.h>
 
 #include <cstring>
@@ -37,6 +39,12 @@ void Check(const std::string& bytes) {
   STRATA_ASSERT(storage::EncodeManifest(**read) == bytes, "fuzz: ReadManifest differs");
   STRATA_ASSERT(storage::EncodeManifest(*decoded) == bytes,
                 "fuzz: a decoded MANIFEST does not encode back to its bytes");
+  // What Open checks next: the pages against the data file's size (here as
+  // many pages as the table has leaves).
+  for (const storage::ManifestTable& t : decoded->tables) {
+    const Status s = storage::CheckManifestPages(t, t.leaves.size(), path);
+    if (!s.ok()) CheckError(s, StatusCode::kCorruption, {path, " offset "});
+  }
 }
 
 }  // namespace
