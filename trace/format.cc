@@ -276,7 +276,7 @@ Status TraceReader::ReadHeader() {
   for (uint32_t i = 0; i < table_count; ++i) {
     if (at + 2 > body_end) return Corrupt(at, "header ends inside table " + std::to_string(i));
     const uint16_t name_bytes = Get<uint16_t>(bytes.data() + at);
-    if (name_bytes == 0 || at + 2 + name_bytes + 8 > body_end) {
+    if (name_bytes == 0 || name_bytes > kTableNameBytesMax || at + 2 + name_bytes + 8 > body_end) {
       return Corrupt(at, "bad name length " + std::to_string(name_bytes) + " of table " +
                              std::to_string(i));
     }
