@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 BUILD ?= build
 
-.PHONY: all deps build test demo crash asan tsan bench format format-check clean
+.PHONY: all deps build test demo crash asan tsan fuzz bench format format-check clean
 
 all: build
 
@@ -47,6 +47,13 @@ tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/scripts/tsan.supp \
 	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
 
+# libFuzzer targets (tests/fuzz/) built by clang in build-fuzz/, each run for
+# FUZZ_SECONDS from a copy of its corpus; fails on any crash (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 60
+fuzz:
+	@bash scripts/deps.sh fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash scripts/fuzz.sh build-fuzz
+
 bench: build
 	bash scripts/bench.sh $(BUILD)
 
@@ -60,4 +67,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

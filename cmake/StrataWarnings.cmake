@@ -14,3 +14,17 @@ elseif(STRATA_SANITIZE STREQUAL "thread")
 elseif(STRATA_SANITIZE)
   message(FATAL_ERROR "STRATA_SANITIZE must be address, thread or empty, not '${STRATA_SANITIZE}'")
 endif()
+
+# make fuzz: every target instrumented for libFuzzer with ASan and UBSan; the
+# fuzz executables add -fsanitize=fuzzer (libFuzzer's main) at link time.
+if(STRATA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "STRATA_FUZZ needs clang (CMAKE_CXX_COMPILER=clang++), not ${CMAKE_CXX_COMPILER_ID}")
+  endif()
+  if(STRATA_SANITIZE)
+    message(FATAL_ERROR "STRATA_FUZZ brings its own sanitizers; leave STRATA_SANITIZE empty")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -2,6 +2,8 @@
 # Installs the Debian packages Strata builds with, only those missing.
 # Idempotent and silent when everything is present. Used by every Makefile
 # target, so a fresh Debian 12 machine needs nothing installed by hand.
+# Arguments name extra groups a target needs: `fuzz` (clang and its
+# sanitizer and libFuzzer runtimes, Debian's default version: 14 on bookworm).
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,12 @@ packages=(
   nlohmann-json3-dev libxxhash-dev
   clang-format fio python3-matplotlib
 )
+for group in "$@"; do
+  case "$group" in
+    fuzz) packages+=(clang libclang-rt-dev) ;;
+    *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,8 +4,11 @@
 //
 // WriteManifest switches it atomically: write MANIFEST.tmp, fsync it, rename
 // it over MANIFEST, fsync the directory. A crash at any point leaves either
-// the old or the new MANIFEST, whole. ReadManifest verifies the checksum and
-// every length before using a byte.
+// the old or the new MANIFEST, whole. ReadManifest reads and checks the
+// header (magic, version, body length against the file size) before reading
+// the rest, then verifies the checksum; every count and length is bounded by
+// the bytes left and the limits in limits.h before anything is sized by it.
+// Errors are Corruption naming MANIFEST and the offset of the field at fault.
 //
 // Thread safety: pure functions of their arguments; the caller serialises
 // writers of one directory.
@@ -29,6 +32,8 @@ struct ManifestTable {
   uint64_t file_number = 0;
   uint64_t row_count = 0;
   std::vector<ssd::LeafRecord> leaves;
+  // Offset of leaves[0] in the MANIFEST it was read from (errors name it).
+  uint64_t leaves_offset = 0;
 };
 
 struct Manifest {
@@ -38,8 +43,16 @@ struct Manifest {
 };
 
 std::string EncodeManifest(const Manifest& manifest);
-// Corruption naming `path` and the offset of the first bad field.
+// Corruption naming `path` and the offset of the first bad field. Checks
+// everything a MANIFEST alone can prove (docs/ssd-format.md): lengths, the
+// checksum, table ids unique, leaves sorted from 0, row counts within a
+// page's capacity and adding up, page numbers below kPagesPerFileMax and each
+// referenced once.
 [[nodiscard]] Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& path);
+// Corruption naming `path` and the offset of the first leaf of `table` whose
+// page lies at or beyond `file_pages`, the whole pages of its data file.
+[[nodiscard]] Status CheckManifestPages(const ManifestTable& table, uint64_t file_pages,
+                                        const std::string& path);
 
 // Writes and switches dir/MANIFEST; `*bytes_written` gets its size. On
 // failure `*in_doubt` tells whether the rename was attempted: false, the old

@@ -145,33 +145,34 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
     t->capacity = ssd::PageCapacity(mt.spec.row_bytes);
     t->file_number = mt.file_number;
     t->row_count = mt.row_count;
-    uint64_t rows = 0;
-    for (const ssd::LeafRecord& leaf : mt.leaves) {
-      rows += leaf.row_count;
-      if (leaf.page == ssd::kNoPage) continue;
-      if (leaf.row_count == 0 || leaf.row_count > t->capacity) {
-        return Status::Corruption(mpath + ": table " + mt.spec.name + " leaf row count invalid");
-      }
-      if (leaf.page >= t->page_state.size()) t->page_state.resize(uint64_t{leaf.page} + 1, kFree);
-      if (t->page_state[leaf.page] != kFree) {
-        return Status::Corruption(mpath + ": table " + mt.spec.name + " page " +
-                                  std::to_string(leaf.page) + " referenced twice");
-      }
-      t->page_state[leaf.page] = kBoth;
-    }
-    if (rows != mt.row_count) {
-      return Status::Corruption(mpath + ": table " + mt.spec.name + " row count mismatch");
-    }
-    t->dir = PageDirectory(mt.leaves);
     const std::string name = ssd::DataFileName(mt.spec.id, mt.file_number);
     referenced.insert(name);
     const std::string path = options_.dir + "/" + name;
     const bool exists = env_->FileExists(path);
-    if (!exists && !t->page_state.empty()) {
+    // DecodeManifest checked the leaves; their pages must also lie inside the
+    // data file, so the page states are bounded by its real size, never by a
+    // page number alone.
+    uint64_t file_pages = 0;
+    if (exists) {
+      STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, t->page_bytes, false,
+                                                      options_.direct_io, io_threads_.get()));
+      STRATA_ASSIGN_OR_RETURN(file_pages, t->file->PageCount());
+    } else if (std::any_of(mt.leaves.begin(), mt.leaves.end(),
+                           [](const ssd::LeafRecord& l) { return l.page != ssd::kNoPage; })) {
       return Status::Corruption(mpath + ": data file " + path + " is missing");
     }
-    STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, t->page_bytes, !exists,
-                                                    options_.direct_io, io_threads_.get()));
+    STRATA_RETURN_IF_ERROR(CheckManifestPages(mt, file_pages, mpath));
+    for (const ssd::LeafRecord& leaf : mt.leaves) {
+      if (leaf.page == ssd::kNoPage) continue;
+      if (leaf.page >= t->page_state.size()) t->page_state.resize(uint64_t{leaf.page} + 1, kFree);
+      STRATA_ASSERT(t->page_state[leaf.page] == kFree, "DecodeManifest passed a page twice");
+      t->page_state[leaf.page] = kBoth;
+    }
+    t->dir = PageDirectory(mt.leaves);
+    if (!exists) {
+      STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, t->page_bytes, /*create=*/true,
+                                                      options_.direct_io, io_threads_.get()));
+    }
     t->free_hint = 0;
     while (t->free_hint < t->page_state.size() && t->page_state[t->free_hint] != kFree) {
       ++t->free_hint;

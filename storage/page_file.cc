@@ -80,6 +80,11 @@ Status PageFile::TruncatePages(uint64_t page_count) {
   return file_->Truncate(page_count * page_bytes_);
 }
 
+Result<uint64_t> PageFile::PageCount() const {
+  STRATA_ASSIGN_OR_RETURN(uint64_t bytes, file_->Size());
+  return bytes / page_bytes_;
+}
+
 void SealPage(std::byte* page, uint32_t page_bytes, TableId table, uint16_t row_count,
               uint64_t low_mixed) {
   ssd::PageHeader h{};

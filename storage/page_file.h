@@ -41,6 +41,8 @@ class PageFile {
   [[nodiscard]] Status WritePages(std::span<const uint32_t> pages, const std::byte* buf);
   [[nodiscard]] Status Sync() { return file_->Sync(); }
   [[nodiscard]] Status TruncatePages(uint64_t page_count);
+  // Whole pages in the file now (a partial last page does not count).
+  [[nodiscard]] Result<uint64_t> PageCount() const;
 
   uint64_t Offset(uint32_t page) const { return uint64_t{page} * page_bytes_; }
   const std::string& path() const { return file_->path(); }

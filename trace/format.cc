@@ -219,12 +219,17 @@ Status TraceReader::Corrupt(uint64_t offset, const std::string& what) const {
                             what);
 }
 
-Status TraceReader::ReadExact(void* buf, size_t len, const char* what) {
-  if (offset_ + len > file_bytes_) {
+Status TraceReader::CheckAvailable(size_t len, const char* what) const {
+  if (len > file_bytes_ - offset_) {
     return Corrupt(offset_, std::string("truncated: ") + what + " needs " + std::to_string(len) +
                                 " bytes, the file ends after " +
                                 std::to_string(file_bytes_ - offset_));
   }
+  return Status::Ok();
+}
+
+Status TraceReader::ReadExact(void* buf, size_t len, const char* what) {
+  STRATA_RETURN_IF_ERROR(CheckAvailable(len, what));
   if (std::fread(buf, 1, len, file_) != len) {
     return Status::FromErrno(errno, "trace: read " + path_ + " at byte offset " +
                                         std::to_string(offset_));
@@ -256,6 +261,9 @@ Status TraceReader::ReadHeader() {
   if (header_.worker_count == 0 || header_.worker_count > kTraceWorkersMax) {
     return Corrupt(20, "worker count " + std::to_string(header_.worker_count) + " out of range");
   }
+  // Lengths read from the file are checked against its size before any
+  // buffer is sized by them.
+  STRATA_RETURN_IF_ERROR(CheckAvailable(header_bytes - kHeaderFixedBytes, "the header"));
   std::vector<uint8_t> bytes(fixed, fixed + sizeof(fixed));
   bytes.resize(header_bytes);
   STRATA_RETURN_IF_ERROR(
@@ -268,7 +276,7 @@ Status TraceReader::ReadHeader() {
   for (uint32_t i = 0; i < table_count; ++i) {
     if (at + 2 > body_end) return Corrupt(at, "header ends inside table " + std::to_string(i));
     const uint16_t name_bytes = Get<uint16_t>(bytes.data() + at);
-    if (name_bytes == 0 || at + 2 + name_bytes + 8 > body_end) {
+    if (name_bytes == 0 || name_bytes > kTableNameBytesMax || at + 2 + name_bytes + 8 > body_end) {
       return Corrupt(at, "bad name length " + std::to_string(name_bytes) + " of table " +
                              std::to_string(i));
     }
@@ -312,6 +320,7 @@ Result<bool> TraceReader::Next(TraceBatch* batch) {
     return Corrupt(record_offset + 4, "record payload size " + std::to_string(payload_bytes) +
                                           " out of range");
   }
+  STRATA_RETURN_IF_ERROR(CheckAvailable(payload_bytes + kChecksumBytes, "a record"));
   record_.resize(kRecordPrefixBytes + payload_bytes + kChecksumBytes);
   std::memcpy(record_.data(), prefix, sizeof(prefix));
   STRATA_RETURN_IF_ERROR(ReadExact(record_.data() + kRecordPrefixBytes,

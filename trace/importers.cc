@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
@@ -193,6 +194,13 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
     }
   }
   if (columns.empty()) return lines.Error("no categorical columns to import");
+  for (size_t c : columns) {  // each becomes a table, named after its column
+    if (names[c].empty() || names[c].size() > kTableNameBytesMax) {
+      return lines.Error("column " + std::to_string(c + 1) + ": a table name needs 1 to " +
+                         std::to_string(kTableNameBytesMax) + " bytes, the header has " +
+                         std::to_string(names[c].size()));
+    }
+  }
   TraceHeader header;
   for (size_t c : columns) header.tables.push_back({names[c], 0});
   STRATA_ASSIGN_OR_RETURN(auto writer, TraceWriter::Create(output, header));
@@ -226,7 +234,6 @@ Result<TraceTotals> ImportLines(const std::string& input, const std::string& out
   TraceBatch batch;
   batch.tables.resize(1);
   std::string_view line;
-  std::string token;
   while (true) {
     STRATA_ASSIGN_OR_RETURN(bool more, lines.Next(&line));
     if (!more) break;
@@ -240,12 +247,13 @@ Result<TraceTotals> ImportLines(const std::string& input, const std::string& out
       }
       const size_t start = i;
       while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
-      token.assign(line.substr(start, i - start));
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long v = std::strtoull(token.c_str(), &end, 10);
-      if (token[0] < '0' || token[0] > '9' || *end != '\0' || errno == ERANGE) {
-        return lines.Error("column " + std::to_string(start + 1) + ": '" + token +
+      // The whole token must be digits: from_chars, unlike strtoull on a
+      // C string, does not stop silently at a NUL byte inside the line.
+      const std::string_view token = line.substr(start, i - start);
+      uint64_t v = 0;
+      const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), v);
+      if (error != std::errc() || end != token.data() + token.size()) {
+        return lines.Error("column " + std::to_string(start + 1) + ": '" + std::string(token) +
                            "' is not a decimal key in [0, 2^64-1]");
       }
       keys.push_back(static_cast<Key>(v));

@@ -141,6 +141,8 @@ class TraceReader {
  private:
   TraceReader(std::string path, std::FILE* file);
   [[nodiscard]] Status ReadHeader();
+  // Corruption unless `len` bytes remain in the file after offset_.
+  [[nodiscard]] Status CheckAvailable(size_t len, const char* what) const;
   [[nodiscard]] Status ReadExact(void* buf, size_t len, const char* what);
   Status Corrupt(uint64_t offset, const std::string& what) const;
   [[nodiscard]] Status DecodeBatch(uint64_t record_offset, TraceBatch* batch) const;
