@@ -190,9 +190,15 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
             *len = rule.short_read_bytes;
           }
           break;
-        case FaultKind::kKill:
+        case FaultKind::kKill: {
+          const int fd = kill_note_fd_.load(std::memory_order_relaxed);
+          if (fd >= 0) {
+            const std::string note = "K " + std::string(FaultOpName(op)) + " " + path + "\n";
+            (void)!::write(fd, note.data(), note.size());
+          }
           ::kill(::getpid(), SIGKILL);
           break;
+        }
         case FaultKind::kShortWrite:
           if (op != FaultOp::kWrite) break;
           if (len != nullptr && *len > rule.short_read_bytes) *len = rule.short_read_bytes;

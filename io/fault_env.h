@@ -91,6 +91,10 @@ class FaultEnv final : public Env {
   void SetSeed(uint64_t seed);
   // Faults injected so far (errors, short reads and delays).
   uint64_t faults_injected() const { return faults_injected_.load(std::memory_order_relaxed); }
+  // A descriptor a kKill rule writes one line to before it kills the process
+  // ("K <op> <path>\n"), so the parent learns where the crash landed; -1
+  // (the default): none. Not owned.
+  void set_kill_note_fd(int fd) { kill_note_fd_.store(fd, std::memory_order_relaxed); }
   // Calls the rules have seen so far (every kind; counted only while rules
   // are set): how a test learns the number of I/O points of a workload.
   uint64_t calls_seen() const { return calls_seen_.load(std::memory_order_relaxed); }
@@ -149,6 +153,7 @@ class FaultEnv final : public Env {
   std::atomic<bool> rules_active_{false};
   std::atomic<uint64_t> faults_injected_{0};
   std::atomic<uint64_t> calls_seen_{0};
+  std::atomic<int> kill_note_fd_{-1};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(FaultOp::kAny) + 1> op_calls_{};
   std::mutex rules_mu_;
   std::vector<RuleState> rules_;  // guarded by rules_mu_

@@ -97,6 +97,7 @@ enum class KillAt { kIoCall, kTime };
     }).detach();
   }
   Progress progress(progress_path);
+  env.set_kill_note_fd(progress.fd());
   auto store = engine::StoreImpl::Open(Options(dir, backend), Tables(), envs);
   if (!store.ok()) {
     std::fprintf(stderr, "child: open: %s\n", store.status().ToString().c_str());
@@ -161,7 +162,8 @@ Calibration Calibrate(SsdBackend backend) {
 struct Campaign {
   uint64_t seed;
   uint64_t trials;
-  std::map<char, int> last_steps;  // where the runs died: C checkpoint, P pull, U push, ...
+  std::map<char, int> last_steps;         // where the runs died: C checkpoint, P pull, U push, ...
+  std::map<std::string, int> kill_calls;  // I/O-call kills: "<step>: <op> <file kind>"
 };
 
 Campaign StartCampaign(const char* name) {
@@ -174,17 +176,32 @@ Campaign StartCampaign(const char* name) {
   return c;
 }
 
+const char* StepName(char step) {
+  switch (step) {
+    case 'C':
+      return "checkpoint";
+    case 'D':
+      return "after-checkpoint";
+    case 'P':
+      return "pull";
+    case 'U':
+      return "push";
+    case 'I':
+      return "intent";
+    default:
+      return "open";
+  }
+}
+
 void PrintSteps(const Campaign& c) {
   std::printf("died in:");
   for (const auto& [step, count] : c.last_steps) {
-    const char* name = step == 'C'   ? "checkpoint"
-                       : step == 'D' ? "after-checkpoint"
-                       : step == 'P' ? "pull"
-                       : step == 'U' ? "push"
-                       : step == 'I' ? "intent"
-                                     : "open";
-    std::printf(" %s %d", name, count);
+    std::printf(" %s %d", StepName(step), count);
   }
+  std::printf("\n");
+  if (c.kill_calls.empty()) return;
+  std::printf("killed at I/O calls:");
+  for (const auto& [call, count] : c.kill_calls) std::printf(" [%s] %d", call.c_str(), count);
   std::printf("\n");
 }
 
@@ -227,6 +244,9 @@ void KillCampaign(SsdBackend backend) {
         << "child exited with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     const Outcome outcome = ReadProgress(ReadFile(progress));
     campaign.last_steps[outcome.last_step]++;
+    if (!outcome.killed_at.empty()) {
+      campaign.kill_calls[std::string(StepName(outcome.last_step)) + ": " + outcome.killed_at]++;
+    }
     std::vector<int64_t> allowed = {outcome.last_done};
     if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
     auto store = Store::Open(Options(dir, backend), Tables());

@@ -10,7 +10,8 @@
 // workload writes one line per step to a progress file ("C <clock>" before a
 // checkpoint, "D <clock>" after one succeeded, "P"/"U"/"I" before a pull,
 // push or intent), which tells the parent of a killed child which
-// checkpoints may be durable and where the kill landed.
+// checkpoints may be durable and where the kill landed (a kill at an I/O
+// call adds "K <op> <path>").
 #pragma once
 
 #include <fcntl.h>
@@ -30,7 +31,7 @@
 namespace strata::crash {
 
 inline constexpr int kBatches = 48;
-inline constexpr int kCheckpointEvery = 4;
+inline constexpr int kCheckpointEvery = 6;
 inline constexpr int kLookahead = 2;
 inline constexpr Key kKeySpace = 400;  // keys 0..kKeySpace-2 and 2^64-1 per table
 inline constexpr size_t kKeysPerBatch = 16;
@@ -53,7 +54,7 @@ inline StoreOptions Options(const std::string& dir, SsdBackend backend) {
   o.dir = dir;
   o.ssd_backend = backend;
   o.device_rows_max = 2 * 64;  // T0 holds the batches intents pin, little more
-  o.dram_rows_max = 96;        // T1 a fraction of the 800 rows: most live on SSD
+  o.dram_rows_max = 40;        // T1 a fraction of the 800 rows: most live on SSD
   o.use_gpu = false;
   o.io_threads = 1;
   return o;
@@ -108,6 +109,7 @@ class Progress {
   ~Progress() {
     if (fd_ >= 0) ::close(fd_);
   }
+  int fd() const { return fd_; }
   void Note(char what, int64_t clock) {
     if (fd_ < 0) return;
     const std::string line = std::string(1, what) + " " + std::to_string(clock) + "\n";
@@ -124,7 +126,16 @@ struct Outcome {
   int64_t last_done = 0;  // a new store is checkpoint 0 (clock 0, zero rows)
   int64_t in_flight = -1;
   char last_step = '-';
+  std::string killed_at;  // "<op> <file kind>" of an I/O-call kill, from its "K" line
 };
+
+// "MANIFEST", "pages", "CHECKPOINT", ... : what kind of file a path is.
+inline std::string FileKind(const std::string& path) {
+  const std::string name = path.substr(path.find_last_of('/') + 1);
+  const size_t dot = name.find_last_of('.');
+  if (name.rfind("MANIFEST", 0) == 0) return "MANIFEST";
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
 
 inline Outcome ReadProgress(const std::string& text) {
   Outcome o;
@@ -133,6 +144,13 @@ inline Outcome ReadProgress(const std::string& text) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) break;  // a torn last line: ignore
     const char what = text[pos];
+    if (what == 'K') {  // "K <op> <path>"
+      const std::string rest = text.substr(pos + 2, end - pos - 2);
+      const size_t space = rest.find(' ');
+      o.killed_at = rest.substr(0, space) + " " + FileKind(rest.substr(space + 1));
+      pos = end + 1;
+      continue;
+    }
     const int64_t clock = std::stoll(text.substr(pos + 2, end - pos - 2));
     if (what == 'C') o.in_flight = clock;
     if (what == 'D') {
