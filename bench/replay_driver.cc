@@ -284,6 +284,11 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   if (o.intents && o.lookahead == 0) {
     return Status::InvalidArgument("replay: --lookahead must be at least 1 (or --no-intents)");
   }
+  if (o.lookahead > kReplayLookaheadMax || o.compute_us > kReplayComputeUsMax) {
+    return Status::InvalidArgument("replay: lookahead at most " +
+                                   std::to_string(kReplayLookaheadMax) + ", compute_us at most " +
+                                   std::to_string(kReplayComputeUsMax));
+  }
   if (o.dim == 0) return Status::InvalidArgument("replay: --dim must be at least 1");
   STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
   // Read the whole trace once before touching the store: a corrupt trace

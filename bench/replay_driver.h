@@ -31,6 +31,10 @@
 
 namespace strata::bench {
 
+// The largest lookahead and simulated compute per batch a replay accepts.
+inline constexpr uint64_t kReplayLookaheadMax = 1024;
+inline constexpr uint64_t kReplayComputeUsMax = 10'000'000;
+
 struct ReplayOptions {
   std::string trace;
   std::string dir;                 // the store's directory: must be empty or missing

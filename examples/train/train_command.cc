@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "examples/train/limits.h"
 #include "examples/train/trainer.h"
@@ -165,10 +166,6 @@ void PrintSummary(const nlohmann::json& j) {
 
 Status RunTrain(TrainFlags f) {
   STRATA_ASSIGN_OR_RETURN(Dataset data, Load(f));
-  if (f.options.model.dim == 0 || f.options.model.dim > kEmbeddingDimMax) {
-    return Status::InvalidArgument("--dim must be in [1, " + std::to_string(kEmbeddingDimMax) +
-                                   "]");
-  }
   // A scratch directory for the store (unless --dir) and the trace (unless --trace-out).
   STRATA_ASSIGN_OR_RETURN(const std::string scratch, TempDir());
   if (f.dir.empty()) f.dir = scratch + "/store";
@@ -224,32 +221,42 @@ void AddTrainCommand(CLI::App& app) {
   c->add_option("--label", f.label, "csv: the 0/1 label column")->capture_default_str();
   c->add_option("--columns", f.columns, "csv: categorical columns, one table each")->delimiter(',');
   c->add_option("--dense-columns", f.dense_columns, "csv: numeric columns")->delimiter(',');
-  c->add_option("--rows-max", f.rows_max, "read at most this many rows (0: all)");
+  cli::AddUnsigned<size_t>(c, "--rows-max", f.rows_max, "read at most this many rows (0: all)", 0,
+                           kRowsMax);
   c->add_option("--dir", f.dir, "store directory (default: a temporary one, removed after)");
   c->add_option("--trace-out", f.options.trace_path,
                 "also keep the run's access trace there (for strata trace opt / replay)");
-  c->add_option("--device-rows", f.device_rows, "T0 capacity in rows")->capture_default_str();
-  c->add_option("--dram-rows", f.dram_rows, "T1 capacity in rows")->capture_default_str();
-  c->add_flag("--no-gpu", f.no_gpu, "keep T0 on the host even when a GPU is visible");
-  c->add_option("--epochs", f.options.loader.epochs)->capture_default_str();
-  c->add_option("--batch-size", f.options.loader.batch_rows, "rows per mini-batch")
+  cli::AddUnsigned<uint64_t>(c, "--device-rows", f.device_rows, "T0 capacity in rows", 1,
+                             kTierRowsMax)
       ->capture_default_str();
-  c->add_option("--lookahead", f.options.loader.lookahead_batches,
-                "batches the loader builds and signals ahead")
+  cli::AddUnsigned<uint64_t>(c, "--dram-rows", f.dram_rows, "T1 capacity in rows", 1, kTierRowsMax)
+      ->capture_default_str();
+  c->add_flag("--no-gpu", f.no_gpu, "keep T0 on the host even when a GPU is visible");
+  cli::AddUnsigned<uint32_t>(c, "--epochs", f.options.loader.epochs, "passes over the data", 1,
+                             kEpochsMax)
+      ->capture_default_str();
+  cli::AddUnsigned<uint32_t>(c, "--batch-size", f.options.loader.batch_rows, "rows per mini-batch",
+                             1, kBatchRowsMax)
+      ->capture_default_str();
+  cli::AddUnsigned<uint32_t>(c, "--lookahead", f.options.loader.lookahead_batches,
+                             "batches the loader builds and signals ahead", 1, kLookaheadBatchesMax)
       ->capture_default_str();
   c->add_flag(
       "--no-intents", [&f](int64_t) { f.options.loader.intents = false; },
       "signal no intents (the store runs as a multi-tier LRU cache)");
-  c->add_option("--validation-fraction", f.options.loader.validation_fraction,
-                "last rows (file order) held out")
+  cli::AddReal(c, "--validation-fraction", f.options.loader.validation_fraction,
+               "last rows (file order) held out", {.min = 0, .max = 1, .max_open = true})
       ->capture_default_str();
-  c->add_option("--seed", f.options.loader.seed, "shuffle and dense initialisation")
+  cli::AddUnsigned(c, "--seed", f.options.loader.seed, "shuffle and dense initialisation")
       ->capture_default_str();
-  c->add_option("--dim", f.options.model.dim, "FM factor dimension (rows hold dim + 1 floats)")
+  cli::AddUnsigned<uint32_t>(c, "--dim", f.options.model.dim,
+                             "FM factor dimension (rows hold dim + 1 floats)", 1, kEmbeddingDimMax)
       ->capture_default_str();
-  c->add_option("--lr", f.options.model.learning_rate, "AdaGrad learning rate")
+  cli::AddReal(c, "--lr", f.options.model.learning_rate, "AdaGrad learning rate",
+               {.min = 0, .max = kLearningRateMax, .min_open = true})
       ->capture_default_str();
-  c->add_option("--l2", f.options.model.l2, "L2 penalty")->capture_default_str();
+  cli::AddReal(c, "--l2", f.options.model.l2, "L2 penalty", {.min = 0, .max = kL2Max})
+      ->capture_default_str();
   c->add_flag("--json", f.json, "print JSON instead of tables");
   c->callback([flags] {
     TrainFlags& f = *flags;

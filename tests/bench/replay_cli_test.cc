@@ -7,33 +7,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-#include <cstdlib>
-
-#include "tests/trace/test_util.h"
+#include "tests/bench/cli_runner.h"
 
 namespace strata::bench {
 namespace {
 
-using trace::testing::TempDir;
-
-std::string Cli() {
-  const char* bin = std::getenv("STRATA_BINARY_DIR");
-  return std::string(bin != nullptr ? bin : STRATA_TEST_BINARY_DIR) + "/bin/strata";
-}
-
-// Runs the CLI; its exit code and stdout.
-int RunCli(const std::string& args, std::string* out) {
-  const std::string cmd = Cli() + " " + args + " 2>&1";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  out->clear();
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  const int rc = ::pclose(p);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using testing::RunCli;
 
 nlohmann::json RunJson(const std::string& args) {
   std::string out;
@@ -44,20 +23,10 @@ nlohmann::json RunJson(const std::string& args) {
   return nlohmann::json::parse(out.substr(brace));
 }
 
-class ReplayCliTest : public ::testing::Test {
+class ReplayCliTest : public testing::CliTraceTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
-    trace_ = dir_.Path("t.trace");
-    std::string out;
-    ASSERT_EQ(RunCli("trace gen --out " + trace_ +
-                         " --cardinalities 3000,500,40 --batch-size 64 --batches 60 --workers 4",
-                     &out),
-              0)
-        << out;
-  }
-  TempDir dir_;
-  std::string trace_;
+  ReplayCliTest()
+      : CliTraceTest("--cardinalities 3000,500,40 --batch-size 64 --batches 60 --workers 4") {}
 };
 
 TEST_F(ReplayCliTest, VerifiesThroughAllThreeTiersWithAndWithoutIntents) {
