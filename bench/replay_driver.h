@@ -55,6 +55,9 @@ struct ReplayOptions {
   uint64_t compute_us = 0;
   // StoreOptions::device_share_growth_max: T0 quota lending between tables.
   double device_share_growth = 0.25;
+  // Attempts of one store call failing with IOError or ResourceExhausted
+  // (the parts of a split Pull included) before the run fails.
+  uint32_t attempts_max = 1000;
 };
 
 struct ReplayReport {
