@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "storage/dram_cache.h"
 
@@ -274,22 +275,25 @@ int RunDramBench(const DramBenchArgs& a) {
   return misses.load() == 0 ? 0 : 1;
 }
 
-CommandRegistrar reg{"bench", [](CLI::App& group) {
-  auto args = std::make_shared<DramBenchArgs>();
-  CLI::App* c = group.add_subcommand("dram", "DRAM row cache: batched lookup-and-copy vs memcpy "
-                                             "and an unordered_map+mutex baseline");
-  c->add_option("--rows", args->rows, "rows in the cache")->check(CLI::Range(1ull, 1ull << 32));
-  c->add_option("--dim", args->dim, "float32 values per row")->check(CLI::Range(1u, 65536u));
-  c->add_option("--threads", args->threads, "lookup threads")->check(CLI::Range(1u, 1024u));
-  c->add_option("--batch", args->batch, "keys per lookup")->check(CLI::Range(1u, 1u << 20));
-  c->add_option("--batches", args->batches, "batches per thread (0: read every row twice)");
-  c->add_option("--stripes", args->stripes, "index lock stripes")->check(CLI::Range(1u, 4096u));
-  c->add_option("--writers", args->writers, "threads overwriting rows during the lookups");
-  c->add_option("--rounds", args->rounds, "interleaved rounds of the four methods")
-      ->check(CLI::Range(1u, 1000u));
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { ExitCode() = RunDramBench(*args); });
-}};
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<DramBenchArgs>();
+      CLI::App* c = group.add_subcommand("dram",
+                                         "DRAM row cache: batched lookup-and-copy vs memcpy "
+                                         "and an unordered_map+mutex baseline");
+      AddUnsigned<uint64_t>(c, "--rows", args->rows, "rows in the cache", 1, uint64_t{1} << 32);
+      AddUnsigned<uint32_t>(c, "--dim", args->dim, "float32 values per row", 1, 65536);
+      AddUnsigned<uint32_t>(c, "--threads", args->threads, "lookup threads", 1, 1024);
+      AddUnsigned<uint32_t>(c, "--batch", args->batch, "keys per lookup", 1, 1 << 20);
+      AddUnsigned(c, "--batches", args->batches, "batches per thread (0: read every row twice)");
+      AddUnsigned<uint32_t>(c, "--stripes", args->stripes, "index lock stripes", 1, 4096);
+      AddUnsigned<uint32_t>(c, "--writers", args->writers,
+                            "threads overwriting rows during the lookups", 0, 1024);
+      AddUnsigned<uint32_t>(c, "--rounds", args->rounds, "interleaved rounds of the four methods",
+                            1, 1000);
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { ExitCode() = RunDramBench(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

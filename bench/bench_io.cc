@@ -22,15 +22,22 @@
 #include <string>
 #include <vector>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
+#include "io/limits.h"
 #include "io/topology.h"
 
 namespace strata::cli {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// The largest file the benchmark accepts, GiB (1 PiB: far below 2^64 bytes).
+constexpr double kSizeGibMax = 1 << 20;
+// Requests in flight.
+constexpr uint32_t kDepthMax = 1024;
 
 struct IoBenchArgs {
   std::string file;
@@ -143,9 +150,10 @@ Status RunIoBench(const IoBenchArgs& a) {
     return Status::InvalidArgument("--mode must be randread, randwrite, read or write, not " +
                                    a.mode);
   }
-  if (a.block == 0 || a.depth == 0 || a.depth > 1024 || a.threads == 0 || a.seconds <= 0) {
-    return Status::InvalidArgument("--block, --threads, --seconds must be positive and "
-                                   "--depth in [1, 1024]");
+  if (a.block == 0 || a.depth == 0 || a.depth > kDepthMax || a.threads == 0 || !(a.seconds > 0)) {
+    return Status::InvalidArgument(
+        "--block, --threads, --seconds must be positive and "
+        "--depth in [1, 1024]");
   }
   const uint64_t size_bytes = io::AlignDown(static_cast<uint64_t>(a.size_gib * (1ull << 30)),
                                             a.block);
@@ -246,28 +254,32 @@ Status RunIoBench(const IoBenchArgs& a) {
   return Status::Ok();
 }
 
-CommandRegistrar reg{"bench", [](CLI::App& group) {
-  auto args = std::make_shared<IoBenchArgs>();
-  CLI::App* c = group.add_subcommand("io", "I/O engine: IOPS, MB/s and latency of one file");
-  c->add_option("--file", args->file, "file to read/write (created and laid out)")->required();
-  c->add_option("--size-gib", args->size_gib, "bytes of the file used, GiB");
-  c->add_option("--block", args->block, "bytes per request");
-  c->add_option("--depth", args->depth, "requests in flight (1..1024)");
-  c->add_option("--threads", args->threads, "I/O threads");
-  c->add_option("--mode", args->mode, "randread, randwrite, read or write");
-  c->add_option("--seconds", args->seconds, "measured run time");
-  c->add_option("--backend", args->backend, "uring, psync or auto");
-  c->add_option("--io-cores", args->io_cores, "cores for the I/O threads, e.g. 0,2-3");
-  c->add_flag("--buffered", args->buffered, "page-cache I/O instead of O_DIRECT");
-  c->add_flag("--json", args->json, "one JSON object instead of the table");
-  c->callback([args] {
-    Status s = RunIoBench(*args);
-    if (!s.ok()) {
-      std::fprintf(stderr, "strata bench io: %s\n", s.ToString().c_str());
-      ExitCode() = 1;
-    }
-  });
-}};
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<IoBenchArgs>();
+      CLI::App* c = group.add_subcommand("io", "I/O engine: IOPS, MB/s and latency of one file");
+      c->add_option("--file", args->file, "file to read/write (created and laid out)")->required();
+      AddReal(c, "--size-gib", args->size_gib, "bytes of the file used, GiB",
+              {.min = 0, .max = kSizeGibMax, .min_open = true});
+      AddUnsigned<uint32_t>(c, "--block", args->block, "bytes per request", 1,
+                            io::kIoRequestBytesMax);
+      AddUnsigned<uint32_t>(c, "--depth", args->depth, "requests in flight", 1, kDepthMax);
+      AddUnsigned<uint32_t>(c, "--threads", args->threads, "I/O threads", 1, io::kIoThreadsMax);
+      c->add_option("--mode", args->mode, "randread, randwrite, read or write");
+      AddReal(c, "--seconds", args->seconds, "measured run time",
+              {.min = 0, .max = kBenchSecondsMax, .min_open = true});
+      c->add_option("--backend", args->backend, "uring, psync or auto");
+      c->add_option("--io-cores", args->io_cores, "cores for the I/O threads, e.g. 0,2-3");
+      c->add_flag("--buffered", args->buffered, "page-cache I/O instead of O_DIRECT");
+      c->add_flag("--json", args->json, "one JSON object instead of the table");
+      c->callback([args] {
+        Status s = RunIoBench(*args);
+        if (!s.ok()) {
+          std::fprintf(stderr, "strata bench io: %s\n", s.ToString().c_str());
+          ExitCode() = 1;
+        }
+      });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

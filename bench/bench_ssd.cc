@@ -25,15 +25,23 @@
 #include <thread>
 #include <vector>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
 #include "storage/row_store_factory.h"
+#include "strata/options.h"
 
 namespace strata::cli {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
+
+// The largest values of the options: Adam's state floats for the largest
+// dim, keys per call, client threads.
+constexpr uint32_t kStateFloatsMax = 2 * kTableDimMax + 1;
+constexpr uint32_t kBatchKeysMax = 1 << 22;
+constexpr uint32_t kClientsMax = 1024;
 
 struct SsdBenchArgs {
   std::string dir;
@@ -303,13 +311,17 @@ CommandRegistrar reg{
       c->add_option("--dir", args->dir, "directory for the stores (O_DIRECT capable: not tmpfs)")
           ->required();
       c->add_option("--backend", args->backend, "native (alias uring), rocksdb or both");
-      c->add_option("--rows", args->rows, "rows loaded");
-      c->add_option("--dim", args->dim, "embedding floats per row");
-      c->add_option("--state-floats", args->state_floats, "optimizer-state floats per row");
-      c->add_option("--batch", args->batch, "keys per MultiGet/MultiPut call");
+      AddUnsigned<uint64_t>(c, "--rows", args->rows, "rows loaded", 1, kTierRowsMax);
+      AddUnsigned<uint32_t>(c, "--dim", args->dim, "embedding floats per row", 1, kTableDimMax);
+      AddUnsigned<uint32_t>(c, "--state-floats", args->state_floats,
+                            "optimizer-state floats per row", 0, kStateFloatsMax);
+      AddUnsigned<uint32_t>(c, "--batch", args->batch, "keys per MultiGet/MultiPut call", 1,
+                            kBatchKeysMax);
       c->add_option("--dist", args->dist, "uniform or zipf (theta 0.99)");
-      c->add_option("--seconds", args->seconds, "measured seconds per phase (gets, puts)");
-      c->add_option("--clients", args->clients, "threads calling the store");
+      AddReal(c, "--seconds", args->seconds, "measured seconds per phase (gets, puts)",
+              {.min = 0, .max = kBenchSecondsMax, .min_open = true});
+      AddUnsigned<uint32_t>(c, "--clients", args->clients, "threads calling the store", 1,
+                            kClientsMax);
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);

@@ -32,6 +32,7 @@
 #include "bench/command.h"
 #include "kernels/device_table.h"
 #include "kernels/gpu_runtime.h"
+#include "kernels/limits.h"
 
 namespace strata::cli {
 namespace {
@@ -209,7 +210,7 @@ void RunTableBench(const TableBenchArgs& a) {
   if (a.dist != "uniform" && a.dist != "zipf") {
     return ReportFailure("bench table", Status::InvalidArgument("--dist: uniform or zipf"));
   }
-  auto dims = ParseUints(a.dims, "--dim");
+  auto dims = ParseUints(a.dims, "--dim", 1, kernels::kDimMax);
   auto lfs = ParseDoubles(a.load_factors, "--load-factor");
   auto ops = SplitList(a.ops, "--op");
   auto opt = ParseOptimizer(a.optimizer);
@@ -275,22 +276,25 @@ void RunTableBench(const TableBenchArgs& a) {
   }
 }
 
-CommandRegistrar reg{"bench", [](CLI::App& group) {
-  auto args = std::make_shared<TableBenchArgs>();
-  auto* c = group.add_subcommand("table", "T0 device table: find / insert / push keys per second");
-  c->add_option("--capacity", args->capacity, "rows the table is created for");
-  c->add_option("--dim", args->dims, "embedding dims, comma separated");
-  c->add_option("--load-factor", args->load_factors,
-                "fill as a fraction of the slots, comma separated, in (0, 1]");
-  c->add_option("--batch", args->batch, "keys per call");
-  c->add_option("--op", args->ops, "find, insert_or_assign, find_or_insert, push (comma list)");
-  c->add_option("--dist", args->dist, "key distribution: uniform or zipf (exponent 1.1)");
-  c->add_option("--runner", args->runner, "gpu, host or auto (gpu when visible)");
-  c->add_option("--optimizer", args->optimizer, "sgd, adagrad, rowwise_adagrad, adam, ftrl");
-  c->add_option("--iters", args->iters, "timed calls per configuration");
-  c->add_flag("--json", args->json, "print JSON instead of a table");
-  c->callback([args] { RunTableBench(*args); });
-}};
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<TableBenchArgs>();
+      auto* c =
+          group.add_subcommand("table", "T0 device table: find / insert / push keys per second");
+      AddUnsigned<uint64_t>(c, "--capacity", args->capacity, "rows the table is created for", 1,
+                            kernels::kCapacityRowsMax);
+      c->add_option("--dim", args->dims, "embedding dims, comma separated");
+      c->add_option("--load-factor", args->load_factors,
+                    "fill as a fraction of the slots, comma separated, in (0, 1]");
+      AddUnsigned<uint64_t>(c, "--batch", args->batch, "keys per call", 1, kernels::kBatchKeysMax);
+      c->add_option("--op", args->ops, "find, insert_or_assign, find_or_insert, push (comma list)");
+      c->add_option("--dist", args->dist, "key distribution: uniform or zipf (exponent 1.1)");
+      c->add_option("--runner", args->runner, "gpu, host or auto (gpu when visible)");
+      c->add_option("--optimizer", args->optimizer, "sgd, adagrad, rowwise_adagrad, adam, ftrl");
+      AddUnsigned<uint32_t>(c, "--iters", args->iters, "timed calls per configuration", 1, 1 << 20);
+      c->add_flag("--json", args->json, "print JSON instead of a table");
+      c->callback([args] { RunTableBench(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "strata/version.h"
 
@@ -18,11 +19,24 @@ int& ExitCode() {
   return code;
 }
 
+namespace {
+
+// "strata trace gen": the app and the subcommands parsed so far.
+std::string CommandPath(const CLI::App* app) {
+  std::string path = app->get_name();
+  for (const CLI::App* sub = app; !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().back();
+    path += " " + sub->get_name();
+  }
+  return path;
+}
+
+}  // namespace
 }  // namespace strata::cli
 
 int main(int argc, char** argv) {
   using strata::cli::CommandRegistry;
-  CLI::App app{"strata: a GPU-DRAM-SSD embedding store driven by intent signals"};
+  CLI::App app{"strata: a GPU-DRAM-SSD embedding store driven by intent signals", "strata"};
   app.require_subcommand(1);
   app.set_version_flag("--version", strata::BuildInfo());
 
@@ -48,6 +62,20 @@ int main(int argc, char** argv) {
     entry.add(*it->second);
   }
 
-  CLI11_PARSE(app, argc, argv);
+  if (auto s = strata::cli::CheckNumberOptions(app, "strata"); !s.ok()) {
+    std::fprintf(stderr, "strata: internal error: %s\n", s.ToString().c_str());
+    return 70;
+  }
+  // A usage error (unknown option, missing or bad value) is one line naming
+  // the command, and exit code 2; the command has not started.
+  app.failure_message([](const CLI::App* root, const CLI::Error& e) {
+    return strata::cli::CommandPath(root) + ": " + e.what() + "\n";
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
   return strata::cli::ExitCode();
 }

@@ -10,6 +10,7 @@
 #include "bench/cli_util.h"
 #include "bench/replay_driver.h"
 #include "strata/store.h"
+#include "strata/trace.h"
 
 namespace strata::cli {
 namespace {
@@ -135,35 +136,47 @@ void Run(ReplayArgs a) {
   }
 }
 
-CommandRegistrar reg{"", [](CLI::App& app) {
-  auto args = std::make_shared<ReplayArgs>();
-  auto& o = args->options;
-  auto* c = app.add_subcommand("replay", "replay a trace against a fresh store");
-  c->add_option("trace", o.trace, "trace file")->required();
-  c->add_option("--dir", o.dir, "store directory (missing or empty)")->required();
-  c->add_option("--device-rows", o.device_rows, "T0 capacity in rows")->required();
-  c->add_option("--dram-rows", o.dram_rows, "T1 capacity in rows")->required();
-  c->add_option("--lookahead", o.lookahead, "batches intents run ahead of each worker")
-      ->capture_default_str();
-  c->add_flag("--no-intents", args->no_intents, "signal no intents (plain multi-tier cache)");
-  c->add_option("--workers", o.workers, "workers (default: the trace's)");
-  c->add_flag("--verify", o.verify, "check every pulled row against a model of all pushes");
-  c->add_option("--faults", o.faults, "fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200");
-  c->add_option("--dim", o.dim, "embedding floats per row")->capture_default_str();
-  c->add_option("--device-share-growth", o.device_share_growth,
-                "how far a table's T0 share may grow by lending (0: static split)")
-      ->capture_default_str();
-  c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
-      ->capture_default_str();
-  c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();
-  c->add_option("--batches", o.batches_max, "stop after this many batches (0: all)");
-  c->add_option("--compute-us", o.compute_us,
-                "simulated model compute per batch in microseconds (between pulls and pushes)")
-      ->capture_default_str();
-  c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { Run(*args); });
-}};
+CommandRegistrar reg{
+    "", [](CLI::App& app) {
+      auto args = std::make_shared<ReplayArgs>();
+      auto& o = args->options;
+      auto* c = app.add_subcommand("replay", "replay a trace against a fresh store");
+      c->add_option("trace", o.trace, "trace file")->required();
+      c->add_option("--dir", o.dir, "store directory (missing or empty)")->required();
+      AddUnsigned<uint64_t>(c, "--device-rows", o.device_rows, "T0 capacity in rows", 1,
+                            kTierRowsMax)
+          ->required();
+      AddUnsigned<uint64_t>(c, "--dram-rows", o.dram_rows, "T1 capacity in rows", 1, kTierRowsMax)
+          ->required();
+      AddUnsigned<uint64_t>(c, "--lookahead", o.lookahead,
+                            "batches intents run ahead of each worker", 0,
+                            bench::kReplayLookaheadMax)
+          ->capture_default_str();
+      c->add_flag("--no-intents", args->no_intents, "signal no intents (plain multi-tier cache)");
+      AddUnsigned<uint32_t>(c, "--workers", o.workers, "workers (default: the trace's)", 0,
+                            trace::kTraceWorkersMax);
+      c->add_flag("--verify", o.verify, "check every pulled row against a model of all pushes");
+      c->add_option("--faults", o.faults,
+                    "fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200");
+      AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
+          ->capture_default_str();
+      AddReal(c, "--device-share-growth", o.device_share_growth,
+              "how far a table's T0 share may grow by lending (0: static split)",
+              {0, kDeviceShareGrowthMax})
+          ->capture_default_str();
+      c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
+          ->capture_default_str();
+      c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();
+      AddUnsigned(c, "--batches", o.batches_max, "stop after this many batches (0: all)");
+      AddUnsigned<uint64_t>(
+          c, "--compute-us", o.compute_us,
+          "simulated model compute per batch in microseconds (between pulls and pushes)", 0,
+          bench::kReplayComputeUsMax)
+          ->capture_default_str();
+      c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { Run(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

@@ -21,26 +21,23 @@ using SteadyClock = std::chrono::steady_clock;
 
 // Batches a loader reads ahead of its worker without intents.
 constexpr uint64_t kReadAheadBatches = 2;
-// Attempts of one store call failing with a retryable error (IOError,
-// ResourceExhausted: injected or real SSD faults) before the run fails.
-constexpr int kAttemptsMax = 1000;
+// Retries of a store call failing with a retryable error (IOError,
+// ResourceExhausted: injected or real SSD faults): at most
+// ReplayOptions::attempts_max attempts in all, a split Pull's parts
+// included, before the run fails; the wait between two attempts doubles from
+// kBackoffMin to kBackoffMax (so a persistent error gives up within seconds,
+// and a transient one is not hammered), cut short when the run fails.
+constexpr auto kBackoffMin = std::chrono::microseconds(50);
+constexpr auto kBackoffMax = std::chrono::milliseconds(10);
+// Attempts of a whole Pull of more than one key before it is split in
+// halves, each pulled (and split) on its own: the engine does a Pull larger
+// than T0's room in chunks and one chunk's error fails the whole call, so
+// a large Pull under faults would rarely get through whole.
+constexpr uint32_t kAttemptsBeforeSplit = 4;
 // Keys per Pull of the final check under injected faults.
 constexpr size_t kFinalPullKeys = 4096;
 
-// Calls fn until it succeeds or fails with a non-retryable error or
-// kAttemptsMax times; counts the retries. The Store leaves a failed call
-// without effect (dirty rows stay in memory), so a retry is safe; --verify
-// would catch one that was not.
-template <typename Fn>
-Status WithRetries(std::atomic<uint64_t>* retries, Fn&& fn) {
-  Status s;
-  for (int attempt = 0; attempt < kAttemptsMax; ++attempt) {
-    s = fn();
-    if (s.ok() || !(s.IsIOError() || s.IsResourceExhausted())) return s;
-    retries->fetch_add(1, std::memory_order_relaxed);
-  }
-  return s.WithContext("gave up after " + std::to_string(kAttemptsMax) + " attempts");
-}
+bool Retryable(const Status& s) { return s.IsIOError() || s.IsResourceExhausted(); }
 
 // Batches from a loader to its worker, gated so that intents run exactly
 // `lookahead` batches ahead: the loader may hand over batch x once the worker
@@ -117,6 +114,7 @@ struct Run {
   uint64_t batches_total;
   Store* store;
   VerifyModel* model;  // null without --verify
+  std::vector<std::string> table_names;
   std::vector<std::unique_ptr<BatchQueue>> queues;
   std::vector<WorkerId> ids;
   std::atomic<uint64_t> batches_done{0};
@@ -126,17 +124,93 @@ struct Run {
   std::mutex mu;
   Status error;  // the first failure
   std::condition_variable done_cv;
+  std::condition_variable failed_cv;  // notified once `failed` is set
   uint32_t workers_done = 0;
 
   void Fail(const Status& s) {
     {
       std::lock_guard lock(mu);
       if (error.ok()) error = s;
+      failed.store(true);
     }
-    failed.store(true);
+    failed_cv.notify_all();
     for (auto& q : queues) q->Close();
   }
+
+  // Waits `wait`, or less once the run has failed; false when it has.
+  bool Backoff(std::chrono::microseconds wait) {
+    std::unique_lock lock(mu);
+    return !failed_cv.wait_for(lock, wait, [&] { return failed.load(); });
+  }
 };
+
+// Attempts left to one store call (shared by the parts of a split Pull).
+struct Attempts {
+  explicit Attempts(const Run& run) : max(run.options.attempts_max), left(max) {}
+  const uint32_t max;
+  uint32_t left;
+  uint32_t used() const { return max - left; }
+};
+
+// Calls fn until it succeeds, fails with a non-retryable error, or has been
+// tried `tries` times or `attempts` ran out, with a growing backoff between
+// attempts; counts the retries. The Store leaves a failed call without
+// effect (dirty rows stay in memory; a chunked Push retries its later
+// chunks itself), so a retry is safe; --verify would catch one that was not.
+// Giving up keeps the last error's code; `what()` names the call for the
+// message.
+template <typename Fn, typename What>
+Status WithRetries(Run& run, Attempts* attempts, uint32_t tries, Fn&& fn, What&& what) {
+  Status s = Status::Internal("replay: no attempt left");
+  auto backoff = std::chrono::microseconds(kBackoffMin);
+  for (uint32_t i = 0; i < tries && attempts->left > 0; ++i) {
+    if (i > 0) {
+      if (!run.Backoff(backoff)) return s;  // the run failed elsewhere: it reports that
+      backoff = std::min<std::chrono::microseconds>(2 * backoff, kBackoffMax);
+    }
+    attempts->left--;
+    s = fn();
+    if (s.ok() || !Retryable(s)) return s;
+    run.retries.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (attempts->left > 0) return s;  // `tries` used up: the caller splits
+  return s.WithContext(what() + ": gave up after " + std::to_string(attempts->used()) +
+                       " attempts");
+}
+
+template <typename Fn, typename What>
+Status WithRetries(Run& run, Fn&& fn, What&& what) {
+  Attempts attempts(run);
+  return WithRetries(run, &attempts, attempts.max, std::forward<Fn>(fn), std::forward<What>(what));
+}
+
+std::string Describe(const Run& run, const char* call, TableId table, size_t keys) {
+  return std::string(call) + " of table " + run.table_names[table] + " (" + std::to_string(keys) +
+         " keys)";
+}
+
+// Pulls `keys` into `out` (dim floats each), retried; a Pull that keeps
+// failing whole is split in halves, each pulled the same way, down to single
+// keys. Pulls change no row, so pulling the parts at different times is as
+// good as one call. `whole` is the size of the caller's Pull, for messages.
+Status PullSplitting(Run& run, Attempts* attempts, WorkerId id, TableId table,
+                     std::span<const Key> keys, float* out, size_t whole) {
+  const bool split = keys.size() > 1;
+  const Status s = WithRetries(
+      run, attempts, split ? kAttemptsBeforeSplit : attempts->max,
+      [&] { return run.store->Pull(id, table, keys, out); },
+      [&] { return Describe(run, "Pull", table, whole); });
+  if (s.ok() || !split || !Retryable(s) || attempts->left == 0 || run.failed.load()) return s;
+  const size_t half = keys.size() / 2;
+  STRATA_RETURN_IF_ERROR(PullSplitting(run, attempts, id, table, keys.first(half), out, whole));
+  return PullSplitting(run, attempts, id, table, keys.subspan(half), out + half * run.options.dim,
+                       whole);
+}
+
+Status PullRetried(Run& run, WorkerId id, TableId table, std::span<const Key> keys, float* out) {
+  Attempts attempts(run);
+  return PullSplitting(run, &attempts, id, table, keys, out, keys.size());
+}
 
 Status Loader(Run& run, uint32_t w) {
   STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(run.options.trace));
@@ -159,9 +233,12 @@ Status Loader(Run& run, uint32_t w) {
         unique[t].erase(std::unique(unique[t].begin(), unique[t].end()), unique[t].end());
         table_keys.push_back({batch.tables[t].table, unique[t]});
       }
-      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-                               return run.store->Intent(run.ids[w], table_keys, clock, clock + 1);
-                             }).WithContext("replay: Intent of worker " + std::to_string(w)));
+      STRATA_RETURN_IF_ERROR(
+          WithRetries(
+              run, [&] { return run.store->Intent(run.ids[w], table_keys, clock, clock + 1); },
+              [&] { return "Intent of " + std::to_string(table_keys.size()) + " tables"; })
+              .WithContext("replay: worker " + std::to_string(w) + " batch " +
+                           std::to_string(clock)));
     }
     queue.Push(std::move(batch));
     batch = trace::TraceBatch{};
@@ -182,9 +259,8 @@ Status Worker(Run& run, uint32_t w) {
   while (run.queues[w]->Pop(&batch)) {
     if (run.failed.load()) return Status::Ok();
     const auto batch_start = SteadyClock::now();
-    auto context = [&](const char* call, TableId table) {
-      return std::string("replay: ") + call + " of worker " + std::to_string(w) + " batch " +
-             std::to_string(index) + " table " + std::to_string(table);
+    auto context = [&] {
+      return "replay: worker " + std::to_string(w) + " batch " + std::to_string(index);
     };
     // Forward: pull every table and derive the gradients.
     grads.resize(batch.tables.size());
@@ -194,9 +270,8 @@ Status Worker(Run& run, uint32_t w) {
       if (n == 0) continue;
       rows.resize(n * dim);
       grads[i].resize(n * dim);
-      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-                               return run.store->Pull(id, t.table, t.keys, rows.data());
-                             }).WithContext(context("Pull", t.table)));
+      STRATA_RETURN_IF_ERROR(
+          PullRetried(run, id, t.table, t.keys, rows.data()).WithContext(context()));
       run.pulls.fetch_add(n, std::memory_order_relaxed);
       if (run.model != nullptr) {
         run.model->ReadStarted(t.table, t.keys, &started);
@@ -217,14 +292,17 @@ Status Worker(Run& run, uint32_t w) {
       const auto& t = batch.tables[i];
       if (t.keys.empty()) continue;
       if (run.model != nullptr) run.model->BeforePush(t.table, t.keys);
-      STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-                               return run.store->Push(id, t.table, t.keys, grads[i].data());
-                             }).WithContext(context("Push", t.table)));
+      STRATA_RETURN_IF_ERROR(
+          WithRetries(
+              run, [&] { return run.store->Push(id, t.table, t.keys, grads[i].data()); },
+              [&] { return Describe(run, "Push", t.table, t.keys.size()); })
+              .WithContext(context()));
       if (run.model != nullptr) run.model->AfterPush(w, t.table, t.keys);
     }
-    STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-                             return run.store->AdvanceClock(id);
-                           }).WithContext("replay: AdvanceClock"));
+    STRATA_RETURN_IF_ERROR(WithRetries(
+                               run, [&] { return run.store->AdvanceClock(id); },
+                               [] { return std::string("AdvanceClock"); })
+                               .WithContext(context()));
     run.queues[w]->Done();
     run.batches_done.fetch_add(1, std::memory_order_relaxed);
     ++index;
@@ -284,7 +362,15 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   if (o.intents && o.lookahead == 0) {
     return Status::InvalidArgument("replay: --lookahead must be at least 1 (or --no-intents)");
   }
+  if (o.lookahead > kReplayLookaheadMax || o.compute_us > kReplayComputeUsMax) {
+    return Status::InvalidArgument("replay: lookahead at most " +
+                                   std::to_string(kReplayLookaheadMax) + ", compute_us at most " +
+                                   std::to_string(kReplayComputeUsMax));
+  }
   if (o.dim == 0) return Status::InvalidArgument("replay: --dim must be at least 1");
+  if (o.attempts_max == 0) {
+    return Status::InvalidArgument("replay: attempts_max must be at least 1");
+  }
   STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
   // Read the whole trace once before touching the store: a corrupt trace
   // fails here and changes nothing.
@@ -325,6 +411,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));
 
   Run run{o, workers, batches_total, store.get(), model.get()};
+  for (const TableOptions& t : tables) run.table_names.push_back(t.name);
   for (uint32_t w = 0; w < workers; ++w) {
     STRATA_ASSIGN_OR_RETURN(WorkerId id, store->RegisterWorker(-1));
     run.ids.push_back(id);
@@ -375,26 +462,29 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
       uint64_t table_rows = 0;
       if (o.faults.empty()) {
         // Every row exactly once, from every tier.
-        STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
+        auto scan = [&] {
           table_rows = 0;
           model->ForgetSeen(t);
           return store->ScanTable(t, [&](Key key, std::span<const float> row) {
             table_rows++;
             return model->CheckFinal(t, key, row);
           });
-        }));
+        };
+        STRATA_RETURN_IF_ERROR(WithRetries(run, scan, [&] {
+                                 return "ScanTable of table " + run.table_names[t];
+                               }).WithContext("replay: final check"));
       } else {
         // Under injected faults a scan of a large table hardly ever gets
         // through without an error, so the final rows are pulled in chunks,
-        // each retried on its own (one worker's id, its clock long past).
+        // each retried (and split) on its own (one worker's id, its clock
+        // long past).
         const std::vector<Key> keys = model->Keys(t);
         std::vector<float> rows;
         for (size_t off = 0; off < keys.size(); off += kFinalPullKeys) {
           std::span<const Key> chunk(keys.data() + off, std::min(kFinalPullKeys, keys.size() - off));
           rows.resize(chunk.size() * o.dim);
-          STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] {
-            return store->Pull(run.ids[0], t, chunk, rows.data());
-          }));
+          STRATA_RETURN_IF_ERROR(PullRetried(run, run.ids[0], t, chunk, rows.data())
+                                     .WithContext("replay: final check"));
           for (size_t i = 0; i < chunk.size(); ++i) {
             STRATA_RETURN_IF_ERROR(model->CheckFinal(
                 t, chunk[i], std::span<const float>(rows.data() + i * o.dim, o.dim)));
@@ -407,7 +497,8 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     STRATA_RETURN_IF_ERROR(model->CheckAllSeen());
     r.verified_rows = model->checked_rows();
   }
-  STRATA_RETURN_IF_ERROR(WithRetries(&run.retries, [&] { return store->Close(); }));
+  STRATA_RETURN_IF_ERROR(WithRetries(
+      run, [&] { return store->Close(); }, [] { return std::string("Close"); }));
   const StoreStats& s = r.stats;
   r.batches = run.batches_done.load();
   r.pulls = s.pulls;

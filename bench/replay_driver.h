@@ -31,6 +31,10 @@
 
 namespace strata::bench {
 
+// The largest lookahead and simulated compute per batch a replay accepts.
+inline constexpr uint64_t kReplayLookaheadMax = 1024;
+inline constexpr uint64_t kReplayComputeUsMax = 10'000'000;
+
 struct ReplayOptions {
   std::string trace;
   std::string dir;                 // the store's directory: must be empty or missing
@@ -51,6 +55,9 @@ struct ReplayOptions {
   uint64_t compute_us = 0;
   // StoreOptions::device_share_growth_max: T0 quota lending between tables.
   double device_share_growth = 0.25;
+  // Attempts of one store call failing with IOError or ResourceExhausted
+  // (the parts of a split Pull included) before the run fails.
+  uint32_t attempts_max = 1000;
 };
 
 struct ReplayReport {

@@ -3,8 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <concepts>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -26,9 +29,35 @@ Status CheckKeys(const json& j, const std::set<std::string>& known, const std::s
   return Status::Ok();
 }
 
+// nlohmann reads -1 into an unsigned field as 2^64 - 1 and 1.5 as 1 (a
+// static_cast): unsigned fields take non-negative integers that fit only.
+template <std::unsigned_integral T>
+bool FitsUnsigned(const json& v) {
+  if (v.is_array()) return std::all_of(v.begin(), v.end(), FitsUnsigned<T>);
+  return v.is_number_unsigned() && v.get<uint64_t>() <= std::numeric_limits<T>::max();
+}
+template <typename T>
+struct UnsignedField : std::false_type {};
+template <std::unsigned_integral T>
+struct UnsignedField<T> : std::true_type {
+  using type = T;
+};
+template <std::unsigned_integral T>
+struct UnsignedField<std::vector<T>> : std::true_type {
+  using type = T;
+};
+
 template <typename T>
 Status Get(const json& j, const char* key, T* out, const std::string& where) {
   if (!j.contains(key)) return Status::Ok();
+  if constexpr (UnsignedField<T>::value) {
+    if (!FitsUnsigned<typename UnsignedField<T>::type>(j.at(key))) {
+      return Status::InvalidArgument("sweep config: " + where + "." + key + ": " +
+                                     j.at(key).dump() + " is not a non-negative integer (of " +
+                                     std::to_string(sizeof(typename UnsignedField<T>::type) * 8) +
+                                     " bits)");
+    }
+  }
   try {
     *out = j.at(key).get<T>();
   } catch (const json::exception& e) {
@@ -148,6 +177,17 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
       return Status::InvalidArgument(
           "sweep config: device_rows, dram_rows, lookahead and compute_us need a value each");
     }
+  }
+  // The bounds `strata replay` applies to the same values.
+  auto above = [](const std::vector<uint64_t>& list, uint64_t max) {
+    return std::any_of(list.begin(), list.end(), [max](uint64_t v) { return v > max; });
+  };
+  if (above(c.device_rows, kTierRowsMax) || above(c.dram_rows, kTierRowsMax) ||
+      above(c.lookahead, kReplayLookaheadMax) || above(c.compute_us, kReplayComputeUsMax)) {
+    return Status::InvalidArgument("sweep config: device_rows and dram_rows at most " +
+                                   std::to_string(kTierRowsMax) + ", lookahead at most " +
+                                   std::to_string(kReplayLookaheadMax) + ", compute_us at most " +
+                                   std::to_string(kReplayComputeUsMax));
   }
   for (const auto& f : c.fallback) {
     if (f != "lru" && f != "lfu") return Status::InvalidArgument("sweep config: fallback '" + f + "'");

@@ -16,7 +16,9 @@
 //     "compute_us": [0, 20000],           // simulated compute per batch
 //     "workers": 1, "dim": 16, "device_share_growth": 0.25
 //   }
-// Unknown keys are errors, so a typo does not silently sweep the defaults.
+// Unknown keys are errors, so a typo does not silently sweep the defaults;
+// so are a negative or fractional count and values past `strata replay`'s
+// bounds (tier rows, lookahead, compute_us).
 //
 // Thread safety: RunSweep runs one replay at a time from the calling thread.
 #pragma once

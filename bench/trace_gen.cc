@@ -4,7 +4,9 @@
 #include <memory>
 
 #include "bench/cli_util.h"
+#include "strata/trace.h"
 #include "trace/generator.h"
+#include "trace/limits.h"
 
 namespace strata::cli {
 namespace {
@@ -27,7 +29,7 @@ struct GenArgs {
 Result<trace::GenOptions> BuildOptions(const GenArgs& a) {
   trace::GenOptions o;
   if (!a.cardinalities.empty()) {
-    STRATA_ASSIGN_OR_RETURN(o.cardinalities, ParseUints(a.cardinalities, "--cardinalities"));
+    STRATA_ASSIGN_OR_RETURN(o.cardinalities, ParseUints(a.cardinalities, "--cardinalities", 1));
   } else {
     STRATA_ASSIGN_OR_RETURN(o, trace::PresetOptions(a.preset));
   }
@@ -37,9 +39,8 @@ Result<trace::GenOptions> BuildOptions(const GenArgs& a) {
   if (a.hotness == "mlperf") {
     o.hotness = trace::MlperfHotness();
   } else {
-    STRATA_ASSIGN_OR_RETURN(auto hot, ParseUints(a.hotness, "--hotness"));
-    o.hotness.clear();
-    for (uint64_t h : hot) o.hotness.push_back(static_cast<uint32_t>(std::min<uint64_t>(h, UINT32_MAX)));
+    STRATA_ASSIGN_OR_RETURN(auto hot, ParseUints(a.hotness, "--hotness", 1, trace::kHotnessMax));
+    o.hotness.assign(hot.begin(), hot.end());
     if (o.hotness.size() == 1) o.hotness.assign(tables, o.hotness[0]);
   }
   o.scale = a.scale;
@@ -76,29 +77,41 @@ void Run(const GenArgs& a) {
   }
 }
 
-CommandRegistrar reg{"trace", [](CLI::App& group) {
-  auto args = std::make_shared<GenArgs>();
-  auto* c = group.add_subcommand("gen", "generate a synthetic ads workload (Zipf per table)");
-  c->add_option("--out", args->out, "trace file to write")->required();
-  c->add_option("--preset", args->preset, "table sizes: criteo-kaggle or criteo-1tb")
-      ->capture_default_str();
-  c->add_option("--cardinalities", args->cardinalities,
-                "key space per table, comma-separated (instead of a preset)");
-  c->add_option("--exponent", args->exponent, "Zipf exponent: one, or one per table (0: uniform)")
-      ->capture_default_str();
-  c->add_option("--hotness", args->hotness,
-                "ids per sample per table: one, one per table, or 'mlperf'")
-      ->capture_default_str();
-  c->add_option("--scale", args->scale, "multiplies every key space")->capture_default_str();
-  c->add_option("--batch-size", args->batch_size, "samples per batch")->capture_default_str();
-  c->add_option("--batches", args->batches, "batches in all")->capture_default_str();
-  c->add_option("--workers", args->workers, "workers (batch b goes to worker b % workers)")
-      ->capture_default_str();
-  c->add_option("--drift", args->drift, "ids the hot set slides per batch")->capture_default_str();
-  c->add_option("--seed", args->seed, "random seed")->capture_default_str();
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { Run(*args); });
-}};
+CommandRegistrar reg{
+    "trace", [](CLI::App& group) {
+      auto args = std::make_shared<GenArgs>();
+      auto* c = group.add_subcommand("gen", "generate a synthetic ads workload (Zipf per table)");
+      c->add_option("--out", args->out, "trace file to write")->required();
+      c->add_option("--preset", args->preset, "table sizes: criteo-kaggle or criteo-1tb")
+          ->capture_default_str();
+      c->add_option("--cardinalities", args->cardinalities,
+                    "key space per table, comma-separated (instead of a preset)");
+      c->add_option("--exponent", args->exponent,
+                    "Zipf exponent: one, or one per table (0: uniform)")
+          ->capture_default_str();
+      c->add_option("--hotness", args->hotness,
+                    "ids per sample per table: one, one per table, or 'mlperf'")
+          ->capture_default_str();
+      AddReal(c, "--scale", args->scale, "multiplies every key space",
+              {.min = 0, .max = 1e6, .min_open = true})
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--batch-size", args->batch_size, "samples per batch", 1,
+                            trace::kBatchSizeMax)
+          ->capture_default_str();
+      AddUnsigned<uint64_t>(c, "--batches", args->batches, "batches in all", 1,
+                            trace::kGenBatchesMax)
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--workers", args->workers,
+                            "workers (batch b goes to worker b % workers)", 1,
+                            trace::kTraceWorkersMax)
+          ->capture_default_str();
+      AddReal(c, "--drift", args->drift, "ids the hot set slides per batch",
+              {.min = 0, .max = 1e12, .max_open = true})
+          ->capture_default_str();
+      AddUnsigned(c, "--seed", args->seed, "random seed")->capture_default_str();
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { Run(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "bench/cli_util.h"
+#include "strata/trace.h"
 #include "trace/importers.h"
+#include "trace/limits.h"
 
 namespace strata::cli {
 namespace {
@@ -54,7 +56,8 @@ void RunImport(const ImportArgs& a) {
 struct ExportArgs {
   std::string format = "lines";
   std::string trace;
-  int64_t table = -1;
+  uint32_t table = 0;
+  bool one_table = false;  // --table given
 };
 
 void RunExport(const ExportArgs& a) {
@@ -62,37 +65,46 @@ void RunExport(const ExportArgs& a) {
     return ReportFailure("trace export",
                          Status::InvalidArgument("--format '" + a.format + "' unknown (lines)"));
   }
-  const Status s = trace::ExportLines(a.trace, a.table, stdout);
+  const Status s = trace::ExportLines(a.trace, a.one_table ? int64_t{a.table} : -1, stdout);
   if (!s.ok()) return ReportFailure("trace export", s);
   if (std::fflush(stdout) != 0) {
     ReportFailure("trace export", Status::FromErrno(errno, "flush stdout"));
   }
 }
 
-CommandRegistrar reg_import{"trace", [](CLI::App& group) {
-  auto args = std::make_shared<ImportArgs>();
-  auto* c = group.add_subcommand("import", "convert a Criteo TSV, CSV or lines file to a trace");
-  c->add_option("--format", args->format, "criteo, csv or lines")->required();
-  c->add_option("input", args->input, "text file to read")->required();
-  c->add_option("--out", args->out, "trace file to write")->required();
-  c->add_option("--batch-size", args->batch_size, "rows per batch (criteo, csv)")
-      ->capture_default_str();
-  c->add_option("--label", args->label, "csv: the label column (not imported)");
-  c->add_option("--columns", args->columns,
-                "csv: categorical columns, comma-separated (default: all but the label)");
-  c->add_option("--delimiter", args->delimiter, "csv: field separator")->capture_default_str();
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { RunImport(*args); });
-}};
+CommandRegistrar reg_import{
+    "trace", [](CLI::App& group) {
+      auto args = std::make_shared<ImportArgs>();
+      auto* c =
+          group.add_subcommand("import", "convert a Criteo TSV, CSV or lines file to a trace");
+      c->add_option("--format", args->format, "criteo, csv or lines")->required();
+      c->add_option("input", args->input, "text file to read")->required();
+      c->add_option("--out", args->out, "trace file to write")->required();
+      AddUnsigned<uint32_t>(c, "--batch-size", args->batch_size, "rows per batch (criteo, csv)", 1,
+                            trace::kBatchSizeMax)
+          ->capture_default_str();
+      c->add_option("--label", args->label, "csv: the label column (not imported)");
+      c->add_option("--columns", args->columns,
+                    "csv: categorical columns, comma-separated (default: all but the label)");
+      c->add_option("--delimiter", args->delimiter, "csv: field separator")->capture_default_str();
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { RunImport(*args); });
+    }};
 
-CommandRegistrar reg_export{"trace", [](CLI::App& group) {
-  auto args = std::make_shared<ExportArgs>();
-  auto* c = group.add_subcommand("export", "write a trace as text, one batch per line");
-  c->add_option("--format", args->format, "lines")->capture_default_str();
-  c->add_option("trace", args->trace, "trace file")->required();
-  c->add_option("--table", args->table, "only this table id (default: all, concatenated)");
-  c->callback([args] { RunExport(*args); });
-}};
+CommandRegistrar reg_export{
+    "trace", [](CLI::App& group) {
+      auto args = std::make_shared<ExportArgs>();
+      auto* c = group.add_subcommand("export", "write a trace as text, one batch per line");
+      c->add_option("--format", args->format, "lines")->capture_default_str();
+      c->add_option("trace", args->trace, "trace file")->required();
+      CLI::Option* table = AddUnsigned<uint32_t>(c, "--table", args->table,
+                                                 "only this table id (default: all, concatenated)",
+                                                 0, trace::kTraceTablesMax - 1);
+      c->callback([args, table] {
+        args->one_table = table->count() > 0;
+        RunExport(*args);
+      });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

@@ -71,18 +71,20 @@ void Run(const OptArgs& a) {
               static_cast<unsigned long long>(r->unique_rows));
 }
 
-CommandRegistrar reg{"trace", [](CLI::App& group) {
-  auto args = std::make_shared<OptArgs>();
-  auto* c = group.add_subcommand("opt", "misses of a cache under Belady MIN, LRU and a horizon");
-  c->add_option("trace", args->trace, "trace file")->required();
-  c->add_option("--cache-rows", args->cache_rows, "rows the cache holds")->required();
-  c->add_option("--lookahead", args->lookahead, "batches the future is known ahead (horizon)")
-      ->capture_default_str();
-  c->add_option("--fallback", args->fallback, "order for rows with no known use: lru or lfu")
-      ->capture_default_str();
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { Run(*args); });
-}};
+CommandRegistrar reg{
+    "trace", [](CLI::App& group) {
+      auto args = std::make_shared<OptArgs>();
+      auto* c =
+          group.add_subcommand("opt", "misses of a cache under Belady MIN, LRU and a horizon");
+      c->add_option("trace", args->trace, "trace file")->required();
+      AddUnsigned(c, "--cache-rows", args->cache_rows, "rows the cache holds")->required();
+      AddUnsigned(c, "--lookahead", args->lookahead, "batches the future is known ahead (horizon)")
+          ->capture_default_str();
+      c->add_option("--fallback", args->fallback, "order for rows with no known use: lru or lfu")
+          ->capture_default_str();
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { Run(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

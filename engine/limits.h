@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "strata/options.h"
+
 namespace strata::engine {
 
 // Workers one store accepts.
@@ -32,13 +34,13 @@ inline constexpr int64_t kNoFrontier = INT64_MAX;
 // device_rows_max; a table keeps at least its share / kT0LimitFloorDivisor.
 inline constexpr uint64_t kT0QuotaStepDivisor = 256;
 inline constexpr uint64_t kT0LimitFloorDivisor = 4;
-// The largest StoreOptions.device_share_growth_max accepted.
-inline constexpr double kDeviceShareGrowthMax = 16.0;
+// The largest StoreOptions.device_share_growth_max accepted:
+// kDeviceShareGrowthMax (strata/options.h).
 
 // Rows of T0 each table gets at least (device_rows_max is split evenly).
 inline constexpr uint64_t kTableT0RowsMin = 16;
 // Embedding floats per row.
-inline constexpr uint32_t kDimMax = 4096;
+inline constexpr uint32_t kDimMax = kTableDimMax;
 // Bytes of a table name ([A-Za-z0-9_.-]).
 inline constexpr size_t kTableNameBytesMax = 128;
 // Version of the engine's checkpoint meta (tables, clocks).

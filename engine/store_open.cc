@@ -79,6 +79,12 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
   if (options.dram_rows_max == 0) {
     return Status::InvalidArgument("StoreOptions.dram_rows_max must be at least 1");
   }
+  if (options.device_rows_max > kTierRowsMax || options.dram_rows_max > kTierRowsMax) {
+    return Status::InvalidArgument(
+        "StoreOptions.device_rows_max = " + std::to_string(options.device_rows_max) +
+        ", dram_rows_max = " + std::to_string(options.dram_rows_max) + ": each at most " +
+        std::to_string(kTierRowsMax));
+  }
   if (!(options.device_share_growth_max >= 0 &&
         options.device_share_growth_max <= kDeviceShareGrowthMax)) {
     return Status::InvalidArgument("StoreOptions.device_share_growth_max = " +
@@ -220,8 +226,14 @@ Status StoreImpl::Init() {
   STRATA_ASSIGN_OR_RETURN(ssd_, storage::OpenRowStore(ssd_options, specs));
 
   storage::DramCacheOptions dram_options;
-  // Capacity in rows of the average row size of the tables.
-  dram_options.dram_bytes_max = options_.dram_rows_max * (row_bytes_total / specs.size());
+  // Capacity in rows of the average row size of the tables (Open bounded
+  // both factors; checked all the same).
+  if (__builtin_mul_overflow(options_.dram_rows_max, row_bytes_total / specs.size(),
+                             &dram_options.dram_bytes_max)) {
+    return Status::InvalidArgument(
+        "StoreOptions.dram_rows_max = " + std::to_string(options_.dram_rows_max) +
+        ": times the row bytes overflows 64 bits");
+  }
   // T1 follows the engine's order (next uses, then fallback values), for
   // both fallback policies.
   dram_options.eviction = storage::DramEviction::kIntent;

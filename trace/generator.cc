@@ -59,9 +59,16 @@ Status ValidateGenOptions(const GenOptions& o) {
                                    std::to_string(tables) + "), got " +
                                    std::to_string(o.hotness.size()));
   }
+  if (!(o.scale > 0 && o.scale <= 1e6))
+    return Status::InvalidArgument("--scale must be in (0, 1e6]");
   for (size_t t = 0; t < tables; ++t) {
     if (o.cardinalities[t] == 0) {
       return Status::InvalidArgument("--cardinalities: table " + std::to_string(t) + " is empty");
+    }
+    // Checked before ScaledKeySpace casts the scaled size to an integer.
+    if (!(static_cast<double>(o.cardinalities[t]) * o.scale <= kGenKeySpaceMax)) {
+      return Status::InvalidArgument("--cardinalities times --scale: table " + std::to_string(t) +
+                                     " has more than 2^62 keys");
     }
     if (!(o.exponents[t] >= 0 && o.exponents[t] <= 10)) {
       return Status::InvalidArgument("--exponent of table " + std::to_string(t) +
@@ -72,12 +79,14 @@ Status ValidateGenOptions(const GenOptions& o) {
                                      " must be in [1, " + std::to_string(kHotnessMax) + "]");
     }
   }
-  if (!(o.scale > 0 && o.scale <= 1e6)) return Status::InvalidArgument("--scale must be in (0, 1e6]");
   if (o.batch_size == 0 || o.batch_size > kBatchSizeMax) {
     return Status::InvalidArgument("--batch-size must be in [1, " + std::to_string(kBatchSizeMax) +
                                    "]");
   }
-  if (o.batches == 0) return Status::InvalidArgument("--batches must be at least 1");
+  if (o.batches == 0 || o.batches > kGenBatchesMax) {
+    return Status::InvalidArgument("--batches must be in [1, " + std::to_string(kGenBatchesMax) +
+                                   "]");
+  }
   if (o.workers == 0 || o.workers > kTraceWorkersMax) {
     return Status::InvalidArgument("--workers must be in [1, " + std::to_string(kTraceWorkersMax) +
                                    "]");

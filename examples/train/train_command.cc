@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bench/cli_util.h"
 #include "bench/command.h"
 #include "examples/train/limits.h"
 #include "examples/train/trainer.h"
@@ -66,17 +67,21 @@ Result<std::string> TempDir() {
   return templ;
 }
 
-void PrintEpochs(const TrainResult& r) {
-  std::printf("%5s %9s %8s %9s %8s %9s %9s %9s %9s %10s %7s %7s\n", "epoch", "train_ll",
+// One row per epoch; with a kept store directory, the seconds of the
+// checkpoint that ended the epoch too.
+void PrintEpochs(const TrainResult& r, bool checkpoints) {
+  std::printf("%5s %9s %8s %9s %8s %9s %9s %9s %9s %10s %7s %7s%s\n", "epoch", "train_ll",
               "train_auc", "val_ll", "val_auc", "rows/s", "t0_hits", "t1_hits", "ssd_reads",
-              "stall_frac", "wait", "secs");
+              "stall_frac", "wait", "secs", checkpoints ? "  ckpt_s" : "");
   for (const EpochReport& e : r.epochs) {
-    std::printf("%5u %9.4f %8.4f %9.4f %8.4f %9.0f %9llu %9llu %9llu %10.4f %7.3f %7.2f\n", e.epoch,
+    std::printf("%5u %9.4f %8.4f %9.4f %8.4f %9.0f %9llu %9llu %9llu %10.4f %7.3f %7.2f", e.epoch,
                 e.train_logloss, e.train_auc, e.validation_logloss, e.validation_auc, e.rows_per_s,
                 static_cast<unsigned long long>(e.t0_hits),
                 static_cast<unsigned long long>(e.t1_hits),
                 static_cast<unsigned long long>(e.ssd_row_reads), e.stall_fraction,
                 e.loader_wait_fraction, e.seconds);
+    if (checkpoints) std::printf(" %7.2f", e.checkpoint_seconds);
+    std::printf("\n");
   }
 }
 
@@ -89,6 +94,8 @@ nlohmann::json ToJson(const TrainFlags& f, const Dataset& data, const TrainResul
   j["device_rows"] = f.device_rows;
   j["dram_rows"] = f.dram_rows;
   j["t0_on_gpu"] = r.final_stats.t0_on_gpu;
+  // A kept store directory, checkpointed after every epoch ("" otherwise).
+  j["store_dir"] = f.options.checkpoint_each_epoch ? f.dir : "";
   j["dense_math"] = "host";
   j["seconds"] = seconds;
   for (const EpochReport& e : r.epochs) {
@@ -109,7 +116,8 @@ nlohmann::json ToJson(const TrainFlags& f, const Dataset& data, const TrainResul
                            {"ssd_row_reads", e.ssd_row_reads},
                            {"ssd_row_writes", e.ssd_row_writes},
                            {"prefetched_rows", e.prefetched_rows},
-                           {"late_prefetches", e.late_prefetches}});
+                           {"late_prefetches", e.late_prefetches},
+                           {"checkpoint_seconds", e.checkpoint_seconds}});
   }
   const EpochReport& last = r.epochs.back();
   j["validation_auc"] = last.validation_auc;
@@ -147,6 +155,10 @@ void PrintSummary(const nlohmann::json& j) {
   std::printf("  hits                 t0 %llu, t1 %llu, ssd %llu\n", u("t0_hits"), u("t1_hits"),
               u("ssd_row_reads"));
   std::printf("  stall_fraction       %.4f\n", j["stall_fraction"].get<double>());
+  if (!j["store_dir"].get<std::string>().empty()) {
+    std::printf("  store                %s (checkpointed after every epoch; embedding rows only)\n",
+                j["store_dir"].get<std::string>().c_str());
+  }
   if (!j.contains("belady_min_ssd_reads")) {
     std::printf("  ssd_row_reads        %llu (no Belady floor: a batch exceeds %llu rows)\n",
                 u("ssd_row_reads"), u("cache_rows"));
@@ -165,12 +177,11 @@ void PrintSummary(const nlohmann::json& j) {
 
 Status RunTrain(TrainFlags f) {
   STRATA_ASSIGN_OR_RETURN(Dataset data, Load(f));
-  if (f.options.model.dim == 0 || f.options.model.dim > kEmbeddingDimMax) {
-    return Status::InvalidArgument("--dim must be in [1, " + std::to_string(kEmbeddingDimMax) +
-                                   "]");
-  }
   // A scratch directory for the store (unless --dir) and the trace (unless --trace-out).
   STRATA_ASSIGN_OR_RETURN(const std::string scratch, TempDir());
+  // A store directory of the caller's is kept: checkpoint it every epoch so
+  // it holds the trained rows (a temporary one is removed, unsaved).
+  f.options.checkpoint_each_epoch = !f.dir.empty();
   if (f.dir.empty()) f.dir = scratch + "/store";
   if (f.options.trace_path.empty()) f.options.trace_path = scratch + "/run.trace";
   StoreOptions so;
@@ -208,7 +219,7 @@ Status RunTrain(TrainFlags f) {
   if (f.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    PrintEpochs(*result);
+    PrintEpochs(*result, f.options.checkpoint_each_epoch);
     PrintSummary(j);
   }
   return Status::Ok();
@@ -224,32 +235,44 @@ void AddTrainCommand(CLI::App& app) {
   c->add_option("--label", f.label, "csv: the 0/1 label column")->capture_default_str();
   c->add_option("--columns", f.columns, "csv: categorical columns, one table each")->delimiter(',');
   c->add_option("--dense-columns", f.dense_columns, "csv: numeric columns")->delimiter(',');
-  c->add_option("--rows-max", f.rows_max, "read at most this many rows (0: all)");
-  c->add_option("--dir", f.dir, "store directory (default: a temporary one, removed after)");
+  cli::AddUnsigned<size_t>(c, "--rows-max", f.rows_max, "read at most this many rows (0: all)", 0,
+                           kRowsMax);
+  c->add_option("--dir", f.dir,
+                "store directory, kept, checkpointed after every epoch (default: a temporary "
+                "one, removed after)");
   c->add_option("--trace-out", f.options.trace_path,
                 "also keep the run's access trace there (for strata trace opt / replay)");
-  c->add_option("--device-rows", f.device_rows, "T0 capacity in rows")->capture_default_str();
-  c->add_option("--dram-rows", f.dram_rows, "T1 capacity in rows")->capture_default_str();
-  c->add_flag("--no-gpu", f.no_gpu, "keep T0 on the host even when a GPU is visible");
-  c->add_option("--epochs", f.options.loader.epochs)->capture_default_str();
-  c->add_option("--batch-size", f.options.loader.batch_rows, "rows per mini-batch")
+  cli::AddUnsigned<uint64_t>(c, "--device-rows", f.device_rows, "T0 capacity in rows", 1,
+                             kTierRowsMax)
       ->capture_default_str();
-  c->add_option("--lookahead", f.options.loader.lookahead_batches,
-                "batches the loader builds and signals ahead")
+  cli::AddUnsigned<uint64_t>(c, "--dram-rows", f.dram_rows, "T1 capacity in rows", 1, kTierRowsMax)
+      ->capture_default_str();
+  c->add_flag("--no-gpu", f.no_gpu, "keep T0 on the host even when a GPU is visible");
+  cli::AddUnsigned<uint32_t>(c, "--epochs", f.options.loader.epochs, "passes over the data", 1,
+                             kEpochsMax)
+      ->capture_default_str();
+  cli::AddUnsigned<uint32_t>(c, "--batch-size", f.options.loader.batch_rows, "rows per mini-batch",
+                             1, kBatchRowsMax)
+      ->capture_default_str();
+  cli::AddUnsigned<uint32_t>(c, "--lookahead", f.options.loader.lookahead_batches,
+                             "batches the loader builds and signals ahead", 1, kLookaheadBatchesMax)
       ->capture_default_str();
   c->add_flag(
       "--no-intents", [&f](int64_t) { f.options.loader.intents = false; },
       "signal no intents (the store runs as a multi-tier LRU cache)");
-  c->add_option("--validation-fraction", f.options.loader.validation_fraction,
-                "last rows (file order) held out")
+  cli::AddReal(c, "--validation-fraction", f.options.loader.validation_fraction,
+               "last rows (file order) held out", {.min = 0, .max = 1, .max_open = true})
       ->capture_default_str();
-  c->add_option("--seed", f.options.loader.seed, "shuffle and dense initialisation")
+  cli::AddUnsigned(c, "--seed", f.options.loader.seed, "shuffle and dense initialisation")
       ->capture_default_str();
-  c->add_option("--dim", f.options.model.dim, "FM factor dimension (rows hold dim + 1 floats)")
+  cli::AddUnsigned<uint32_t>(c, "--dim", f.options.model.dim,
+                             "FM factor dimension (rows hold dim + 1 floats)", 1, kEmbeddingDimMax)
       ->capture_default_str();
-  c->add_option("--lr", f.options.model.learning_rate, "AdaGrad learning rate")
+  cli::AddReal(c, "--lr", f.options.model.learning_rate, "AdaGrad learning rate",
+               {.min = 0, .max = kLearningRateMax, .min_open = true})
       ->capture_default_str();
-  c->add_option("--l2", f.options.model.l2, "L2 penalty")->capture_default_str();
+  cli::AddReal(c, "--l2", f.options.model.l2, "L2 penalty", {.min = 0, .max = kL2Max})
+      ->capture_default_str();
   c->add_flag("--json", f.json, "print JSON instead of tables");
   c->callback([flags] {
     TrainFlags& f = *flags;

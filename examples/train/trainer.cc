@@ -185,6 +185,13 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
     report.validation_logloss = MeanLogLoss(val_logits, val_labels);
     report.validation_auc = RocAuc(val_logits, val_labels);
     FillStoreCounters(before, store->Stats(), &report);
+    if (options.checkpoint_each_epoch) {
+      const auto checkpoint_start = SteadyClock::now();
+      STRATA_RETURN_IF_ERROR(store->Checkpoint().WithContext("train: checkpoint after epoch " +
+                                                             std::to_string(epoch)));
+      report.checkpoint_seconds =
+          std::chrono::duration<double>(SteadyClock::now() - checkpoint_start).count();
+    }
     result.epochs.push_back(report);
     result.validation_logits = std::move(val_logits);
   }

@@ -9,7 +9,8 @@
 // each row scored just before the model trains on it, the usual online
 // estimate, which costs no extra pass) and on the validation rows (scored
 // after the epoch's training), rows/s, and the store's counters over the
-// epoch: per-tier hits, SSD reads, stall fraction.
+// epoch: per-tier hits, SSD reads, stall fraction. With
+// checkpoint_each_epoch the store is checkpointed after every epoch.
 //
 // Thread safety: Train runs on the calling thread plus one loader thread.
 // The store is borrowed; Train registers its own worker.
@@ -32,6 +33,11 @@ struct TrainOptions {
   // When set, the run's access sequence (each batch's unique keys per table,
   // worker 0, in clock order) is written there as a trace (strata/trace.h).
   std::string trace_path;
+  // Checkpoint the store at the end of every epoch (a store directory kept
+  // after the run then holds the trained rows; the dense part of the model
+  // is not in the store). Costs a flush of the dirty rows per epoch, not
+  // counted in the epoch's seconds.
+  bool checkpoint_each_epoch = false;
 };
 
 struct EpochReport {
@@ -47,6 +53,7 @@ struct EpochReport {
   double stall_fraction = 0;  // stall_pulls / pulls
   uint64_t t0_hits = 0, t1_hits = 0, ssd_row_reads = 0, ssd_row_writes = 0;
   uint64_t prefetched_rows = 0, late_prefetches = 0;
+  double checkpoint_seconds = 0;  // the epoch's checkpoint (0 without checkpoint_each_epoch)
 };
 
 struct TrainResult {

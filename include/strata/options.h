@@ -12,6 +12,15 @@
 
 namespace strata {
 
+// The largest values Store::Open accepts (InvalidArgument above them).
+// TableOptions::dim: embedding floats per row.
+inline constexpr uint32_t kTableDimMax = 4096;
+// StoreOptions::device_rows_max and dram_rows_max each: about 10^12 rows, so
+// a tier's rows times its row bytes stay far below 2^64.
+inline constexpr uint64_t kTierRowsMax = uint64_t{1} << 40;
+// StoreOptions::device_share_growth_max.
+inline constexpr double kDeviceShareGrowthMax = 16.0;
+
 // The optimizer applied by Push, in place, where the row lives. Its state is
 // part of the row and moves with it between tiers.
 enum class Optimizer : uint8_t {
@@ -41,7 +50,7 @@ struct OptimizerOptions {
 
 struct TableOptions {
   std::string name;              // unique within a store
-  uint32_t dim = 16;             // embedding floats per row
+  uint32_t dim = 16;             // embedding floats per row, at most kTableDimMax
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;
   float init_scale = 0.01f;      // uniform in [-s, s] or normal with stddev s
@@ -63,8 +72,8 @@ enum class FallbackPolicy : uint8_t { kLru, kLfu };
 
 struct StoreOptions {
   std::string dir;                       // created when missing
-  // Tier capacities, in rows summed over all tables. Bigger tiers stall less
-  // and cost more memory.
+  // Tier capacities, in rows summed over all tables, at most kTierRowsMax.
+  // Bigger tiers stall less and cost more memory.
   uint64_t device_rows_max = 1 << 20;    // T0 (GPU memory, or its host twin)
   uint64_t dram_rows_max = 1 << 22;      // T1
   SsdBackend ssd_backend = SsdBackend::kNative;

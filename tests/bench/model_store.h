@@ -23,8 +23,14 @@ class ModelStore : public Store {
     std::map<int64_t, uint64_t> lead_counts;
   };
   struct Knobs {
-    uint64_t lose_push_number = 0;   // drop the Nth pushed key (1-based; 0: never)
-    uint64_t wrong_row_number = 0;   // serve the Nth pulled key from another key's row
+    uint64_t lose_push_number = 0;  // drop the Nth pushed key (1-based; 0: never)
+    uint64_t wrong_row_number = 0;  // serve the Nth pulled key from another key's row
+    // A Pull of more keys than this fails with IOError and changes nothing,
+    // as the engine's chunked Pull does when one chunk meets an I/O error
+    // (0: never).
+    size_t pull_keys_ok_max = 0;
+    // Every Pull of this table fails with IOError (-1: none).
+    int64_t failing_table = -1;
     std::shared_ptr<IntentLog> log;  // outlives the store (the driver owns the store)
   };
 
@@ -62,6 +68,11 @@ class ModelStore : public Store {
   }
   Status Pull(WorkerId, TableId t, std::span<const Key> keys, float* out, void*) override {
     std::lock_guard lock(mu_);
+    if ((knobs_.pull_keys_ok_max != 0 && keys.size() > knobs_.pull_keys_ok_max) ||
+        static_cast<int64_t>(t) == knobs_.failing_table) {
+      failed_pulls_.fetch_add(1);
+      return Status::IOError("injected: Pull of " + std::to_string(keys.size()) + " keys");
+    }
     const uint32_t dim = tables_.at(t).dim;
     for (size_t i = 0; i < keys.size(); ++i) {
       Key k = keys[i];
@@ -129,6 +140,7 @@ class ModelStore : public Store {
   StoreStats stats_;
   uint64_t pulled_ = 0;
   uint64_t pushed_ = 0;
+  std::atomic<uint64_t> failed_pulls_{0};
 };
 
 }  // namespace strata::bench::testing

@@ -1,7 +1,10 @@
 // strata-test-labels: unit
 #include "bench/replay_driver.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include "strata/trace.h"
 #include "tests/bench/model_store.h"
@@ -12,6 +15,8 @@
 namespace strata::bench {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 using testing::ModelStore;
 using trace::testing::TempDir;
 
@@ -131,6 +136,45 @@ TEST(ReplayDriverTest, VerifyCatchesAWrongRow) {
   h.knobs.wrong_row_number = 700;
   auto r = RunReplay(Options(dir, SmallTrace(dir)), h.Opener(), {});
   ASSERT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+}
+
+// The engine does a Pull larger than T0's room in chunks and fails it whole
+// when one chunk meets an I/O error: with a tiny T0 and injected faults a
+// large Pull hardly ever got through, and the replay gave up after 1000
+// attempts. Pulls that keep failing are split until the parts get through:
+// the workers' and, with faults (which the model store ignores), the final
+// check's.
+TEST(ReplayDriverTest, PullsThatFailWholeAreSplitUntilTheyGetThrough) {
+  for (const char* faults : {"", "eio=0"}) {
+    TempDir dir;
+    Harness h;
+    h.knobs.pull_keys_ok_max = 8;  // every batch pulls 64 keys of table t0
+    ReplayOptions o = Options(dir, SmallTrace(dir));
+    o.faults = faults;
+    auto r = RunReplay(o, h.Opener(), {});
+    ASSERT_TRUE(r.ok()) << faults << ": " << r.status().ToString();
+    EXPECT_EQ(r->batches, 24u);
+    EXPECT_GT(r->verified_rows, 0u);
+    EXPECT_GT(r->scanned_rows, 0u);
+    EXPECT_GT(r->retried_errors, 0u);
+  }
+}
+
+TEST(ReplayDriverTest, GivingUpNamesTheCallTableAndAttempts) {
+  TempDir dir;
+  Harness h;
+  h.knobs.failing_table = 1;
+  ReplayOptions o = Options(dir, SmallTrace(dir));
+  o.attempts_max = 30;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = RunReplay(o, h.Opener(), {});
+  ASSERT_TRUE(r.status().IsIOError()) << r.status().ToString();
+  // The call, table and keys, the attempts, the last error, where.
+  EXPECT_THAT(r.status().message(),
+              AllOf(HasSubstr("Pull of table t1 ("), HasSubstr("gave up after 30 attempts"),
+                    HasSubstr("injected: Pull of"), HasSubstr("worker 0 batch 0")));
+  // Backoff is bounded: 30 attempts wait well under a second.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(ReplayDriverTest, BadInputChangesNothing) {

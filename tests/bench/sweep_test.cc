@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tests/bench/model_store.h"
 #include "tests/trace/test_util.h"
@@ -87,6 +88,39 @@ TEST(SweepTest, ConfigErrorsNameTheKey) {
   auto missing = ParseSweepConfig(R"({"workloads": [], "device_rows": [1]})");
   EXPECT_TRUE(missing.status().IsInvalidArgument());
   EXPECT_TRUE(ParseSweepConfig("{").status().IsInvalidArgument());
+}
+
+TEST(SweepTest, NegativeFractionalOrHugeNumbersAreRefused) {
+  // A config with one field replaced.
+  auto config = [](const std::string& key, const std::string& value,
+                   const std::string& workload_field = "") {
+    nlohmann::json j = nlohmann::json::parse(R"({"workloads": [{"name": "w"}],
+        "device_rows": [300], "dram_rows": [400], "lookahead": [2]})");
+    if (!key.empty()) j[key] = nlohmann::json::parse(value);
+    if (!workload_field.empty()) j["workloads"][0][workload_field] = nlohmann::json::parse(value);
+    return ParseSweepConfig(j.dump());
+  };
+  ASSERT_TRUE(config("", "").ok());
+  for (auto [key, value] : {std::pair{"lookahead", "[2, -1]"},
+                            {"device_rows", "[-5]"},
+                            {"dram_rows", "[1.5]"},
+                            {"compute_us", "[-1]"},
+                            {"lookahead", "[100000]"},
+                            {"device_rows", "[1e30]"},
+                            {"workers", "-1"},
+                            {"dim", "-1"}}) {
+    auto r = config(key, value);
+    ASSERT_TRUE(r.status().IsInvalidArgument()) << key << " " << value;
+  }
+  for (auto [field, value] : {std::pair{"workers", "-1"},
+                              {"batches", "-1"},
+                              {"batch_size", "4294967296"},
+                              {"seed", "0.5"}}) {
+    auto r = config("", value, field);
+    ASSERT_TRUE(r.status().IsInvalidArgument()) << field << " " << value;
+    EXPECT_NE(r.status().message().find(std::string("workloads[0].") + field), std::string::npos)
+        << r.status().ToString();
+  }
 }
 
 }  // namespace

@@ -107,6 +107,16 @@ TEST(StoreTest, OpenRejectsBadOptionsClearly) {
   o.device_rows_max = 3;
   EXPECT_TRUE(Store::Open(o, tables).status().IsInvalidArgument());
   EXPECT_TRUE(Store::Open(o, {}).status().IsInvalidArgument());
+  // Tier sizes whose bytes would overflow (a CLI's "-1" read as 2^64 - 1).
+  for (auto [device, dram] : {std::pair{UINT64_MAX, uint64_t{1024}},
+                              {uint64_t{1024}, UINT64_MAX},
+                              {kTierRowsMax + 1, uint64_t{1024}}}) {
+    o = Tiny(dir.path(), device, dram);
+    r = Store::Open(o, tables);
+    ASSERT_TRUE(r.status().IsInvalidArgument()) << device << " " << dram;
+    EXPECT_NE(r.status().message().find("at most"), std::string::npos) << r.status().ToString();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ssd"));
 }
 
 TEST(StoreTest, CallsWithBadArgumentsFailAndChangeNothing) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tests/trace/test_util.h"
+#include "trace/limits.h"
 #include "trace/zipf.h"
 
 namespace strata::trace {
@@ -140,6 +141,32 @@ TEST(GeneratorTest, PresetsAndValidation) {
   EXPECT_EQ(ScaledKeySpace(o, 2), 10131u);
   EXPECT_EQ(ScaledKeySpace(o, 8), 1u);  // never below one key
   o.hotness.pop_back();
+  EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
+  TempDir dir;
+  EXPECT_TRUE(Generate(o, dir.Path("t")).status().IsInvalidArgument());
+  EXPECT_FALSE(std::filesystem::exists(dir.Path("t")));
+}
+
+// A "-1" read as 2^64 - 1 (batches: a trace that fills the disk; key space:
+// a cast of a double beyond 2^64) is refused before anything is written.
+TEST(GeneratorTest, HugeBatchCountsAndKeySpacesAreRefused) {
+  GenOptions o;
+  o.cardinalities = {100};
+  o.exponents = {1.1};
+  o.hotness = {1};
+  ASSERT_TRUE(ValidateGenOptions(o).ok());
+  o.batches = UINT64_MAX;
+  EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
+  o.batches = kGenBatchesMax + 1;
+  EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
+  o.batches = 10;
+  o.cardinalities = {UINT64_MAX};
+  o.scale = 1e6;
+  EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
+  o.cardinalities = {uint64_t{1} << 62};
+  o.scale = 1;
+  EXPECT_TRUE(ValidateGenOptions(o).ok());
+  o.scale = 2;
   EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
   TempDir dir;
   EXPECT_TRUE(Generate(o, dir.Path("t")).status().IsInvalidArgument());

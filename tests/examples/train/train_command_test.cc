@@ -1,0 +1,85 @@
+// strata-test-labels: integration
+// strata-test-timeout: 300
+//
+// `strata train --dir D` keeps D as a store the trained rows can be read
+// back from: it checkpoints after every epoch and says so, and Store::Open on
+// D finds rows that training changed (before, D held only the empty first
+// checkpoint: every row read back at its initial value).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "examples/train/trainer.h"
+#include "strata/store.h"
+#include "tests/bench/cli_runner.h"
+#include "tests/examples/train/sample_path.h"
+#include "tests/trace/test_util.h"
+
+namespace strata::train {
+namespace {
+
+using bench::testing::Cli;
+using bench::testing::RunCli;
+
+constexpr size_t kRows = 2000;
+
+StoreOptions StoreAt(const std::string& dir) {
+  StoreOptions so;
+  so.dir = dir;
+  so.device_rows_max = 512;
+  so.dram_rows_max = 2048;
+  so.use_gpu = false;
+  return so;
+}
+
+TEST(TrainCommandTest, KeptDirectoryHoldsTheTrainedRows) {
+  ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
+  trace::testing::TempDir tmp;
+  const std::string dir = tmp.Path("store");
+  std::string out;
+  ASSERT_EQ(RunCli("train " + testing::CriteoSamplePath() + " --rows-max " + std::to_string(kRows) +
+                       " --epochs 2 --device-rows 512 --dram-rows 2048 --no-gpu --dir " + dir,
+                   &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("ckpt_s"), std::string::npos) << out;
+  EXPECT_NE(out.find("checkpointed after every epoch"), std::string::npos) << out;
+
+  auto data = ReadCriteoTsv(testing::CriteoSamplePath(), kRows);
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  const std::vector<TableOptions> tables = MakeTables(*data, FmConfig{});
+  auto trained = Store::Open(StoreAt(dir), tables);
+  ASSERT_TRUE(trained.ok()) << trained.status().ToString();
+  auto fresh = Store::Open(StoreAt(tmp.Path("fresh")), tables);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  auto trained_worker = (*trained)->RegisterWorker(-1);
+  auto fresh_worker = (*fresh)->RegisterWorker(-1);
+  ASSERT_TRUE(trained_worker.ok() && fresh_worker.ok());
+
+  // Keys of the first rows (training rows: the held-out ones are the last).
+  size_t keys = 0, changed = 0;
+  for (TableId t = 0; t < tables.size(); ++t) {
+    std::vector<Key> touched;
+    for (size_t r = 0; r < 100; ++r) {
+      if (data->Present(r, t)) touched.push_back(data->KeyAt(r, t));
+    }
+    if (touched.empty()) continue;
+    const uint32_t dim = tables[t].dim;
+    std::vector<float> now(touched.size() * dim), initial(touched.size() * dim);
+    ASSERT_TRUE((*trained)->Pull(*trained_worker, t, touched, now.data()).ok());
+    ASSERT_TRUE((*fresh)->Pull(*fresh_worker, t, touched, initial.data()).ok());
+    for (size_t i = 0; i < touched.size(); ++i) {
+      keys++;
+      changed += std::memcmp(&now[i * dim], &initial[i * dim], dim * sizeof(float)) != 0;
+    }
+  }
+  ASSERT_GT(keys, 1000u);
+  // Every key a training batch pushed has moved (AdaGrad with L2).
+  EXPECT_EQ(changed, keys);
+  EXPECT_TRUE((*trained)->Close().ok());
+  EXPECT_TRUE((*fresh)->Close().ok());
+}
+
+}  // namespace
+}  // namespace strata::train
