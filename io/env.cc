@@ -10,8 +10,10 @@ Status Env::CreateDirs(const std::string& path) {
     if (path[pos - 1] == '/') continue;  // "a//b" or a trailing slash
     const std::string prefix = path.substr(0, pos);
     STRATA_ASSIGN_OR_RETURN(bool created, CreateDir(prefix));
-    if (!created) continue;
+    (void)created;
     // A new directory's entry is durable only once its parent is fsynced.
+    // Every level is synced, not only those created now: an earlier call may
+    // have created one and failed (or died) before its fsync.
     const size_t slash = prefix.find_last_of('/');
     const std::string parent = slash == std::string::npos ? "."
                                : slash == 0               ? "/"

@@ -68,7 +68,8 @@ class Env {
   // when it already existed; an error when `path` is something else.
   [[nodiscard]] virtual Result<bool> CreateDir(const std::string& path) = 0;
   // Creates `path` and its missing parents (mkdir -p) through CreateDir, and
-  // makes each created directory's entry durable (SyncDir of its parent).
+  // makes every level's entry durable (SyncDir of each parent, also of levels
+  // that existed: an earlier call may have died before syncing them).
   [[nodiscard]] Status CreateDirs(const std::string& path);
   // fsync of a directory, making renames and creations in it durable.
   [[nodiscard]] virtual Status SyncDir(const std::string& path) = 0;

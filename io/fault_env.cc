@@ -167,7 +167,9 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
     for (RuleState& state : rules_) {
       const FaultRule& rule = state.rule;
       if ((rule.op != op && rule.op != FaultOp::kAny) ||
-          path.find(rule.path_substring) == std::string::npos) {
+          path.find(rule.path_substring) == std::string::npos ||
+          (rule.kind == FaultKind::kShortRead && op != FaultOp::kRead) ||
+          (rule.kind == FaultKind::kShortWrite && op != FaultOp::kWrite)) {
         continue;
       }
       ++state.calls;
@@ -233,9 +235,9 @@ void FaultEnv::RevertToSynced(const std::string& path) {
 }
 
 void FaultEnv::AfterSync(const std::string& path) {
-  std::string content = ReadWhole(path);
+  // Read under the lock, so a concurrent RevertToSynced is never half seen.
   std::lock_guard<std::mutex> lock(crash_mu_);
-  files_[path].synced_content = std::move(content);
+  files_[path].synced_content = ReadWhole(path);
 }
 
 void FaultEnv::TrackOpen(const std::string& path, bool existed) {

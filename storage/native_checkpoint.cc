@@ -191,6 +191,9 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   STRATA_RETURN_IF_ERROR(Failed());
   std::vector<std::unique_lock<RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
+  // Again under the table locks: a Sync() that held them shared may have
+  // failed meanwhile, and a second fsync of its file would now succeed.
+  STRATA_RETURN_IF_ERROR(Failed());
   Manifest m;
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());

@@ -182,6 +182,13 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   specs_ = stored;
   generation_ = manifest.generation;
   meta_ = manifest.meta;
+  // The MANIFEST read may be one whose rename was never made durable (a
+  // checkpoint whose directory fsync failed, then the process died): make it
+  // durable before freeing, truncating or deleting anything only the
+  // previous MANIFEST referenced.
+  if (Status s = env_->SyncDir(options_.dir); !s.ok()) {
+    return s.WithContext("making " + mpath + " durable before recovery");
+  }
   // Drop what was written after the checkpoint: pages past the referenced
   // ones, and files of unfinished checkpoints or garbage collections.
   for (auto& t : tables_) STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));

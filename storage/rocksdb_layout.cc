@@ -80,6 +80,13 @@ Status CreateDirsSynced(rocksdb::Env* env, const std::string& path) {
     STRATA_RETURN_IF_ERROR(FromRocks(env->CreateDirIfMissing(*it), "mkdir of " + *it));
     STRATA_RETURN_IF_ERROR(SyncDir(env, Parent(*it)));
   }
+  // Levels that existed are synced too: an earlier open may have created one
+  // and died before its fsync.
+  const size_t created = missing.size();
+  std::string level = StripTrailingSlashes(path);
+  for (size_t skip = 0; level != "/" && level != "."; level = Parent(level), ++skip) {
+    if (skip >= created) STRATA_RETURN_IF_ERROR(SyncDir(env, Parent(level)));
+  }
   bool is_dir = false;
   STRATA_RETURN_IF_ERROR(FromRocks(env->IsDirectory(path, &is_dir), "stat of " + path));
   if (!is_dir) return Status::InvalidArgument(path + " exists and is not a directory");

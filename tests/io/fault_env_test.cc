@@ -70,8 +70,11 @@ TEST(FaultEnvTest, NthCallAndTimesMaxAndPathFilter) {
   auto a = env.OpenFile(dir.File("a"), {.create = true});
   auto b = env.OpenFile(dir.File("b"), {.create = true});
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(env.AddRule({.op = FaultOp::kWrite, .path_substring = "/a", .nth_call = 3,
-                           .times_max = 1, .error_number = ENOSPC})
+  ASSERT_TRUE(env.AddRule({.op = FaultOp::kWrite,
+                           .path_substring = "/a",
+                           .nth_call = 3,
+                           .times_max = 1,
+                           .error_number = ENOSPC})
                   .ok());
   std::vector<bool> failed;
   for (int i = 0; i < 5; ++i) {
@@ -92,12 +95,11 @@ TEST(FaultEnvTest, ShortReadAndLatency) {
   auto file = env.OpenFile(dir.File("a"), {.create = true});
   ASSERT_TRUE(file.ok());
   WriteStr(file->get(), 0, std::string(100, 'x'));
-  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kShortRead,
-                           .short_read_bytes = 7})
-                  .ok());
-  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kLatency,
-                           .latency_us = 2000})
-                  .ok());
+  ASSERT_TRUE(
+      env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kShortRead, .short_read_bytes = 7})
+          .ok());
+  ASSERT_TRUE(
+      env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kLatency, .latency_us = 2000}).ok());
   char buf[100];
   size_t n = 0;
   uint64_t t0 = env.NowMicros();
@@ -224,8 +226,8 @@ TEST(FaultEnvTest, AnyOpRuleCountsEveryKindOfCall) {
   ASSERT_TRUE(env.AddRule({.op = FaultOp::kAny, .nth_call = 3}).ok());
   auto file = env.OpenFile(dir.File("a"), {.create = true});  // call 1
   ASSERT_TRUE(file.ok());
-  WriteStr(file->get(), 0, "x");                 // call 2
-  EXPECT_TRUE((*file)->Sync().IsIOError());      // call 3: the cut
+  WriteStr(file->get(), 0, "x");             // call 2
+  EXPECT_TRUE((*file)->Sync().IsIOError());  // call 3: the cut
   EXPECT_TRUE(env.SyncDir(dir.path()).IsIOError());
   EXPECT_EQ(env.calls_seen(), 4u);
   EXPECT_EQ(env.calls_seen(FaultOp::kSync), 1u);
@@ -260,7 +262,7 @@ TEST(FaultEnvTest, FailedSyncCanDropTheUnsyncedWrites) {
       env.AddRule({.op = FaultOp::kSync, .times_max = 1, .sync_error_drops_writes = true}).ok());
   EXPECT_TRUE((*file)->Sync().IsIOError());
   EXPECT_EQ(ReadAll(&env, dir.File("a")), "synced");  // at once, not only after a crash
-  EXPECT_TRUE((*file)->Sync().ok());  // the retry succeeds without the lost data
+  EXPECT_TRUE((*file)->Sync().ok());                  // the retry succeeds without the lost data
   EXPECT_EQ(ReadAll(&env, dir.File("a")), "synced");
 }
 
@@ -282,16 +284,19 @@ TEST(FaultEnvTest, KillRuleKillsTheProcessAtThatCall) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
 }
 
-// Each directory CreateDirs makes is fsynced into its parent, so a power loss
-// cannot take a new store directory (and every checkpoint in it) away.
-TEST(FaultEnvTest, CreateDirsSyncsTheParentOfEachNewDirectory) {
+// Every level CreateDirs makes or finds is fsynced into its parent, so a power
+// loss cannot take a new store directory (and every checkpoint in it) away,
+// even when an earlier call created a level and died before its fsync.
+TEST(FaultEnvTest, CreateDirsSyncsTheParentOfEveryLevel) {
   ScratchDir dir;
   FaultEnv env(Env::Default());
   ASSERT_TRUE(env.AddRule({.op = FaultOp::kSyncDir, .nth_call = 1000}).ok());  // counts only
-  ASSERT_TRUE(env.CreateDirs(dir.File("a/b/c")).ok());
-  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 3u);
-  ASSERT_TRUE(env.CreateDirs(dir.File("a/b/c")).ok());  // nothing new: no fsync
-  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 3u);
+  const std::string path = dir.File("a/b/c");
+  const uint64_t levels = std::count(path.begin(), path.end(), '/');
+  ASSERT_TRUE(env.CreateDirs(path).ok());
+  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), levels);
+  ASSERT_TRUE(env.CreateDirs(path).ok());  // a retry syncs them again
+  EXPECT_EQ(env.calls_seen(FaultOp::kSyncDir), 2 * levels);
   env.ClearRules();
   ASSERT_TRUE(env.AddRule({.op = FaultOp::kSyncDir}).ok());
   EXPECT_TRUE(env.CreateDirs(dir.File("d/e")).IsIOError());

@@ -83,6 +83,38 @@ TEST_F(NativeDurabilityTest, FailedDirectorySyncAfterRenameKeepsItsPages) {
   ExpectContent(*store, kTable, kRowBytes, v2);
 }
 
+// The same, but the process dies at once and the store is reopened, written
+// and then loses power: the reopen must make the MANIFEST it read durable
+// before it frees the old MANIFEST's pages for the new writes.
+TEST_F(NativeDurabilityTest, ReopenAfterSwitchInDoubtMakesItDurableBeforeReusingPages) {
+  const std::vector<Key> keys = {1, 2, 3};
+  Model v2;
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, 1, nullptr).ok());
+    ASSERT_TRUE(store->Checkpoint(Bytes("v1")).ok());
+    ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, 2, &v2).ok());
+    AddRule({.op = io::FaultOp::kSyncDir, .times_max = 1});
+    ASSERT_FALSE(store->Checkpoint(Bytes("v2")).ok());
+    fault_env_.ClearRules();
+  }  // the process dies
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->CheckpointMeta(), Bytes("v2"));
+    for (uint64_t version = 3; version <= 6; ++version) {
+      ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, version, nullptr).ok());
+    }
+    ASSERT_TRUE(store->Sync().ok());
+    ASSERT_TRUE(fault_env_.DropUnsyncedWrites().ok());  // power loss before a checkpoint
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->CheckpointMeta(), Bytes("v2"));
+  ExpectContent(*store, kTable, kRowBytes, v2);
+}
+
 // The same, then a power loss: the rename was never made durable, so the old
 // MANIFEST comes back, and its pages must be whole too.
 TEST_F(NativeDurabilityTest, FailedDirectorySyncThenPowerLossGivesOldCheckpoint) {
