@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 BUILD ?= build
 
-.PHONY: all deps build test demo crash asan tsan fuzz bench format format-check clean
+.PHONY: all deps build test demo crash asan tsan fuzz lint bench format format-check clean
 
 all: build
 
@@ -54,6 +54,13 @@ fuzz:
 	@bash scripts/deps.sh fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash scripts/fuzz.sh build-fuzz
 
+# Static checks, each an error: a clang build in build-lint/ with
+# -Werror=thread-safety (the GUARDED_BY/REQUIRES annotations of base/mutex.h),
+# make format-check, and clang-tidy (.clang-tidy) over the non-test sources.
+lint:
+	@bash scripts/deps.sh lint
+	JOBS=$(JOBS) bash scripts/lint.sh build-lint
+
 bench: build
 	bash scripts/bench.sh $(BUILD)
 
@@ -67,4 +74,4 @@ format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-lint

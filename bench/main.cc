@@ -34,7 +34,9 @@ std::string CommandPath(const CLI::App* app) {
 }  // namespace
 }  // namespace strata::cli
 
-int main(int argc, char** argv) {
+// An exception escaping a command (CLI11_PARSE catches parse errors) ends
+// the process through std::terminate, which is what a CLI should do.
+int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   using strata::cli::CommandRegistry;
   CLI::App app{"strata: a GPU-DRAM-SSD embedding store driven by intent signals", "strata"};
   app.require_subcommand(1);

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "bench/verify_model.h"
 #include "strata/store.h"
 #include "strata/trace.h"
@@ -52,23 +51,23 @@ class BatchQueue {
   // Waits until batch x (this worker's x-th) may be handed over; false when
   // the queue was closed.
   bool WaitForRoom(uint64_t x) {
-    std::unique_lock lock(mu_);
-    room_.wait(lock, [&] { return closed_ || x <= done_ + ahead_; });
+    base::MutexLock lock(&mu_);
+    while (!closed_ && x > done_ + ahead_) room_.Wait(&mu_);
     return !closed_;
   }
   void Push(trace::TraceBatch batch) {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     items_.push_back(std::move(batch));
     pushed_++;
-    ready_.notify_one();
+    ready_.Signal();
   }
   // The worker's next batch; false once the queue is finished and empty, or closed.
   bool Pop(trace::TraceBatch* batch) {
-    std::unique_lock lock(mu_);
-    ready_.wait(lock, [&] {
-      return closed_ || (!items_.empty() && (finished_ || pushed_ >= popped_ + 1 + gate_)) ||
-             (finished_ && items_.empty());
-    });
+    base::MutexLock lock(&mu_);
+    while (!closed_ && !(!items_.empty() && (finished_ || pushed_ >= popped_ + 1 + gate_)) &&
+           !(finished_ && items_.empty())) {
+      ready_.Wait(&mu_);
+    }
     if (closed_ || items_.empty()) return false;
     *batch = std::move(items_.front());
     items_.pop_front();
@@ -77,34 +76,34 @@ class BatchQueue {
   }
   // The worker completed a batch (advanced its clock).
   void Done() {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     done_++;
-    room_.notify_one();
+    room_.Signal();
   }
   void Finish() {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     finished_ = true;
-    ready_.notify_all();
+    ready_.SignalAll();
   }
   void Close() {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     closed_ = true;
-    ready_.notify_all();
-    room_.notify_all();
+    ready_.SignalAll();
+    room_.SignalAll();
   }
 
  private:
   const uint64_t ahead_;
   const uint64_t gate_;
-  std::mutex mu_;
-  std::condition_variable room_;
-  std::condition_variable ready_;
-  std::deque<trace::TraceBatch> items_;
-  uint64_t pushed_ = 0;
-  uint64_t popped_ = 0;
-  uint64_t done_ = 0;
-  bool finished_ = false;
-  bool closed_ = false;
+  base::Mutex mu_;
+  base::CondVar room_;
+  base::CondVar ready_;
+  std::deque<trace::TraceBatch> items_ GUARDED_BY(mu_);
+  uint64_t pushed_ GUARDED_BY(mu_) = 0;
+  uint64_t popped_ GUARDED_BY(mu_) = 0;
+  uint64_t done_ GUARDED_BY(mu_) = 0;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 // Shared state of one run.
@@ -121,26 +120,29 @@ struct Run {
   std::atomic<uint64_t> pulls{0};
   std::atomic<uint64_t> retries{0};
   std::atomic<bool> failed{false};
-  std::mutex mu;
-  Status error;  // the first failure
-  std::condition_variable done_cv;
-  std::condition_variable failed_cv;  // notified once `failed` is set
-  uint32_t workers_done = 0;
+  base::Mutex mu;
+  Status error GUARDED_BY(mu);  // the first failure
+  base::CondVar done_cv;
+  base::CondVar failed_cv;  // signalled once `failed` is set
+  uint32_t workers_done GUARDED_BY(mu) = 0;
 
   void Fail(const Status& s) {
     {
-      std::lock_guard lock(mu);
+      base::MutexLock lock(&mu);
       if (error.ok()) error = s;
       failed.store(true);
     }
-    failed_cv.notify_all();
+    failed_cv.SignalAll();
     for (auto& q : queues) q->Close();
   }
 
   // Waits `wait`, or less once the run has failed; false when it has.
   bool Backoff(std::chrono::microseconds wait) {
-    std::unique_lock lock(mu);
-    return !failed_cv.wait_for(lock, wait, [&] { return failed.load(); });
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    base::MutexLock lock(&mu);
+    while (!failed.load() && failed_cv.WaitUntil(&mu, deadline)) {
+    }
+    return !failed.load();
   }
 };
 
@@ -428,31 +430,36 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     threads.emplace_back([&run, w] {
       const Status s = Worker(run, w);
       if (!s.ok()) run.Fail(s);
-      std::lock_guard lock(run.mu);
+      base::MutexLock lock(&run.mu);
       run.workers_done++;
-      run.done_cv.notify_all();
+      run.done_cv.SignalAll();
     });
   }
   auto elapsed = [&] {
     return std::chrono::duration<double>(SteadyClock::now() - start).count();
   };
   {
-    std::unique_lock lock(run.mu);
+    base::MutexLock lock(&run.mu);
     while (run.workers_done < workers) {
-      run.done_cv.wait_for(lock, std::chrono::milliseconds(200));
+      run.done_cv.WaitFor(&run.mu, std::chrono::milliseconds(200));
       if (progress) {
-        lock.unlock();
+        lock.Unlock();
         progress({run.batches_done.load(), batches_total, elapsed(), run.pulls.load()});
-        lock.lock();
+        lock.Lock();
       }
     }
   }
   for (auto& q : run.queues) q->Close();  // releases loaders of a failed run
   for (auto& t : threads) t.join();
   const double elapsed_s = elapsed();
-  if (!run.error.ok()) {
+  Status error;
+  {
+    base::MutexLock lock(&run.mu);  // the threads are joined; for the analysis
+    error = run.error;
+  }
+  if (!error.ok()) {
     (void)store->Close();
-    return run.error;
+    return error;
   }
 
   ReplayReport r;

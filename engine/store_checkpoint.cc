@@ -62,10 +62,9 @@ Status StoreImpl::WriteBackT0(Table& table) {
         kernels::RunnerCopyOut(runner_, chunk_keys.data(), batch.keys, n * sizeof(Key)));
     STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, chunk_rows.data(), batch.rows,
                                                   chunk_rows.size() * sizeof(float)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, chunk_next.data(), batch.next_use,
-                                                  n * sizeof(int64_t)));
     STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyOut(runner_, chunk_dirty.data(), batch.dirty, n));
+        kernels::RunnerCopyOut(runner_, chunk_next.data(), batch.next_use, n * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, chunk_dirty.data(), batch.dirty, n));
     for (uint64_t i = 0; i < n; ++i) {
       if (!chunk_dirty[i]) continue;
       keys.push_back(chunk_keys[i]);
@@ -97,10 +96,11 @@ Status StoreImpl::WriteBackT0(Table& table) {
 Status StoreImpl::Checkpoint() {
   STRATA_RETURN_IF_ERROR(CheckOpen());
   STRATA_RETURN_IF_ERROR(PlannerError());
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<base::Mutex>> locks;
   locks.reserve(tables_.size());
   for (auto& table : tables_) locks.emplace_back(table->mu);
   for (auto& table : tables_) {
+    table->mu.AssertHeld();  // through `locks`, which the analysis cannot follow
     STRATA_RETURN_IF_ERROR(
         WriteBackT0(*table).WithContext("checkpoint of table '" + table->name + "'"));
   }
@@ -114,7 +114,7 @@ Status StoreImpl::ScanTable(TableId table_id,
   STRATA_RETURN_IF_ERROR(CheckOpen());
   STRATA_RETURN_IF_ERROR(CheckTable(table_id));
   Table& table = *tables_[table_id];
-  std::lock_guard<std::mutex> lock(table.mu);
+  base::MutexLock lock(&table.mu);
   std::unordered_set<Key> seen;
   std::vector<Key> keys;
   std::vector<float> rows;
@@ -164,7 +164,7 @@ StoreStats StoreImpl::Stats() const {
   s.t0.rows_max = 0;
   for (const auto& t : tables_) s.t0.rows_max += t->t0_share;
   for (const auto& t : tables_) {
-    std::lock_guard<std::mutex> lock(t->mu);
+    base::MutexLock lock(&t->mu);
     s.t0.rows += t->t0->Size();
   }
   if (dram_) {

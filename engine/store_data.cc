@@ -48,7 +48,7 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
   const uint64_t seq = access_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   next_use->resize(keys.size());
   if (sketch_) {
-    std::lock_guard<std::mutex> lock(sketch_mu_);
+    base::MutexLock lock(&sketch_mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
       (*next_use)[i] = FallbackValue(sketch_->Estimate(SketchKey(table.id, keys[i])), seq);
     }
@@ -56,7 +56,7 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
     for (size_t i = 0; i < keys.size(); ++i) (*next_use)[i] = FallbackValue(0, seq);
   }
   if (tracked_keys_.load(std::memory_order_acquire) == 0) return Status::Ok();
-  std::lock_guard<std::mutex> lock(intent_mu_);
+  base::MutexLock lock(&intent_mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
     Clock c = intents_.NextUse(table.id, keys[i]);
     if (c != kClockNever) (*next_use)[i] = c;
@@ -68,7 +68,7 @@ Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
   if (sketch_) {
     std::vector<Key> mixed(unique_keys.size());
     for (size_t i = 0; i < unique_keys.size(); ++i) mixed[i] = SketchKey(table.id, unique_keys[i]);
-    std::lock_guard<std::mutex> lock(sketch_mu_);
+    base::MutexLock lock(&sketch_mu_);
     sketch_->Add(mixed);
   }
   return RefreshNextUse(table, unique_keys, /*with_t1=*/false);
@@ -330,7 +330,7 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
   std::vector<Key> unique = SortedUnique(keys);
-  std::lock_guard<std::mutex> lock(table.mu);
+  base::MutexLock lock(&table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
   if (NeedsChunks(table, unique.size())) {
     return PullChunked(table, keys, unique, out, stream);
@@ -353,7 +353,7 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
   std::vector<Key> unique = SortedUnique(keys);
-  std::lock_guard<std::mutex> lock(table.mu);
+  base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
   if (NeedsChunks(table, unique.size())) {
     return PushChunked(table, keys, unique, grads, stream);

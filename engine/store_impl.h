@@ -25,13 +25,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "engine/action_timing.h"
 #include "engine/fault_spec.h"
 #include "engine/frequency_sketch.h"
@@ -99,7 +98,7 @@ class StoreImpl final : public Store {
                                              const SsdEnvs& envs = {});
   ~StoreImpl() override;
 
-  Result<WorkerId> RegisterWorker(int device) override;
+  Result<WorkerId> RegisterWorker(int device) override EXCLUDES(register_mu_);
   Status Intent(WorkerId worker, TableId table, std::span<const Key> keys, Clock start,
                 Clock end) override;
   Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start, Clock end) override;
@@ -109,14 +108,14 @@ class StoreImpl final : public Store {
               void* stream) override;
   Status Push(WorkerId worker, TableId table, std::span<const Key> keys, const float* grads,
               void* stream) override;
-  Status DrainIntents() override;
+  Status DrainIntents() override EXCLUDES(planner_mu_);
   Status ScanTable(TableId table,
                    const std::function<Status(Key, std::span<const float>)>& fn) override;
   Status Checkpoint() override;
   StoreStats Stats() const override;
   Result<TableId> FindTable(const std::string& name) const override;
   const std::vector<TableOptions>& Tables() const override { return table_options_; }
-  Status Close() override;
+  Status Close() override EXCLUDES(close_mu_);
 
  private:
   struct Table {
@@ -143,10 +142,9 @@ class StoreImpl final : public Store {
     // planner's rebalancing without it.
     std::atomic<uint64_t> intent_pinned{0};
 
-    std::mutex mu;
-    // Guarded by mu.
-    std::unique_ptr<kernels::DeviceTable> t0;
-    RunnerStaging staging;
+    base::Mutex mu;
+    std::unique_ptr<kernels::DeviceTable> t0 GUARDED_BY(mu);
+    RunnerStaging staging GUARDED_BY(mu);
   };
   struct PendingIntent {
     TableId table;
@@ -158,9 +156,9 @@ class StoreImpl final : public Store {
   struct Worker {
     std::atomic<Clock> clock{0};
     int device = -1;
-    std::mutex inbox_mu;
-    std::vector<PendingIntent> inbox;          // guarded by inbox_mu
-    std::vector<Key> inbox_keys;               // guarded by inbox_mu
+    base::Mutex inbox_mu;
+    std::vector<PendingIntent> inbox GUARDED_BY(inbox_mu);
+    std::vector<Key> inbox_keys GUARDED_BY(inbox_mu);
     std::unique_ptr<RateEstimator> estimator;  // planner thread only
   };
   // Unpins and next-use changes collected under intent_mu_, applied per table.
@@ -182,50 +180,54 @@ class StoreImpl final : public Store {
                        const char* what) const;
 
   // Planner (store_intent.cc).
-  void PlannerLoop();
-  Result<bool> PlannerRound();  // true: due work is left for another round
-  void DrainInboxes(std::vector<IntentWindow*>* added);
-  Status ApplyNewIntents(const std::vector<IntentWindow*>& added);
-  Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates);
-  Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock);
+  void PlannerLoop() EXCLUDES(planner_mu_);
+  Result<bool> PlannerRound() EXCLUDES(intent_mu_);  // true: due work is left for another round
+  void DrainInboxes(std::vector<IntentWindow*>* added) EXCLUDES(intent_mu_);
+  Status ApplyNewIntents(const std::vector<IntentWindow*>& added) EXCLUDES(intent_mu_);
+  Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates) EXCLUDES(intent_mu_);
+  Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
+      EXCLUDES(table.mu, intent_mu_);
   void RebalanceT0();
 
   // Tier movement (store_data.cc). REQUIRES: table.mu held.
   // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
   // Push (hits, misses and stalls counted) rather than a prefetch.
   Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
-                      uint64_t* brought_in);
-  Status EvictFromT0(Table& table, uint64_t count);
-  Status PinKeys(Table& table, std::span<const Key> keys, bool pin);  // pin or unpin
-  Status CheckAllFound(Table& table, std::span<const Key> keys);
+                      uint64_t* brought_in) REQUIRES(table.mu);
+  Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu);
+  // Pins or unpins.
+  Status PinKeys(Table& table, std::span<const Key> keys, bool pin) REQUIRES(table.mu);
+  Status CheckAllFound(Table& table, std::span<const Key> keys) REQUIRES(table.mu);
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
-                   std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1);
-  Status Touch(Table& table, std::span<const Key> unique_keys);
-  Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1);
-  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr);
+                   std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
+  Status Touch(Table& table, std::span<const Key> unique_keys) REQUIRES(table.mu);
+  Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu);
+  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr)
+      REQUIRES(table.mu);
   Status StageRows(Table& table, std::span<const Key> keys, const float* rows,
-                   const int64_t* next_use, const uint8_t* dirty);
-  bool NeedsChunks(const Table& table, size_t unique_keys) const;
+                   const int64_t* next_use, const uint8_t* dirty) REQUIRES(table.mu);
+  bool NeedsChunks(const Table& table, size_t unique_keys) const REQUIRES(table.mu);
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     float* out, void* stream);
+                     float* out, void* stream) REQUIRES(table.mu);
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     const float* grads, void* stream);
-  Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use);
+                     const float* grads, void* stream) REQUIRES(table.mu);
+  Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use)
+      REQUIRES(table.mu) EXCLUDES(intent_mu_, sketch_mu_);
   int64_t FallbackValue(uint64_t freq, uint64_t seq) const;
-  uint64_t PullRoom(const Table& table) const;
+  uint64_t PullRoom(const Table& table) const REQUIRES(table.mu);
 
   // Cleaner thread (store_intent.cc): writes T1's dirty rows ahead of their
   // eviction so the inserts that evict them do no SSD writes.
-  void CleanerLoop();
-  void KickCleaner();
-  void StopCleaner();
+  void CleanerLoop() EXCLUDES(cleaner_mu_);
+  void KickCleaner() EXCLUDES(cleaner_mu_);
+  void StopCleaner() EXCLUDES(cleaner_mu_);
 
   // Checkpoint (store_checkpoint.cc). REQUIRES: table.mu held.
-  Status WriteBackT0(Table& table);
+  Status WriteBackT0(Table& table) REQUIRES(table.mu);
   std::vector<std::byte> EncodeMeta() const;
-  Status RestoreMeta(std::span<const std::byte> meta);
-  Status StopPlanner();
-  Status PlannerError();
+  Status RestoreMeta(std::span<const std::byte> meta) EXCLUDES(register_mu_);
+  Status StopPlanner() EXCLUDES(planner_mu_);
+  Status PlannerError() EXCLUDES(planner_mu_);
 
   // Constant after Open.
   StoreOptions options_;
@@ -239,39 +241,39 @@ class StoreImpl final : public Store {
 
   std::array<std::unique_ptr<Worker>, kWorkersMax> workers_;
   std::atomic<uint32_t> num_workers_{0};
-  std::mutex register_mu_;
-  std::vector<Clock> restored_clocks_;  // guarded by register_mu_
+  base::Mutex register_mu_;
+  std::vector<Clock> restored_clocks_ GUARDED_BY(register_mu_);
 
-  std::mutex intent_mu_;
-  IntentIndex intents_;                    // guarded by intent_mu_
+  base::Mutex intent_mu_;
+  IntentIndex intents_ GUARDED_BY(intent_mu_);
   std::atomic<uint64_t> tracked_keys_{0};  // intents_.TrackedKeys(), for lock-free fast paths
 
   // The fallback order, store-wide so that T1 (shared by all tables) compares
   // rows of different tables on one scale: an access sequence for recency
   // and, with FallbackPolicy::kLfu, one frequency sketch over (table, key).
   std::atomic<uint64_t> access_seq_{0};
-  mutable std::mutex sketch_mu_;             // a leaf lock
-  std::unique_ptr<FrequencySketch> sketch_;  // guarded by sketch_mu_; kLfu only
+  mutable base::Mutex sketch_mu_;                                      // a leaf lock
+  std::unique_ptr<FrequencySketch> sketch_ PT_GUARDED_BY(sketch_mu_);  // kLfu only; set at Open
 
   uint64_t rebalanced_at_clocks_ = 0;  // planner thread only: sum of clocks at the last RebalanceT0
 
   std::thread planner_;
-  std::mutex planner_mu_;
-  std::condition_variable planner_cv_;
-  bool planner_stop_ = false;       // guarded by planner_mu_
-  uint64_t planner_requested_ = 0;  // guarded by planner_mu_: drains asked for
-  uint64_t planner_completed_ = 0;  // guarded by planner_mu_: drains done
-  Status planner_error_;            // guarded by planner_mu_: sticky background error
+  base::Mutex planner_mu_;
+  base::CondVar planner_cv_;
+  bool planner_stop_ GUARDED_BY(planner_mu_) = false;
+  uint64_t planner_requested_ GUARDED_BY(planner_mu_) = 0;  // drains asked for
+  uint64_t planner_completed_ GUARDED_BY(planner_mu_) = 0;  // drains done
+  Status planner_error_ GUARDED_BY(planner_mu_);            // sticky background error
 
   std::thread cleaner_;
-  std::mutex cleaner_mu_;
-  std::condition_variable cleaner_cv_;
-  bool cleaner_stop_ = false;   // guarded by cleaner_mu_
-  uint64_t cleaner_kicks_ = 0;  // guarded by cleaner_mu_: T1 inserts since start
+  base::Mutex cleaner_mu_;
+  base::CondVar cleaner_cv_;
+  bool cleaner_stop_ GUARDED_BY(cleaner_mu_) = false;
+  uint64_t cleaner_kicks_ GUARDED_BY(cleaner_mu_) = 0;  // T1 inserts since start
 
-  std::mutex close_mu_;
+  base::Mutex close_mu_;
   std::atomic<bool> closed_{false};
-  bool close_finished_ = false;  // guarded by close_mu_: Close wrote everything down
+  bool close_finished_ GUARDED_BY(close_mu_) = false;  // Close wrote everything down
   mutable StoreCounters counters_;
 };
 

@@ -39,7 +39,7 @@ Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock
     counters_.expired_intents.fetch_add(total, std::memory_order_relaxed);
     return Status::Ok();
   }
-  std::lock_guard<std::mutex> lock(w.inbox_mu);
+  base::MutexLock lock(&w.inbox_mu);
   if (w.inbox_keys.size() + total > kInboxKeysMax) {
     return Status::ResourceExhausted("Intent: worker " + std::to_string(worker) + " has " +
                                      std::to_string(w.inbox_keys.size()) +
@@ -62,18 +62,18 @@ Status StoreImpl::AdvanceClock(WorkerId worker) {
 }
 
 Status StoreImpl::PlannerError() {
-  std::lock_guard<std::mutex> lock(planner_mu_);
+  base::MutexLock lock(&planner_mu_);
   return planner_error_;
 }
 
 Status StoreImpl::DrainIntents() {
   STRATA_RETURN_IF_ERROR(CheckOpen());
-  std::unique_lock<std::mutex> lock(planner_mu_);
+  base::MutexLock lock(&planner_mu_);
   uint64_t ticket = ++planner_requested_;
-  planner_cv_.notify_all();
-  planner_cv_.wait(lock, [&] {
-    return planner_completed_ >= ticket || planner_stop_ || !planner_error_.ok();
-  });
+  planner_cv_.SignalAll();
+  while (planner_completed_ < ticket && !planner_stop_ && planner_error_.ok()) {
+    planner_cv_.Wait(&planner_mu_);
+  }
   if (!planner_error_.ok()) return planner_error_;
   if (planner_completed_ < ticket) return Status::FailedPrecondition("store is closing");
   return Status::Ok();
@@ -85,15 +85,16 @@ void StoreImpl::PlannerLoop() {
   while (true) {
     uint64_t target = 0;
     {
-      std::unique_lock<std::mutex> lock(planner_mu_);
+      base::MutexLock lock(&planner_mu_);
       if (!more) {
-        planner_cv_.wait_for(lock, period, [&] {
-          return planner_stop_ || planner_requested_ > planner_completed_;
-        });
+        const auto deadline = std::chrono::steady_clock::now() + period;
+        while (!planner_stop_ && planner_requested_ <= planner_completed_ &&
+               planner_cv_.WaitUntil(&planner_mu_, deadline)) {
+        }
       }
       if (planner_stop_) return;
       if (!planner_error_.ok()) {  // sticky: stop working, keep answering
-        planner_cv_.wait(lock, [&] { return planner_stop_; });
+        while (!planner_stop_) planner_cv_.Wait(&planner_mu_);
         return;
       }
       target = planner_requested_;
@@ -109,7 +110,7 @@ void StoreImpl::PlannerLoop() {
     while (us > prev && !counters_.planner_round_us_max.compare_exchange_weak(prev, us)) {
     }
     {
-      std::lock_guard<std::mutex> lock(planner_mu_);
+      base::MutexLock lock(&planner_mu_);
       if (!round.ok() && round.status().IsIOError()) {
         // A prefetch that hit an I/O error changed nothing (its rows stayed
         // where they were, its window stays due): retried next round, and a
@@ -131,7 +132,7 @@ void StoreImpl::PlannerLoop() {
         if (!more) planner_completed_ = std::max(planner_completed_, target);
       }
     }
-    planner_cv_.notify_all();
+    planner_cv_.SignalAll();
   }
 }
 
@@ -142,12 +143,12 @@ void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
   for (uint32_t w = 0; w < n; ++w) {
     Worker& worker = *workers_[w];
     {
-      std::lock_guard<std::mutex> lock(worker.inbox_mu);
+      base::MutexLock lock(&worker.inbox_mu);
       inbox.swap(worker.inbox);
       inbox_keys.swap(worker.inbox_keys);
     }
     if (inbox.empty()) continue;
-    std::lock_guard<std::mutex> lock(intent_mu_);
+    base::MutexLock lock(&intent_mu_);
     for (const PendingIntent& p : inbox) {
       std::span<const Key> keys(inbox_keys.data() + p.offset, p.count);
       uint64_t id = intents_.Add(w, p.table, keys, p.start, p.end);
@@ -172,7 +173,7 @@ Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     Table& table = *tables_[t];
-    std::lock_guard<std::mutex> lock(table.mu);
+    base::MutexLock lock(&table.mu);
     STRATA_RETURN_IF_ERROR(RefreshNextUse(table, keys, /*with_t1=*/true));
   }
   return Status::Ok();
@@ -194,7 +195,7 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
       if (keys.empty() || keys.back() != updates[j].key) keys.push_back(updates[j].key);
     }
     i = j;
-    std::lock_guard<std::mutex> lock(table.mu);
+    base::MutexLock lock(&table.mu);
     STRATA_RETURN_IF_ERROR(PinKeys(table, unpin, /*pin=*/false));
     STRATA_ASSERT(table.intent_pinned >= unpin.size(), "intent pin count underflow");
     table.intent_pinned -= unpin.size();
@@ -218,7 +219,7 @@ Result<bool> StoreImpl::PlannerRound() {
     std::vector<KeyUpdate> updates;
     std::vector<IntentWindow*> due;
     {
-      std::lock_guard<std::mutex> lock(intent_mu_);
+      base::MutexLock lock(&intent_mu_);
       intents_.Expire(
           w, clock, [&](TableId t, Key k) { updates.push_back({t, k, kClockNever, true}); },
           [&](TableId t, Key k, Clock next) { updates.push_back({t, k, next, false}); });
@@ -252,14 +253,14 @@ Result<bool> StoreImpl::PlannerRound() {
 // it, and is retried next round; it never blocks pulls.
 Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> windows,
                                Clock worker_clock) {
-  std::lock_guard<std::mutex> lock(table.mu);
+  base::MutexLock lock(&table.mu);
   const auto pin_cap = static_cast<uint64_t>(
       double(table.t0_limit.load(std::memory_order_relaxed)) * kPinFractionMax);
   std::vector<IntentWindow*> accepted;
   std::vector<Key> new_pins;
   std::unordered_set<Key> pinning;  // new pins of the windows accepted so far
   {
-    std::lock_guard<std::mutex> ilock(intent_mu_);
+    base::MutexLock ilock(&intent_mu_);
     for (IntentWindow* window : windows) {
       std::vector<Key> fresh;
       for (Key k : window->keys) {
@@ -296,7 +297,7 @@ Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> wind
   STRATA_RETURN_IF_ERROR(PinKeys(table, new_pins, /*pin=*/true));
   table.intent_pinned += new_pins.size();
   {
-    std::lock_guard<std::mutex> ilock(intent_mu_);
+    base::MutexLock ilock(&intent_mu_);
     for (IntentWindow* window : accepted) intents_.MarkActed(window);
   }
   return Status::Ok();
@@ -326,11 +327,10 @@ void StoreImpl::RebalanceT0() {
     if (f == kNoFrontier) {
       // Not evicting: a giver only if it leaves room unused. Its size needs
       // its lock (one table lock at a time; a busy table is skipped).
-      std::unique_lock<std::mutex> lock(t->mu, std::try_to_lock);
-      if (!lock.owns_lock() ||
-          t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load()) {
-        continue;
-      }
+      if (!t->mu.TryLock()) continue;
+      const bool full = t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load();
+      t->mu.Unlock();
+      if (full) continue;
     }
     ranks.push_back({f, t.get()});
   }
@@ -370,18 +370,18 @@ void StoreImpl::RebalanceT0() {
 
 void StoreImpl::KickCleaner() {
   {
-    std::lock_guard<std::mutex> lock(cleaner_mu_);
+    base::MutexLock lock(&cleaner_mu_);
     ++cleaner_kicks_;
   }
-  cleaner_cv_.notify_one();
+  cleaner_cv_.Signal();
 }
 
 void StoreImpl::StopCleaner() {
   {
-    std::lock_guard<std::mutex> lock(cleaner_mu_);
+    base::MutexLock lock(&cleaner_mu_);
     cleaner_stop_ = true;
   }
-  cleaner_cv_.notify_all();
+  cleaner_cv_.SignalAll();
   if (cleaner_.joinable()) cleaner_.join();
 }
 
@@ -397,8 +397,11 @@ void StoreImpl::CleanerLoop() {
   uint64_t seen = 0;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(cleaner_mu_);
-      cleaner_cv_.wait_for(lock, period, [&] { return cleaner_stop_ || cleaner_kicks_ != seen; });
+      base::MutexLock lock(&cleaner_mu_);
+      const auto deadline = std::chrono::steady_clock::now() + period;
+      while (!cleaner_stop_ && cleaner_kicks_ == seen &&
+             cleaner_cv_.WaitUntil(&cleaner_mu_, deadline)) {
+      }
       if (cleaner_stop_) return;
       seen = cleaner_kicks_;
     }

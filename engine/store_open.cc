@@ -148,6 +148,7 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   Status s = store->Init();
   if (!s.ok()) {
     store->closed_ = true;  // nothing to flush: Init failed before any row moved
+    base::MutexLock close_lock(&store->close_mu_);
     store->close_finished_ = true;
     return s.WithContext("Store::Open(" + options.dir + ")");
   }
@@ -210,7 +211,10 @@ Status StoreImpl::Init() {
     dt.host_threads = 0;
     auto created = kernels::DeviceTable::Create(dt, runner_);
     if (!created.ok()) return created.status().WithContext("table '" + opt.name + "' T0");
-    table->t0 = std::move(created).value();
+    {
+      base::MutexLock table_lock(&table->mu);  // not shared yet; for the analysis
+      table->t0 = std::move(created).value();
+    }
 
     specs.push_back({table->id, opt.name, table->row_bytes});
     row_bytes_total += table->row_bytes;
@@ -326,7 +330,7 @@ Status StoreImpl::CheckBatch(std::span<const Key> keys, const void* data, const 
 
 Result<WorkerId> StoreImpl::RegisterWorker(int device) {
   STRATA_RETURN_IF_ERROR(CheckOpen());
-  std::lock_guard<std::mutex> lock(register_mu_);
+  base::MutexLock lock(&register_mu_);
   uint32_t id = num_workers_.load(std::memory_order_relaxed);
   if (id >= kWorkersMax) {
     return Status::ResourceExhausted("RegisterWorker: at most " + std::to_string(kWorkersMax) +
@@ -415,7 +419,7 @@ Status StoreImpl::RestoreMeta(std::span<const std::byte> meta) {
   if (!(in >> word >> num_workers) || word != "workers" || num_workers > kWorkersMax) {
     return corrupt("worker count");
   }
-  std::lock_guard<std::mutex> lock(register_mu_);
+  base::MutexLock lock(&register_mu_);
   restored_clocks_.clear();
   for (size_t w = 0; w < num_workers; ++w) {
     Clock clock = 0;
@@ -427,16 +431,16 @@ Status StoreImpl::RestoreMeta(std::span<const std::byte> meta) {
 
 Status StoreImpl::StopPlanner() {
   {
-    std::lock_guard<std::mutex> lock(planner_mu_);
+    base::MutexLock lock(&planner_mu_);
     planner_stop_ = true;
   }
-  planner_cv_.notify_all();
+  planner_cv_.SignalAll();
   if (planner_.joinable()) planner_.join();
   return Status::Ok();
 }
 
 Status StoreImpl::Close() {
-  std::lock_guard<std::mutex> close_lock(close_mu_);
+  base::MutexLock close_lock(&close_mu_);
   // The first call stops new work; a call after a failed one (an I/O error
   // while writing dirty rows down) tries the write-back again, so a caller
   // that retries Close loses nothing.
@@ -447,7 +451,7 @@ Status StoreImpl::Close() {
   if (!ssd_ || !dram_) return Status::Ok();
   Status first;
   for (auto& table : tables_) {
-    std::lock_guard<std::mutex> lock(table->mu);
+    base::MutexLock lock(&table->mu);
     Status s = WriteBackT0(*table);
     if (first.ok() && !s.ok()) first = s;
   }

@@ -51,9 +51,12 @@ Result<std::unique_ptr<BufferPool>> BufferPool::Create(const BufferPoolOptions& 
     pool->numa_node_ = options.numa_node;
   }
   std::memset(p, 0, bytes);  // fault the pages in now, on the bound node
-  pool->free_.reserve(options.buffer_count);
-  for (uint32_t i = options.buffer_count; i > 0; --i) pool->free_.push_back(i - 1);
-  pool->in_use_.assign(options.buffer_count, false);
+  {
+    base::MutexLock lock(&pool->mu_);  // not shared yet; taken so the analysis sees it held
+    pool->free_.reserve(options.buffer_count);
+    for (uint32_t i = options.buffer_count; i > 0; --i) pool->free_.push_back(i - 1);
+    pool->in_use_.assign(options.buffer_count, false);
+  }
   return pool;
 }
 
@@ -62,7 +65,7 @@ BufferPool::~BufferPool() {
 }
 
 uint8_t* BufferPool::Acquire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (free_.empty()) return nullptr;
   uint32_t index = free_.back();
   free_.pop_back();
@@ -75,7 +78,7 @@ void BufferPool::Release(uint8_t* buf) {
   size_t offset = static_cast<size_t>(buf - arena_);
   STRATA_ASSERT(offset % buffer_bytes_ == 0, "BufferPool::Release of an interior pointer");
   auto index = static_cast<uint32_t>(offset / buffer_bytes_);
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   STRATA_ASSERT(in_use_[index], "BufferPool::Release of a buffer twice");
   in_use_[index] = false;
   free_.push_back(index);
@@ -88,7 +91,7 @@ bool BufferPool::Contains(const void* p) const {
 }
 
 uint32_t BufferPool::free_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return static_cast<uint32_t>(free_.size());
 }
 

@@ -17,9 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "strata/status.h"
 
 namespace strata::io {
@@ -41,14 +41,14 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // A free buffer of buffer_bytes(), or nullptr when all are in use.
-  uint8_t* Acquire();
+  uint8_t* Acquire() EXCLUDES(mu_);
   // REQUIRES: `buf` came from this pool's Acquire and is not released yet.
-  void Release(uint8_t* buf);
+  void Release(uint8_t* buf) EXCLUDES(mu_);
 
   bool Contains(const void* p) const;
   size_t buffer_bytes() const { return buffer_bytes_; }
   uint32_t buffer_count() const { return buffer_count_; }
-  uint32_t free_count() const;
+  uint32_t free_count() const EXCLUDES(mu_);
   // The arena as one region, for Ring::RegisterBuffers.
   iovec region() const { return iovec{arena_, arena_bytes_}; }
   bool huge_pages() const { return huge_pages_; }
@@ -63,9 +63,9 @@ class BufferPool {
   uint32_t buffer_count_ = 0;
   bool huge_pages_ = false;
   int numa_node_ = -1;
-  mutable std::mutex mu_;
-  std::vector<uint32_t> free_;  // guarded by mu_: indexes of free buffers
-  std::vector<bool> in_use_;    // guarded by mu_: catches double release
+  mutable base::Mutex mu_;
+  std::vector<uint32_t> free_ GUARDED_BY(mu_);  // indexes of free buffers
+  std::vector<bool> in_use_ GUARDED_BY(mu_);    // catches double release
 };
 
 }  // namespace strata::io

@@ -130,7 +130,7 @@ FaultEnv::FaultEnv(Env* base) : base_(base) {
 FaultEnv::~FaultEnv() = default;
 
 Status FaultEnv::AddRule(const FaultRule& rule) {
-  std::lock_guard<std::mutex> lock(rules_mu_);
+  base::MutexLock lock(&rules_mu_);
   if (rules_.size() >= kFaultRulesMax) {
     return Status::ResourceExhausted("FaultEnv: more than " + std::to_string(kFaultRulesMax) +
                                      " rules");
@@ -141,7 +141,7 @@ Status FaultEnv::AddRule(const FaultRule& rule) {
 }
 
 void FaultEnv::ClearRules() {
-  std::lock_guard<std::mutex> lock(rules_mu_);
+  base::MutexLock lock(&rules_mu_);
   rules_.clear();
   rules_active_.store(false, std::memory_order_relaxed);
 }
@@ -152,7 +152,7 @@ Status FaultEnv::BeforeIo(FaultOp op, const std::string& path, uint64_t offset, 
 }
 
 void FaultEnv::SetSeed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(rules_mu_);
+  base::MutexLock lock(&rules_mu_);
   rng_state_ = seed;
 }
 
@@ -161,7 +161,7 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
   Status error;
   bool revert = false;
   {
-    std::lock_guard<std::mutex> lock(rules_mu_);
+    base::MutexLock lock(&rules_mu_);
     calls_seen_.fetch_add(1, std::memory_order_relaxed);
     op_calls_[static_cast<size_t>(op)].fetch_add(1, std::memory_order_relaxed);
     for (RuleState& state : rules_) {
@@ -226,7 +226,7 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
 }
 
 void FaultEnv::RevertToSynced(const std::string& path) {
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return;
   if (!WriteWhole(path, it->second.synced_content)) {
@@ -236,12 +236,12 @@ void FaultEnv::RevertToSynced(const std::string& path) {
 
 void FaultEnv::AfterSync(const std::string& path) {
   // Read under the lock, so a concurrent RevertToSynced is never half seen.
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   files_[path].synced_content = ReadWhole(path);
 }
 
 void FaultEnv::TrackOpen(const std::string& path, bool existed) {
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   if (files_.count(path) != 0) return;
   CrashState& state = files_[path];
   state.entry_durable = existed;
@@ -263,7 +263,7 @@ Status FaultEnv::RenameFile(const std::string& from, const std::string& to) {
   if (base_->FileExists(from)) TrackOpen(from, true);
   if (base_->FileExists(to)) TrackOpen(to, true);
   STRATA_RETURN_IF_ERROR(base_->RenameFile(from, to));
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   auto it = files_.find(from);
   if (it == files_.end()) return Status::Ok();
   CrashState moved = std::move(it->second);
@@ -282,7 +282,7 @@ Status FaultEnv::RenameFile(const std::string& from, const std::string& to) {
 Status FaultEnv::DeleteFile(const std::string& path) {
   STRATA_RETURN_IF_ERROR(Apply(FaultOp::kDelete, path, 0, nullptr));
   STRATA_RETURN_IF_ERROR(base_->DeleteFile(path));
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   files_.erase(path);
   return Status::Ok();
 }
@@ -296,7 +296,7 @@ Status FaultEnv::SyncDir(const std::string& path) {
   STRATA_RETURN_IF_ERROR(Apply(FaultOp::kSyncDir, path, 0, nullptr));
   STRATA_RETURN_IF_ERROR(base_->SyncDir(path));
   const std::string dir = StripTrailingSlash(path);
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   for (auto& [name, state] : files_) {
     if (ParentDir(name) != dir || state.entry_durable) continue;
     state.entry_durable = true;
@@ -316,7 +316,7 @@ bool FaultEnv::FileExists(const std::string& path) { return base_->FileExists(pa
 uint64_t FaultEnv::NowMicros() { return base_->NowMicros(); }
 
 Status FaultEnv::DropUnsyncedWrites() {
-  std::lock_guard<std::mutex> lock(crash_mu_);
+  base::MutexLock lock(&crash_mu_);
   std::map<std::string, CrashState> after;
   for (auto& [name, state] : files_) {
     if (state.entry_durable) {

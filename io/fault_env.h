@@ -29,10 +29,10 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "io/env.h"
 #include "io/limits.h"
 
@@ -85,10 +85,10 @@ class FaultEnv final : public Env {
   ~FaultEnv() override;
 
   // Adds a rule; ResourceExhausted past kFaultRulesMax rules.
-  [[nodiscard]] Status AddRule(const FaultRule& rule);
-  void ClearRules();
+  [[nodiscard]] Status AddRule(const FaultRule& rule) EXCLUDES(rules_mu_);
+  void ClearRules() EXCLUDES(rules_mu_);
   // Seed of the generator behind FaultRule::probability (default 1).
-  void SetSeed(uint64_t seed);
+  void SetSeed(uint64_t seed) EXCLUDES(rules_mu_);
   // Faults injected so far (errors, short reads and delays).
   uint64_t faults_injected() const { return faults_injected_.load(std::memory_order_relaxed); }
   // A descriptor a kKill rule writes one line to before it kills the process
@@ -105,7 +105,7 @@ class FaultEnv final : public Env {
 
   // Simulates a crash (see the header comment). REQUIRES: no File of this
   // Env is being read or written concurrently; Files may stay open.
-  [[nodiscard]] Status DropUnsyncedWrites();
+  [[nodiscard]] Status DropUnsyncedWrites() EXCLUDES(crash_mu_);
 
   // Hooks for I/O issued on File::fd() directly (io::IoThreads). BeforeIo
   // applies the rules to one call: returns the injected error, or OK after
@@ -114,7 +114,7 @@ class FaultEnv final : public Env {
   // `*len` bytes, then fails with the error.
   [[nodiscard]] Status BeforeIo(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
   // Records a successful sync of `path` (its content becomes the crash state).
-  void AfterSync(const std::string& path);
+  void AfterSync(const std::string& path) EXCLUDES(crash_mu_);
   bool has_rules() const { return rules_active_.load(std::memory_order_relaxed); }
 
   // Env.
@@ -144,10 +144,11 @@ class FaultEnv final : public Env {
     std::string overwritten_content;  // ... whose synced content this is
   };
 
-  Status Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len);
-  void TrackOpen(const std::string& path, bool existed);
+  Status Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len)
+      EXCLUDES(rules_mu_, crash_mu_);
+  void TrackOpen(const std::string& path, bool existed) EXCLUDES(crash_mu_);
   // Reverts `path` to its last synced content (sync_error_drops_writes).
-  void RevertToSynced(const std::string& path);
+  void RevertToSynced(const std::string& path) EXCLUDES(crash_mu_);
 
   Env* const base_;
   std::atomic<bool> rules_active_{false};
@@ -155,11 +156,11 @@ class FaultEnv final : public Env {
   std::atomic<uint64_t> calls_seen_{0};
   std::atomic<int> kill_note_fd_{-1};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(FaultOp::kAny) + 1> op_calls_{};
-  std::mutex rules_mu_;
-  std::vector<RuleState> rules_;  // guarded by rules_mu_
-  uint64_t rng_state_ = 1;        // guarded by rules_mu_: splitmix64 for probabilities
-  std::mutex crash_mu_;
-  std::map<std::string, CrashState> files_;  // guarded by crash_mu_
+  base::Mutex rules_mu_;
+  std::vector<RuleState> rules_ GUARDED_BY(rules_mu_);
+  uint64_t rng_state_ GUARDED_BY(rules_mu_) = 1;  // splitmix64 for probabilities
+  base::Mutex crash_mu_;
+  std::map<std::string, CrashState> files_ GUARDED_BY(crash_mu_);
 };
 
 }  // namespace strata::io

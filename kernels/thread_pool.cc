@@ -13,9 +13,9 @@ struct ThreadPool::Job {
   uint32_t helpers_max = 0;          // workers allowed to join
   std::atomic<uint32_t> helpers{0};  // workers that joined
   std::atomic<uint64_t> next{0};     // next chunk to take
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t done = 0;  // chunks finished, guarded by mu
+  base::Mutex mu;
+  base::CondVar cv;
+  uint64_t done GUARDED_BY(mu) = 0;  // chunks finished
 };
 
 ThreadPool::ThreadPool(uint32_t threads) {
@@ -26,10 +26,10 @@ ThreadPool::ThreadPool(uint32_t threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -48,17 +48,17 @@ void ThreadPool::RunChunks(Job& job) {
     ++ran;
   }
   if (ran == 0) return;
-  std::lock_guard<std::mutex> lock(job.mu);
+  base::MutexLock lock(&job.mu);
   job.done += ran;
-  if (job.done == job.chunks) job.cv.notify_all();
+  if (job.done == job.chunks) job.cv.SignalAll();
 }
 
 void ThreadPool::WorkerLoop() {
   for (;;) {
     std::shared_ptr<Job> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      base::MutexLock lock(&mu_);
+      while (!stop_ && queue_.empty()) cv_.Wait(&mu_);
       if (stop_ && queue_.empty()) return;
       job = queue_.front();
       const uint32_t joined = job->helpers.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -87,17 +87,17 @@ void ThreadPool::ParallelFor(uint64_t n, uint64_t grain, uint32_t threads, const
   job->chunks = chunks;
   job->helpers_max = static_cast<uint32_t>(std::min<uint64_t>(parallel - 1, chunks - 1));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     queue_.push_back(job);
   }
   if (job->helpers_max == 1) {
-    cv_.notify_one();
+    cv_.Signal();
   } else {
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   RunChunks(*job);
-  std::unique_lock<std::mutex> lock(job->mu);
-  job->cv.wait(lock, [&] { return job->done == job->chunks; });
+  base::MutexLock lock(&job->mu);
+  while (job->done != job->chunks) job->cv.Wait(&job->mu);
 }
 
 }  // namespace strata::kernels

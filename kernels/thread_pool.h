@@ -8,14 +8,14 @@
 // joins them on destruction (at process exit for Shared()).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace strata::kernels {
 
@@ -35,19 +35,19 @@ class ThreadPool {
   // Runs fn over [0, n) in chunks of `grain` keys on at most `threads`
   // threads (0: all), the caller included. Returns after every chunk ran.
   // REQUIRES: grain > 0.
-  void ParallelFor(uint64_t n, uint64_t grain, uint32_t threads, const RangeFn& fn);
+  void ParallelFor(uint64_t n, uint64_t grain, uint32_t threads, const RangeFn& fn) EXCLUDES(mu_);
 
   uint32_t threads() const { return static_cast<uint32_t>(workers_.size()) + 1; }
 
  private:
   struct Job;
-  void WorkerLoop();
+  void WorkerLoop() EXCLUDES(mu_);
   static void RunChunks(Job& job);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;  // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::deque<std::shared_ptr<Job>> queue_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

@@ -3,7 +3,8 @@
 # Idempotent and silent when everything is present. Used by every Makefile
 # target, so a fresh Debian 12 machine needs nothing installed by hand.
 # Arguments name extra groups a target needs: `fuzz` (clang and its
-# sanitizer and libFuzzer runtimes, Debian's default version: 14 on bookworm).
+# sanitizer and libFuzzer runtimes, Debian's default version: 14 on bookworm),
+# `lint` (clang and clang-tidy, the same version; run-clang-tidy comes with it).
 set -euo pipefail
 
 packages=(
@@ -16,6 +17,7 @@ packages=(
 for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang libclang-rt-dev) ;;
+    lint) packages+=(clang clang-tidy) ;;
     *) echo "deps.sh: unknown group '$group'" >&2; exit 2 ;;
   esac
 done

@@ -30,17 +30,16 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "storage/row_store.h"
 #include "strata/status.h"
 #include "strata/types.h"
@@ -100,31 +99,32 @@ class DramCache {
   // evictable row.
   [[nodiscard]] Status Insert(TableId table, std::span<const Key> keys,
                               std::span<const std::byte> rows, std::span<const uint8_t> dirty,
-                              std::span<const Clock> next_use);
+                              std::span<const Clock> next_use) EXCLUDES(mu_);
   // Drops rows (the engine moved them up); missing keys are ignored.
   // FailedPrecondition (nothing changed) when a present key is pinned.
-  [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys);
+  [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
   // Sets the next intended use (kClockNever: none); missing keys ignored.
   [[nodiscard]] Status SetNextUse(TableId table, std::span<const Key> keys,
-                                  std::span<const Clock> next_use);
+                                  std::span<const Clock> next_use) EXCLUDES(mu_);
   // Pins present keys (found[i] = 1) so they are never evicted; pins count
   // (a key pinned twice needs two Unpins).
-  [[nodiscard]] Status Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found);
+  [[nodiscard]] Status Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found)
+      EXCLUDES(mu_);
   // Pin that also returns a pointer to each present row's slot, stable until
   // the matching Unpin (null for missing keys). The bytes may change under an
   // Insert that overwrites the key.
   [[nodiscard]] Status PinRows(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                               std::span<const std::byte*> row_ptrs);
+                               std::span<const std::byte*> row_ptrs) EXCLUDES(mu_);
   // Missing keys ignored; FailedPrecondition (nothing changed) when a present
   // key has fewer pins than the call releases.
-  [[nodiscard]] Status Unpin(TableId table, std::span<const Key> keys);
+  [[nodiscard]] Status Unpin(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
   // Missing keys ignored.
-  [[nodiscard]] Status MarkDirty(TableId table, std::span<const Key> keys);
+  [[nodiscard]] Status MarkDirty(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
   // Writes every dirty row to backing (MultiPuts of at most
   // kDramFlushBatchRowsMax rows) and marks it clean. On error the rows not
   // yet written stay dirty. FailedPrecondition when dirty rows exist and
   // there is no backing store.
-  [[nodiscard]] Status FlushDirty();
+  [[nodiscard]] Status FlushDirty() EXCLUDES(clean_mu_, mu_);
   // Cleans ahead of eviction: writes the dirty rows among the next
   // `window_rows` victims (at most `rows_max` of them) to backing and marks
   // them clean, so the Inserts that later evict them do no I/O. The writes run
@@ -133,13 +133,15 @@ class DramCache {
   // meanwhile stays dirty. Returns the rows written (0: nothing to clean). On
   // a write error the rows stay dirty and the error is returned. One cleaner
   // at a time (calls serialise).
-  [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max);
+  [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max)
+      EXCLUDES(clean_mu_, mu_);
   // Calls fn for every resident row of `table` (order unspecified); stops at
   // the first non-OK Status and returns it.
   // REQUIRES: fn does not call back into this cache.
   [[nodiscard]] Status ForEach(
-      TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn);
-  DramCacheStats Stats() const;
+      TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn)
+      EXCLUDES(mu_);
+  DramCacheStats Stats() const EXCLUDES(mu_);
 
   // True when every table's arena follows MPOL_INTERLEAVE.
   bool numa_interleaved() const;
@@ -165,22 +167,25 @@ class DramCache {
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
 
-  // Eviction order (all REQUIRE mu_).
-  bool Evictable(const Table& t, uint32_t slot) const;
-  OrderEntry OrderOf(uint32_t table, uint32_t slot) const;  // from current values
-  void OrderAdd(uint32_t table, uint32_t slot);
-  void OrderRemove(uint32_t table, uint32_t slot);
-  void OrderSync(uint32_t table, uint32_t slot);  // add or remove per Evictable
-  Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims);
-  void RebuildOrder();  // re-files every entry under its current values
-  Status WriteBack(std::vector<Victim>& victims);
-  void Release(const Victim& v);
+  // Eviction order.
+  bool Evictable(const Table& t, uint32_t slot) const REQUIRES(mu_);
+  OrderEntry OrderOf(uint32_t table, uint32_t slot) const REQUIRES(mu_);  // current values
+  void OrderAdd(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void OrderRemove(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void OrderSync(uint32_t table, uint32_t slot) REQUIRES(mu_);  // add or remove per Evictable
+  Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
+      REQUIRES(mu_);
+  void RebuildOrder() REQUIRES(mu_);  // re-files every entry under its current values
+  Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
+  void Release(const Victim& v) REQUIRES(mu_);
 
-  uint32_t FindSlot(const Table& t, Key key) const;  // REQUIRES mu_
-  uint32_t AllocateSlot(Table& t);                   // REQUIRES mu_
-  void SetDirtyLocked(Table& t, uint32_t slot, bool dirty);
+  uint32_t FindSlot(const Table& t, Key key) const REQUIRES(mu_);
+  uint32_t AllocateSlot(Table& t) REQUIRES(mu_);
+  void SetDirtyLocked(Table& t, uint32_t slot, bool dirty) REQUIRES(mu_);
+  // True when a row of `keys` is being written by CleanAhead.
+  bool AnyCleaning(const Table& t, std::span<const Key> keys) const REQUIRES(mu_);
   Status PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                 std::span<const std::byte*> row_ptrs, std::string_view op);
+                 std::span<const std::byte*> row_ptrs, std::string_view op) EXCLUDES(mu_);
 
   // Constant after construction.
   const DramCacheOptions options_;
@@ -189,14 +194,14 @@ class DramCache {
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;
 
-  std::mutex clean_mu_;    // held by CleanAhead and FlushDirty throughout; order before mu_
-  mutable std::mutex mu_;  // serialises mutations; order before stripe locks
-  std::condition_variable clean_cv_;  // with mu_: a CleanAhead write finished
-  uint64_t cleaning_rows_ = 0;        // guarded by mu_: rows with cleaning set
-  std::set<OrderEntry> order_;  // guarded by mu_: evictable rows, first = next victim
-  uint64_t bytes_used_ = 0;     // guarded by mu_
-  uint64_t rows_ = 0;           // guarded by mu_
-  uint64_t hits_at_rebuild_ = 0;  // guarded by mu_: hits_ at the last RebuildOrder
+  base::Mutex clean_mu_ ACQUIRED_BEFORE(mu_);   // held by CleanAhead and FlushDirty throughout
+  mutable base::Mutex mu_;                      // serialises mutations; order before stripe locks
+  base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
+  uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
+  std::set<OrderEntry> order_ GUARDED_BY(mu_);  // evictable rows, first = next victim
+  uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
+  uint64_t rows_ GUARDED_BY(mu_) = 0;
+  uint64_t hits_at_rebuild_ GUARDED_BY(mu_) = 0;  // hits_ at the last RebuildOrder
 
   std::atomic<uint64_t> tick_{1};
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};

@@ -102,7 +102,7 @@ void DramCache::Release(const Victim& v) {
   const uint64_t hash = DramKeyHash(m.key);
   {
     DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
-    std::unique_lock lock(stripe.mu);
+    base::WriterLock lock(&stripe.mu);
     bool erased = stripe.map.Erase(m.key, hash);
     STRATA_ASSERT(erased, "dram cache: released row missing from the index");
   }
@@ -135,7 +135,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     if (last[keys[i]] == i) picks.push_back(static_cast<uint32_t>(i));
   }
 
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   // Rows being overwritten leave the order so they cannot become victims.
   std::vector<uint32_t> slots(picks.size());
   uint64_t new_rows = 0;
@@ -147,7 +147,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
       OrderRemove(t->pos, slots[k]);
     }
   }
-  auto restore = [&] {
+  auto restore = [&]() REQUIRES(mu_) {
     for (uint32_t slot : slots) {
       if (slot != kDramNoSlot) OrderSync(t->pos, slot);
     }
@@ -175,7 +175,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     DramIndex::Stripe& stripe = t->index->stripe(t->index->StripeOf(hash));
     uint32_t slot = slots[k];
     if (slot != kDramNoSlot) {
-      std::unique_lock stripe_lock(stripe.mu);  // lookups may be copying this row
+      base::WriterLock stripe_lock(&stripe.mu);  // lookups may be copying this row
       std::memcpy(t->Row(slot), src, rb);
       t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
     } else {
@@ -189,7 +189,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
       t->Header(slot).freq.store(0, std::memory_order_relaxed);
       t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
       {
-        std::unique_lock stripe_lock(stripe.mu);
+        base::WriterLock stripe_lock(&stripe.mu);
         stripe.map.Insert(keys[i], hash, slot);
       }
       ++t->resident;
@@ -206,18 +206,20 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
   return Status::Ok();
 }
 
+bool DramCache::AnyCleaning(const Table& t, std::span<const Key> keys) const {
+  for (Key key : keys) {
+    uint32_t slot = FindSlot(t, key);
+    if (slot != kDramNoSlot && t.meta[slot].cleaning) return true;
+  }
+  return false;
+}
+
 Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Erase"));
-  std::unique_lock lock(mu_);
+  base::MutexLock lock(&mu_);
   // A row being cleaned stays until its write is done: released now, the key
   // could come back dirty and be written again, racing the older copy.
-  clean_cv_.wait(lock, [&] {
-    for (Key key : keys) {
-      uint32_t slot = FindSlot(*t, key);
-      if (slot != kDramNoSlot && t->meta[slot].cleaning) return false;
-    }
-    return true;
-  });
+  while (AnyCleaning(*t, keys)) clean_cv_.Wait(&mu_);
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot != kDramNoSlot && t->meta[slot].pins > 0) {
@@ -235,8 +237,8 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
 Status DramCache::FlushDirty() {
   // No CleanAhead in flight (it holds clean_mu_ throughout), so no older copy
   // of a row is being written while this writes the newest.
-  std::lock_guard clean_lock(clean_mu_);
-  std::lock_guard lock(mu_);
+  base::MutexLock clean_lock(&clean_mu_);
+  base::MutexLock lock(&mu_);
   for (const auto& t : tables_) {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;
@@ -274,7 +276,7 @@ Status DramCache::FlushDirty() {
 
 Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) {
   if (backing_ == nullptr || window_rows == 0 || rows_max == 0) return uint64_t{0};
-  std::lock_guard clean_lock(clean_mu_);
+  base::MutexLock clean_lock(&clean_mu_);
   struct Copy {
     uint32_t slot;
     Key key;
@@ -284,7 +286,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
   std::vector<std::vector<std::byte>> bytes(tables_.size());
   uint64_t taken = 0;
   {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     std::vector<Victim> picked;
     uint64_t seen = 0;
     for (auto it = order_.begin(); it != order_.end() && seen < window_rows && taken < rows_max;
@@ -329,7 +331,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
 
   uint64_t cleaned = 0;
   {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     for (size_t ti = 0; ti < tables_.size(); ++ti) {
       Table& t = *tables_[ti];
       const uint32_t rb = t.spec.row_bytes;
@@ -349,7 +351,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     }
     cleaning_rows_ -= taken;
   }
-  clean_cv_.notify_all();
+  clean_cv_.SignalAll();
   for (size_t ti = 0; ti < tables_.size(); ++ti) {
     if (written[ti]) dirty_writebacks_.fetch_add(copies[ti].size(), std::memory_order_relaxed);
   }

@@ -96,7 +96,7 @@ DramIndex::DramIndex(uint32_t stripes, bool huge_pages)
 uint64_t DramIndex::bytes() const {
   uint64_t total = sizeof(Stripe) * count_;
   for (uint32_t i = 0; i < count_; ++i) {
-    std::shared_lock lock(stripes_[i].mu);
+    base::ReaderLock lock(&stripes_[i].mu);
     total += stripes_[i].map.bytes();
   }
   return total;

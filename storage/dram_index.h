@@ -13,9 +13,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <vector>
 
+#include "base/mutex.h"
 #include "storage/dram_arena.h"
 #include "strata/hash.h"
 #include "strata/types.h"
@@ -73,8 +73,8 @@ class DramHashMap {
 class DramIndex {
  public:
   struct alignas(64) Stripe {
-    mutable std::shared_mutex mu;
-    DramHashMap map;  // guarded by mu
+    mutable base::SharedMutex mu;
+    DramHashMap map GUARDED_BY(mu);
   };
 
   // REQUIRES: stripes is a power of two >= 1.

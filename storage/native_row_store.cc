@@ -96,6 +96,7 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
   specs_ = tables;
   for (const TableSpec& spec : tables) {
     auto t = std::make_unique<Table>();
+    base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
     t->spec = spec;
     t->page_bytes = ssd::PageBytes(spec.row_bytes);
     t->capacity = ssd::PageCapacity(spec.row_bytes);
@@ -140,6 +141,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   std::set<std::string> referenced{ssd::kManifestName};
   for (const ManifestTable& mt : manifest.tables) {
     auto t = std::make_unique<Table>();
+    base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
     t->spec = mt.spec;
     t->page_bytes = mt.page_bytes;
     t->capacity = ssd::PageCapacity(mt.spec.row_bytes);
@@ -180,8 +182,14 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
     tables_.push_back(std::move(t));
   }
   specs_ = stored;
-  generation_ = manifest.generation;
-  meta_ = manifest.meta;
+  {  // nothing else runs yet; taken so the analysis sees them held
+    base::MutexLock checkpoint_lock(&checkpoint_mu_);
+    generation_ = manifest.generation;
+  }
+  {
+    base::MutexLock meta_lock(&meta_mu_);
+    meta_ = manifest.meta;
+  }
   // The MANIFEST read may be one whose rename was never made durable (a
   // checkpoint whose directory fsync failed, then the process died): make it
   // durable before freeing, truncating or deleting anything only the
@@ -191,7 +199,10 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   }
   // Drop what was written after the checkpoint: pages past the referenced
   // ones, and files of unfinished checkpoints or garbage collections.
-  for (auto& t : tables_) STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
+  for (auto& t : tables_) {
+    base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
+    STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
+  }
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
   for (const std::string& name : names) {
     const bool ours = name == ssd::kManifestTmpName || ssd::IsDataFileName(name);
@@ -231,7 +242,7 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   };
   std::vector<Want> wants;
   wants.reserve(keys.size());
-  std::shared_lock lock(t->mu);
+  base::ReaderLock lock(&t->mu);
   for (size_t i = 0; i < keys.size(); ++i) {
     const ssd::LeafRecord& leaf = t->dir.at(t->dir.Find(ssd::MixKey(keys[i])));
     found[i] = 0;
@@ -281,7 +292,7 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
 Status Store::Scan(TableId table,
                    const std::function<Status(Key, std::span<const std::byte>)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
-  std::shared_lock lock(t->mu);
+  base::ReaderLock lock(&t->mu);
   io::AlignedBuffer buf;
   std::vector<uint32_t> pages;
   std::vector<uint64_t> lows;
@@ -309,7 +320,7 @@ Status Store::Scan(TableId table,
 Status Store::Sync() {
   STRATA_RETURN_IF_ERROR(Failed());
   for (auto& t : tables_) {
-    std::shared_lock lock(t->mu);
+    base::ReaderLock lock(&t->mu);
     if (Status s = t->file->Sync(); !s.ok()) {
       Fail(s);
       return Failed();
@@ -327,7 +338,7 @@ RowStoreStats Store::Stats() const {
   s.user_bytes_written = user_bytes_written_.load();
   s.cleanup_errors = cleanup_errors_.load();
   for (const auto& t : tables_) {
-    std::shared_lock lock(t->mu);
+    base::ReaderLock lock(&t->mu);
     s.live_rows += t->row_count;
     s.live_bytes += t->row_count * t->spec.row_bytes;
     s.file_bytes += t->page_state.size() * uint64_t{t->page_bytes};

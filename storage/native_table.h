@@ -13,11 +13,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "io/aligned.h"
 #include "io/env.h"
 #include "storage/manifest.h"
@@ -25,7 +24,6 @@
 #include "storage/page_file.h"
 #include "storage/row_store.h"
 #include "storage/row_store_factory.h"
-#include "storage/rw_lock.h"
 
 namespace strata::storage::native {
 
@@ -46,14 +44,14 @@ struct Table {
   uint32_t page_bytes = 0;
   uint32_t capacity = 0;  // rows per page
 
-  mutable RwLock mu;
-  uint64_t file_number = 0;
-  std::unique_ptr<PageFile> file;
-  PageDirectory dir;
-  uint64_t row_count = 0;
-  std::vector<uint8_t> page_state;          // PageState per physical page
-  uint32_t free_hint = 0;                   // no free page below it
-  std::vector<std::string> obsolete_paths;  // delete after the next manifest switch
+  mutable base::RwLock mu;
+  uint64_t file_number GUARDED_BY(mu) = 0;
+  std::unique_ptr<PageFile> file GUARDED_BY(mu);
+  PageDirectory dir GUARDED_BY(mu);
+  uint64_t row_count GUARDED_BY(mu) = 0;
+  std::vector<uint8_t> page_state GUARDED_BY(mu);          // PageState per physical page
+  uint32_t free_hint GUARDED_BY(mu) = 0;                   // no free page below it
+  std::vector<std::string> obsolete_paths GUARDED_BY(mu);  // delete after the next manifest switch
 
   uint8_t* KeysOf(std::byte* page) const {
     return reinterpret_cast<uint8_t*>(page) + ssd::kPageHeaderBytes;
@@ -65,9 +63,9 @@ struct Table {
   uint16_t CountOf(const std::byte* page) const;
 
   // REQUIRES: mu held exclusively.
-  Result<std::vector<uint32_t>> Allocate(size_t n);
-  void Unallocate(std::span<const uint32_t> pages);
-  void Release(uint32_t page);
+  Result<std::vector<uint32_t>> Allocate(size_t n) REQUIRES(mu);
+  void Unallocate(std::span<const uint32_t> pages) REQUIRES(mu);
+  void Release(uint32_t page) REQUIRES(mu);
 };
 
 class Store final : public RowStore {
@@ -86,7 +84,7 @@ class Store final : public RowStore {
   Status Sync() override;
   Status Checkpoint(std::span<const std::byte> meta) override;
   std::vector<std::byte> CheckpointMeta() const override {
-    std::lock_guard lock(meta_mu_);
+    base::MutexLock lock(&meta_mu_);
     return meta_;
   }
   RowStoreStats Stats() const override;
@@ -104,30 +102,30 @@ class Store final : public RowStore {
   };
 
   // The table with id `table`, or the store's sticky error (Failed()).
-  Result<Table*> Find(TableId table) const;
+  Result<Table*> Find(TableId table) const EXCLUDES(failed_mu_);
   // OK, or the sticky error set by Fail(): after a failed fsync of a data
   // file the kernel may have dropped the written pages, so neither reads of
   // pages written since the last checkpoint nor a new checkpoint can be
   // trusted; every later call returns this error and reopening the directory
   // gives the last checkpoint, exactly.
   Status Failed() const;
-  void Fail(const Status& cause);
+  void Fail(const Status& cause) EXCLUDES(failed_mu_);
   Status ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows);
   Status WriteRound(Table& t, std::span<const Key> keys, const std::byte* rows,
-                    std::span<const Op> ops, std::span<const Group> groups);
+                    std::span<const Op> ops, std::span<const Group> groups) REQUIRES(t.mu);
   Status ReadVerified(Table& t, std::span<const uint32_t> pages, std::span<const uint64_t> lows,
-                      io::AlignedBuffer* buf);
-  bool GcDue(const Table& t) const;
-  Status CollectGarbage(Table& t);
+                      io::AlignedBuffer* buf) REQUIRES_SHARED(t.mu);
+  bool GcDue(const Table& t) const REQUIRES_SHARED(t.mu);
+  Status CollectGarbage(Table& t) REQUIRES(t.mu);
   // After a durable switch: pages only the old MANIFEST referenced become
   // free, obsolete files are deleted and the data file is truncated. Errors
   // there are counted (cleanup_errors_), not returned: the checkpoint is
   // durable, and what was not deleted is retried at the next switch (or
   // deleted by recovery at open).
-  void AfterManifestSwitch(Table& t);
+  void AfterManifestSwitch(Table& t) REQUIRES(t.mu);
   // After a switch left in doubt: every page the attempted MANIFEST
   // references is kept as if a checkpoint referenced it.
-  void AfterSwitchInDoubt(Table& t);
+  void AfterSwitchInDoubt(Table& t) REQUIRES(t.mu);
   Status RefuseOrphanedData();
   Status OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables);
 
@@ -137,18 +135,18 @@ class Store final : public RowStore {
   std::vector<TableSpec> specs_;
   std::vector<std::unique_ptr<Table>> tables_;
 
-  std::mutex checkpoint_mu_;
-  uint64_t generation_ = 0;  // guarded by checkpoint_mu_
+  base::Mutex checkpoint_mu_;
+  uint64_t generation_ GUARDED_BY(checkpoint_mu_) = 0;
   uint64_t manifest_bytes_ = 0;
-  mutable std::mutex meta_mu_;
-  std::vector<std::byte> meta_;  // guarded by meta_mu_
+  mutable base::Mutex meta_mu_;
+  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
       user_bytes_written_{0}, cleanup_errors_{0};
 
   std::atomic<bool> failed_{false};
-  mutable std::mutex failed_mu_;
-  Status failed_status_;  // guarded by failed_mu_
+  mutable base::Mutex failed_mu_;
+  Status failed_status_ GUARDED_BY(failed_mu_);
 };
 
 }  // namespace strata::storage::native

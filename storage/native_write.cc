@@ -48,7 +48,7 @@ Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* 
     ops[kept++] = ops[i];
   }
   ops.resize(kept);
-  std::unique_lock lock(t.mu);
+  base::WriterLock lock(&t.mu);
   std::vector<Group> groups;
   size_t pos = 0;
   while (pos < ops.size()) {

@@ -177,6 +177,7 @@ Status RocksDbRowStore::OpenCheckpoint(const std::vector<std::string>& children)
     STRATA_ASSIGN_OR_RETURN(std::vector<TableSpec> stored, DecodeTables(tables_text, ckpt));
     STRATA_RETURN_IF_ERROR(CompareTableSpecs(stored, tables_, options_.dir));
     const auto* p = reinterpret_cast<const std::byte*>(meta_text.data());
+    base::MutexLock meta_lock(&meta_mu_);  // nothing else runs yet; for the analysis
     meta_.assign(p, p + meta_text.size());
   }
   STRATA_RETURN_IF_ERROR(CloneCheckpointToLive(generation_));
@@ -212,7 +213,7 @@ Status RocksDbRowStore::Checkpoint(std::span<const std::byte> meta) {
   if (meta.size() > kCheckpointMetaBytesMax) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
-  std::unique_lock lock(write_mu_);
+  base::WriterLock lock(&write_mu_);
   // A failed flush stops RocksDB's writes; try to resume first, so a retry
   // can succeed where RocksDB deems the error recoverable (a hard EIO stays:
   // the store then only reads, and reopening gives the last checkpoint).
@@ -253,7 +254,7 @@ Status RocksDbRowStore::CheckpointLocked(std::span<const std::byte> meta) {
   generation_ = next;
   next_generation_ = next + 1;
   {
-    std::lock_guard meta_lock(meta_mu_);
+    base::MutexLock meta_lock(&meta_mu_);
     meta_.assign(meta.begin(), meta.end());
   }
   // The checkpoint is durable whatever happens here.

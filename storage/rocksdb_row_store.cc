@@ -118,7 +118,7 @@ Status RocksDbRowStore::MultiPut(TableId table, std::span<const Key> keys,
     return Status::InvalidArgument("MultiPut table " + f->spec.name +
                                    ": rows span is not keys.size() * row_bytes");
   }
-  std::shared_lock lock(write_mu_);
+  base::ReaderLock lock(&write_mu_);
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;  // durability comes from checkpoints only
   constexpr size_t kChunk = 4096;
@@ -142,7 +142,7 @@ Status RocksDbRowStore::MultiPut(TableId table, std::span<const Key> keys,
 
 Status RocksDbRowStore::Delete(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(const Family* f, Find(table));
-  std::shared_lock lock(write_mu_);
+  base::ReaderLock lock(&write_mu_);
   rocksdb::WriteOptions wo;
   wo.disableWAL = true;
   rocksdb::WriteBatch batch;

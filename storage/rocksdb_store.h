@@ -13,11 +13,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "storage/row_store.h"
 #include "storage/row_store_factory.h"
 
@@ -70,7 +69,7 @@ class RocksDbRowStore final : public RowStore {
   Status Sync() override;
   Status Checkpoint(std::span<const std::byte> meta) override;
   std::vector<std::byte> CheckpointMeta() const override {
-    std::lock_guard lock(meta_mu_);
+    base::MutexLock lock(&meta_mu_);
     return meta_;
   }
   RowStoreStats Stats() const override;
@@ -117,7 +116,7 @@ class RocksDbRowStore final : public RowStore {
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();
   // REQUIRES: write_mu_ held exclusively.
-  Status CheckpointLocked(std::span<const std::byte> meta);
+  Status CheckpointLocked(std::span<const std::byte> meta) REQUIRES(write_mu_);
 
   const RowStoreOptions options_;
   const std::vector<TableSpec> tables_;
@@ -139,9 +138,9 @@ class RocksDbRowStore final : public RowStore {
 
   // Writers hold it shared, Checkpoint exclusively: a checkpoint sees no
   // write half-applied across column families.
-  std::shared_mutex write_mu_;
-  mutable std::mutex meta_mu_;
-  std::vector<std::byte> meta_;  // guarded by meta_mu_
+  base::SharedMutex write_mu_;
+  mutable base::Mutex meta_mu_;
+  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, user_bytes_written_{0};
   std::atomic<uint64_t> cleanup_errors_{0};

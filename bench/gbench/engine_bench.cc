@@ -110,6 +110,7 @@ void PullPush(benchmark::State& state, uint64_t device_rows, uint64_t key_range)
   float* out = out_buf.data();
   const float* grads = grads_buf.data();
   std::vector<std::vector<Key>> batches;
+  batches.reserve(16);
   for (int i = 0; i < 16; ++i) batches.push_back(RandomKeys(kBatch, key_range, 100 + i));
   for (const auto& b : batches) (void)f.store->Pull(f.worker, 0, b, out);  // warm
   size_t i = 0;

@@ -86,24 +86,24 @@ Status BatchLoader::Start() {
 
 void BatchLoader::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 Result<std::unique_ptr<Batch>> BatchLoader::Next() {
   auto start = std::chrono::steady_clock::now();
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !queue_.empty() || finished_ || !status_.ok(); });
+  base::MutexLock lock(&mu_);
+  while (queue_.empty() && !finished_ && status_.ok()) cv_.Wait(&mu_);
   wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!status_.ok()) return status_;
   if (queue_.empty()) return std::unique_ptr<Batch>();
   std::unique_ptr<Batch> batch = std::move(queue_.front());
   queue_.pop_front();
-  lock.unlock();
-  cv_.notify_all();
+  lock.Unlock();
+  cv_.SignalAll();
   return batch;
 }
 
@@ -177,20 +177,20 @@ void BatchLoader::Run() {
   size_t step = 0;
   auto emit = [&](uint32_t epoch, bool train, std::span<const uint32_t> rows) -> bool {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || queue_.size() < options_.lookahead_batches; });
+      base::MutexLock lock(&mu_);
+      while (!stop_ && queue_.size() >= options_.lookahead_batches) cv_.Wait(&mu_);
       if (stop_) return false;
     }
     std::unique_ptr<Batch> batch = Build(step++, epoch, train, rows);
     Status status = Signal(*batch);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (!status.ok()) {
       status_ = status;
-      cv_.notify_all();
+      cv_.SignalAll();
       return false;
     }
     queue_.push_back(std::move(batch));
-    cv_.notify_all();
+    cv_.SignalAll();
     return true;
   };
   for (uint32_t epoch = 0; epoch < schedule_.epochs; ++epoch) {
@@ -207,9 +207,9 @@ void BatchLoader::Run() {
       if (!emit(epoch, false, rows)) return;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   finished_ = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 }  // namespace strata::train

@@ -20,13 +20,13 @@
 // outlive the loader; the loader thread is the writer's only user until Stop.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "examples/train/batch.h"
 #include "examples/train/dataset.h"
 #include "strata/store.h"
@@ -73,15 +73,15 @@ class BatchLoader {
   // The next batch; nullptr after the last one. Blocks while the loader is
   // behind (that wait is added to wait_seconds()). A loader error (a failed
   // Intent) is returned here.
-  Result<std::unique_ptr<Batch>> Next();
+  Result<std::unique_ptr<Batch>> Next() EXCLUDES(mu_);
   // Stops and joins the thread (idempotent; the destructor calls it).
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   const Schedule& schedule() const { return schedule_; }
   double wait_seconds() const { return wait_seconds_; }
 
  private:
-  void Run();
+  void Run() EXCLUDES(mu_);
   std::unique_ptr<Batch> Build(size_t step, uint32_t epoch, bool train,
                                std::span<const uint32_t> rows) const;
   Status Signal(const Batch& batch);
@@ -98,12 +98,12 @@ class BatchLoader {
   trace::TraceWriter* const trace_;  // used by the loader thread only
   Schedule schedule_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Batch>> queue_;  // guarded by mu_
-  bool finished_ = false;                     // guarded by mu_: no more batches
-  bool stop_ = false;                         // guarded by mu_
-  Status status_;                             // guarded by mu_: first loader error
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::deque<std::unique_ptr<Batch>> queue_ GUARDED_BY(mu_);
+  bool finished_ GUARDED_BY(mu_) = false;  // no more batches
+  bool stop_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);  // first loader error
   std::thread thread_;
   double wait_seconds_ = 0;  // trainer thread only
 };

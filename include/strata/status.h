@@ -172,9 +172,12 @@ class [[nodiscard]] Result {
 #define STRATA_CONCAT_(a, b) STRATA_CONCAT_INNER_(a, b)
 
 // `STRATA_ASSIGN_OR_RETURN(auto x, MakeX());`: assigns the value or returns the error.
+// `lhs` is a declaration and `tmp` a name, so neither can be parenthesised.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define STRATA_ASSIGN_OR_RETURN(lhs, expr) \
   STRATA_ASSIGN_OR_RETURN_IMPL_(STRATA_CONCAT_(strata_result_, __LINE__), lhs, expr)
 #define STRATA_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                  \
   if (!tmp.ok()) return tmp.status();                 \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
