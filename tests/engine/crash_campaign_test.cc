@@ -205,6 +205,24 @@ void PrintSteps(const Campaign& c) {
   std::printf("\n");
 }
 
+// After a trial: notes where it died, reopens its directory and checks the
+// rows and clock against the checkpoints the progress file says may be durable.
+void ExpectTrialReopens(const std::string& dir, SsdBackend backend, uint64_t seed,
+                        const std::string& progress_path, Campaign* campaign) {
+  const Outcome outcome = ReadProgress(ReadFile(progress_path));
+  campaign->last_steps[outcome.last_step]++;
+  if (!outcome.killed_at.empty()) {
+    campaign->kill_calls[std::string(StepName(outcome.last_step)) + ": " + outcome.killed_at]++;
+  }
+  std::vector<int64_t> allowed = {outcome.last_done};
+  if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
+  auto store = Store::Open(Options(dir, backend), Tables());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ExpectCheckpoint(**store, Plan(seed), allowed);
+  if (::testing::Test::HasFatalFailure()) return;
+  ASSERT_TRUE((*store)->Close().ok());
+}
+
 void KillCampaign(SsdBackend backend) {
   Campaign campaign = StartCampaign(("kill, " + BackendName(backend)).c_str());
   const Calibration cal = Calibrate(backend);
@@ -242,18 +260,8 @@ void KillCampaign(SsdBackend backend) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
         << "child exited with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    const Outcome outcome = ReadProgress(ReadFile(progress));
-    campaign.last_steps[outcome.last_step]++;
-    if (!outcome.killed_at.empty()) {
-      campaign.kill_calls[std::string(StepName(outcome.last_step)) + ": " + outcome.killed_at]++;
-    }
-    std::vector<int64_t> allowed = {outcome.last_done};
-    if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
-    auto store = Store::Open(Options(dir, backend), Tables());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ExpectCheckpoint(**store, Plan(seed), allowed);
+    ExpectTrialReopens(dir, backend, seed, progress, &campaign);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    ASSERT_TRUE((*store)->Close().ok());
   }
   PrintSteps(campaign);
   if (campaign.trials >= 100) {  // the long form must have hit each phase
@@ -342,15 +350,8 @@ void PowerLossCampaign(SsdBackend backend) {
       if (store.ok()) (void)RunWorkload(**store, Plan(seed), &progress);
     }  // the store is dropped; its Close fails like every call after the cut
     power.LosePower();
-    const Outcome outcome = ReadProgress(ReadFile(progress_path));
-    campaign.last_steps[outcome.last_step]++;
-    std::vector<int64_t> allowed = {outcome.last_done};
-    if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
-    auto store = Store::Open(Options(dir, backend), Tables());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    ExpectCheckpoint(**store, Plan(seed), allowed);
+    ExpectTrialReopens(dir, backend, seed, progress_path, &campaign);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    ASSERT_TRUE((*store)->Close().ok());
   }
   PrintSteps(campaign);
 }
