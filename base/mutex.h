@@ -15,7 +15,7 @@
 #include <shared_mutex>
 
 #include "base/thread_annotations.h"
-#include "strata/assert.h"
+#include "base/assert.h"
 
 namespace strata::base {
 

@@ -30,9 +30,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bench/cli_util.h"
-#include "bench/command.h"
-#include "storage/dram_cache.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
+#include "storage/dram/dram_cache.h"
 
 namespace strata::cli {
 namespace {

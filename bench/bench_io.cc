@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/cli_util.h"
-#include "bench/command.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
 #include "io/limits.h"

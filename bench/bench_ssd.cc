@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench/cli_util.h"
-#include "bench/command.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
-#include "storage/row_store_factory.h"
+#include "storage/ssd/row_store_factory.h"
 #include "strata/options.h"
 
 namespace strata::cli {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <sstream>
 
-#include "bench/cli_util.h"
+#include "cli/cli_util.h"
 #include "bench/sweep.h"
 #include "strata/store.h"
 

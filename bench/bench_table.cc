@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/cli_util.h"
-#include "bench/command.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
 #include "kernels/device_table.h"
 #include "kernels/gpu_runtime.h"
 #include "kernels/limits.h"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/assert.h"
 #include "strata/trace.h"
 #include "trace/zipf.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "strata/hash.h"
+#include "base/hash.h"
 
 namespace strata::engine {
 

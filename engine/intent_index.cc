@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "strata/assert.h"
+#include "base/assert.h"
 
 namespace strata::engine {
 

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base/assert.h"
 #include "engine/store_impl.h"
 
 namespace strata::engine {

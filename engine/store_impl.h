@@ -38,8 +38,8 @@
 #include "engine/limits.h"
 #include "io/fault_env.h"
 #include "kernels/device_table.h"
-#include "storage/dram_cache.h"
-#include "storage/row_store.h"
+#include "storage/dram/dram_cache.h"
+#include "storage/ssd/row_store.h"
 #include "strata/store.h"
 
 namespace rocksdb {

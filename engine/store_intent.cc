@@ -9,8 +9,9 @@
 #include <chrono>
 #include <unordered_set>
 
+#include "base/assert.h"
 #include "engine/store_impl.h"
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::engine {
 

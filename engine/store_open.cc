@@ -7,8 +7,8 @@
 
 #include "engine/store_impl.h"
 #include "kernels/limits.h"
-#include "storage/row_store_factory.h"
-#include "strata/log.h"
+#include "storage/ssd/row_store_factory.h"
+#include "base/log.h"
 
 namespace strata {
 

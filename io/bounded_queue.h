@@ -12,7 +12,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "strata/assert.h"
+#include "base/assert.h"
 
 namespace strata::io {
 

@@ -5,9 +5,10 @@
 
 #include <cstring>
 
+#include "base/assert.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::io {
 

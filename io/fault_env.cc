@@ -9,9 +9,10 @@
 #include <sstream>
 #include <thread>
 
+#include "base/assert.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::io {
 namespace {

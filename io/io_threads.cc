@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/assert.h"
 #include "io/buffer_pool.h"
 #include "io/io_worker.h"
 #include "io/limits.h"
 #include "io/topology.h"
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::io {
 namespace {

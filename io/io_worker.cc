@@ -8,9 +8,10 @@
 
 #include <cerrno>
 
+#include "base/assert.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::io {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <poll.h>
 
-#include "strata/log.h"
+#include "base/log.h"
 
 namespace strata::io {
 namespace {

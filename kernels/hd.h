@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "strata/hash.h"
+#include "base/hash.h"
 
 #if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__
@@ -35,7 +35,7 @@ STRATA_HD inline uint64_t MulHi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-// MurmurHash3's 64-bit finalizer (strata/hash.h): a bijection that mixes
+// MurmurHash3's 64-bit finalizer (base/hash.h): a bijection that mixes
 // every input bit.
 STRATA_HD inline uint64_t Mix64(uint64_t x) { return ::strata::MixMurmur64(x); }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <queue>
 
+#include "base/assert.h"
 #include "strata/trace.h"
 
 namespace strata::trace {

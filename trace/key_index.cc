@@ -1,8 +1,8 @@
 // KeyIndex: open addressing over dense ids (key_index.h).
 #include "trace/key_index.h"
 
-#include "strata/assert.h"
-#include "strata/hash.h"
+#include "base/assert.h"
+#include "base/hash.h"
 #include "trace/limits.h"
 
 namespace strata::trace {

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "strata/assert.h"
+#include "base/assert.h"
 
 namespace strata::trace {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "examples/train/fm_model.h"
-#include "strata/assert.h"
+#include "base/assert.h"
 
 namespace strata::train {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "bench/cli_util.h"
-#include "bench/command.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
 #include "examples/train/limits.h"
 #include "examples/train/trainer.h"
 #include "strata/store.h"

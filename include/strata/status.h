@@ -8,15 +8,26 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 
-#include "strata/assert.h"
-
 namespace strata {
+
+namespace detail {
+// Prints a broken contract and aborts: Result's checks here, and
+// STRATA_ASSERT (base/assert.h, internal) everywhere else.
+[[noreturn]] inline void AssertFail(const char* condition, const char* file, int line,
+                                    const char* msg) {
+  std::fprintf(stderr, "strata: assertion failed: %s at %s:%d: %s\n", condition, file, line, msg);
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace detail
 
 enum class StatusCode : uint8_t {
   kOk = 0,
@@ -128,7 +139,10 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    STRATA_ASSERT(!std::get<Status>(v_).ok(), "Result built from an OK Status has no value");
+    if (std::get<Status>(v_).ok()) [[unlikely]] {
+      detail::AssertFail("!status.ok()", __FILE__, __LINE__,
+                         "Result built from an OK Status has no value");
+    }
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -139,15 +153,15 @@ class [[nodiscard]] Result {
 
   // REQUIRES: ok().
   T& value() & {
-    STRATA_ASSERT(ok(), "Result::value() on error");
+    CheckOk();
     return std::get<T>(v_);
   }
   const T& value() const& {
-    STRATA_ASSERT(ok(), "Result::value() on error");
+    CheckOk();
     return std::get<T>(v_);
   }
   T&& value() && {
-    STRATA_ASSERT(ok(), "Result::value() on error");
+    CheckOk();
     return std::get<T>(std::move(v_));
   }
   T& operator*() & { return value(); }
@@ -156,6 +170,12 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
  private:
+  void CheckOk() const {
+    if (!ok()) [[unlikely]] {
+      detail::AssertFail("ok()", __FILE__, __LINE__, "Result::value() on error");
+    }
+  }
+
   std::variant<Status, T> v_;
 };
 

@@ -1,10 +1,11 @@
+#include "base/assert.h"
 #include "strata/status.h"
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 
-#include "strata/log.h"
+#include "base/log.h"
 #include "strata/types.h"
 #include "strata/version.h"
 

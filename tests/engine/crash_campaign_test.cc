@@ -36,7 +36,7 @@
 #include "engine/store_impl.h"
 #include "io/fault_env.h"
 #include "tests/engine/crash_workload.h"
-#include "tests/storage/rocksdb_power_loss_fs.h"
+#include "tests/storage/ssd/rocksdb_power_loss_fs.h"
 
 namespace strata::crash {
 namespace {

@@ -24,7 +24,7 @@
 #include <string>
 #include <string_view>
 
-#include "strata/assert.h"
+#include "base/assert.h"
 #include "strata/status.h"
 
 namespace strata::fuzz {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/assert.h"
 #include "strata/trace.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "trace/importers.h"

@@ -1,5 +1,5 @@
 // Fuzz target: the native store's leaf page verifier and decoder
-// (storage/page_file.cc VerifyPage; native::Table::CountOf, KeyAt, RowAt;
+// (storage/ssd/page_file.cc VerifyPage; native::Table::CountOf, KeyAt, RowAt;
 // layout in docs/ssd-format.md).
 //
 // Input: a 16-byte prefix (u32 row_bytes, u32 table id, u64 low_mixed: what
@@ -18,9 +18,10 @@
 #include <cstring>
 #include <string>
 
+#include "base/assert.h"
 #include "io/aligned.h"
-#include "storage/native_table.h"
-#include "storage/page_file.h"
+#include "storage/ssd/native_table.h"
+#include "storage/ssd/page_file.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace strata::fuzz {

@@ -1,4 +1,4 @@
-// Fuzz target: the native store's MANIFEST reader (storage/manifest.cc,
+// Fuzz target: the native store's MANIFEST reader (storage/ssd/manifest.cc,
 // docs/ssd-format.md).
 //
 // The input is a MANIFEST file. It is decoded twice: as it is, and with its
@@ -16,8 +16,9 @@
 #include <cstring>
 #include <string>
 
+#include "base/assert.h"
 #include "io/env.h"
-#include "storage/manifest.h"
+#include "storage/ssd/manifest.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace strata::fuzz {

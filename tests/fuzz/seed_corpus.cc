@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "storage/manifest.h"
-#include "storage/page_file.h"
-#include "storage/row_store_factory.h"
+#include "storage/ssd/manifest.h"
+#include "storage/ssd/page_file.h"
+#include "storage/ssd/row_store_factory.h"
 #include "strata/trace.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/assert.h"
 #include "strata/trace.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "examples/train/trainer.h"
 #include "strata/store.h"
-#include "tests/bench/cli_runner.h"
+#include "tests/cli/cli_runner.h"
 #include "tests/examples/train/sample_path.h"
 #include "tests/trace/test_util.h"
 

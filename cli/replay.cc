@@ -1,0 +1,182 @@
+// `strata replay`: replays a trace against a fresh store, with intents a
+// given number of batches ahead or none, optionally verifying every row
+// (bench/replay_driver.h).
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "cli/cli_util.h"
+#include "bench/replay_driver.h"
+#include "strata/store.h"
+#include "strata/trace.h"
+
+namespace strata::cli {
+namespace {
+
+struct ReplayArgs {
+  bench::ReplayOptions options;
+  bool no_intents = false;
+  std::string fallback = "lru";
+  std::string ssd_backend = "native";
+  bool progress = false;
+  bool json = false;
+};
+
+// A one-line progress bar on stderr, redrawn in place.
+void DrawProgress(const bench::ReplayProgress& p) {
+  constexpr int kWidth = 30;
+  const double fraction =
+      p.batches_total == 0 ? 0 : static_cast<double>(p.batches_done) / p.batches_total;
+  const int filled = static_cast<int>(fraction * kWidth);
+  std::fprintf(stderr, "\r[%.*s%*s] %5.1f%% %llu/%llu batches %.0f rows/s ", filled,
+               "==============================", kWidth - filled, "", 100 * fraction,
+               static_cast<unsigned long long>(p.batches_done),
+               static_cast<unsigned long long>(p.batches_total),
+               p.elapsed_s > 0 ? p.pulls / p.elapsed_s : 0.0);
+}
+
+nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayReport& r) {
+  return {{"trace", o.trace},
+          {"lookahead", o.intents ? o.lookahead : 0},
+          {"intents", o.intents},
+          {"workers", o.workers},
+          {"device_rows", o.device_rows},
+          {"dram_rows", o.dram_rows},
+          {"batches", r.batches},
+          {"pulls", r.pulls},
+          {"stall_pulls", r.stall_pulls},
+          {"stall_fraction", r.stall_fraction},
+          {"ssd_row_reads", r.ssd_row_reads},
+          {"ssd_row_writes", r.ssd_row_writes},
+          {"rows_per_s", r.rows_per_s},
+          {"elapsed_s", r.elapsed_s},
+          {"cache_rows", r.cache_rows},
+          {"t0_hits", r.t0_hits},
+          {"t1_hits", r.t1_hits},
+          {"t2_hits", r.t2_hits},
+          {"prefetched_rows", r.stats.prefetched_rows},
+          {"late_prefetches", r.stats.late_prefetches},
+          {"deferred_intents", r.stats.deferred_intents},
+          {"compute_us", o.compute_us},
+          {"device_share_growth", o.device_share_growth},
+          {"cleaned_ahead", r.stats.cleaned_ahead},
+          {"planner_rounds", r.stats.planner_rounds},
+          {"planner_round_us_mean", r.stats.planner_round_us_mean},
+          {"planner_round_us_max", r.stats.planner_round_us_max},
+          {"verify", o.verify},
+          {"verified_rows", r.verified_rows},
+          {"scanned_rows", r.scanned_rows},
+          {"retried_errors", r.retried_errors},
+          {"faults", o.faults}};
+}
+
+Status ParseEnums(ReplayArgs* a) {
+  if (a->fallback == "lru") {
+    a->options.fallback = FallbackPolicy::kLru;
+  } else if (a->fallback == "lfu") {
+    a->options.fallback = FallbackPolicy::kLfu;
+  } else {
+    return Status::InvalidArgument("--fallback '" + a->fallback + "' (lru, lfu)");
+  }
+  if (a->ssd_backend == "native") {
+    a->options.ssd_backend = SsdBackend::kNative;
+  } else if (a->ssd_backend == "rocksdb") {
+    a->options.ssd_backend = SsdBackend::kRocksDb;
+  } else {
+    return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
+  }
+  a->options.intents = !a->no_intents;
+  return Status::Ok();
+}
+
+void Run(ReplayArgs a) {
+  if (Status s = ParseEnums(&a); !s.ok()) return ReportFailure("replay", s);
+  const bool bar = a.progress || ::isatty(2);
+  auto report = bench::RunReplay(a.options, Store::Open,
+                                 bar ? bench::ProgressFn(DrawProgress) : bench::ProgressFn());
+  if (bar) std::fprintf(stderr, "\n");
+  if (!report.ok()) return ReportFailure("replay", report.status());
+  const auto& r = *report;
+  if (a.json) {
+    std::printf("%s\n", ReportJson(a.options, r).dump(2).c_str());
+    return;
+  }
+  std::printf("replay %s: %llu batches, %llu pulls in %.2f s (%.0f rows/s)\n",
+              a.options.trace.c_str(), static_cast<unsigned long long>(r.batches),
+              static_cast<unsigned long long>(r.pulls), r.elapsed_s, r.rows_per_s);
+  std::printf("intents %s, cache_rows %llu (T0 %llu + T1 %llu)\n",
+              a.options.intents ? ("lookahead " + std::to_string(a.options.lookahead)).c_str()
+                                : "off",
+              static_cast<unsigned long long>(r.cache_rows),
+              static_cast<unsigned long long>(a.options.device_rows),
+              static_cast<unsigned long long>(a.options.dram_rows));
+  std::printf("%-16s %14s\n", "counter", "value");
+  auto row = [](const char* name, uint64_t v) {
+    std::printf("%-16s %14llu\n", name, static_cast<unsigned long long>(v));
+  };
+  row("stall_pulls", r.stall_pulls);
+  std::printf("%-16s %13.4f%%\n", "stall_fraction", 100 * r.stall_fraction);
+  row("ssd_row_reads", r.ssd_row_reads);
+  row("ssd_row_writes", r.ssd_row_writes);
+  row("t0_hits", r.t0_hits);
+  row("t1_hits", r.t1_hits);
+  row("t2_hits", r.t2_hits);
+  row("retried_errors", r.retried_errors);
+  row("prefetched_rows", r.stats.prefetched_rows);
+  row("late_prefetches", r.stats.late_prefetches);
+  row("deferred_intents", r.stats.deferred_intents);
+  row("planner_rounds", r.stats.planner_rounds);
+  row("planner_max_us", r.stats.planner_round_us_max);
+  if (a.options.verify) {
+    std::printf("verify: OK, %llu pulled rows and %llu final rows checked\n",
+                static_cast<unsigned long long>(r.verified_rows),
+                static_cast<unsigned long long>(r.scanned_rows));
+  }
+}
+
+CommandRegistrar reg{
+    "", [](CLI::App& app) {
+      auto args = std::make_shared<ReplayArgs>();
+      auto& o = args->options;
+      auto* c = app.add_subcommand("replay", "replay a trace against a fresh store");
+      c->add_option("trace", o.trace, "trace file")->required();
+      c->add_option("--dir", o.dir, "store directory (missing or empty)")->required();
+      AddUnsigned<uint64_t>(c, "--device-rows", o.device_rows, "T0 capacity in rows", 1,
+                            kTierRowsMax)
+          ->required();
+      AddUnsigned<uint64_t>(c, "--dram-rows", o.dram_rows, "T1 capacity in rows", 1, kTierRowsMax)
+          ->required();
+      AddUnsigned<uint64_t>(c, "--lookahead", o.lookahead,
+                            "batches intents run ahead of each worker", 0,
+                            bench::kReplayLookaheadMax)
+          ->capture_default_str();
+      c->add_flag("--no-intents", args->no_intents, "signal no intents (plain multi-tier cache)");
+      AddUnsigned<uint32_t>(c, "--workers", o.workers, "workers (default: the trace's)", 0,
+                            trace::kTraceWorkersMax);
+      c->add_flag("--verify", o.verify, "check every pulled row against a model of all pushes");
+      c->add_option("--faults", o.faults,
+                    "fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200");
+      AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
+          ->capture_default_str();
+      AddReal(c, "--device-share-growth", o.device_share_growth,
+              "how far a table's T0 share may grow by lending (0: static split)",
+              {0, kDeviceShareGrowthMax})
+          ->capture_default_str();
+      c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
+          ->capture_default_str();
+      c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();
+      AddUnsigned(c, "--batches", o.batches_max, "stop after this many batches (0: all)");
+      AddUnsigned<uint64_t>(
+          c, "--compute-us", o.compute_us,
+          "simulated model compute per batch in microseconds (between pulls and pushes)", 0,
+          bench::kReplayComputeUsMax)
+          ->capture_default_str();
+      c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
+      c->add_flag("--json", args->json, "print JSON");
+      c->callback([args] { Run(*args); });
+    }};
+
+}  // namespace
+}  // namespace strata::cli

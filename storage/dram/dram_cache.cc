@@ -1,0 +1,390 @@
+// DramCache: construction, Lookup, pins, flags and the eviction order.
+// Insert, eviction and write-back live in dram_cache_insert.cc.
+#include "storage/dram/dram_cache.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <new>
+#include <shared_mutex>
+#include <unordered_set>
+
+#include "base/assert.h"
+#include "storage/dram/dram_cache_internal.h"
+#include "storage/dram/limits.h"
+
+namespace strata::storage {
+
+DramCache::DramCache(const DramCacheOptions& options, RowStore* backing)
+    : options_(options), backing_(backing) {}
+
+DramCache::~DramCache() = default;
+
+Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& options,
+                                                     const std::vector<TableSpec>& tables,
+                                                     RowStore* backing) {
+  if (tables.size() > kDramTablesMax) {
+    return Status::InvalidArgument("dram cache: " + std::to_string(tables.size()) +
+                                   " tables, at most " + std::to_string(kDramTablesMax));
+  }
+  if (options.lock_stripes == 0 || options.lock_stripes > kDramLockStripesMax) {
+    return Status::InvalidArgument("dram cache: lock_stripes " +
+                                   std::to_string(options.lock_stripes) + " not in [1, " +
+                                   std::to_string(kDramLockStripesMax) + "]");
+  }
+  std::unordered_set<TableId> ids;
+  for (const TableSpec& spec : tables) {
+    std::string name = "dram cache: table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
+    if (!ids.insert(spec.id).second) return Status::InvalidArgument(name + ": duplicate table id");
+    if (spec.row_bytes == 0 || spec.row_bytes > kDramRowBytesMax) {
+      return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
+                                     " not in [1, " + std::to_string(kDramRowBytesMax) + "]");
+    }
+    if (spec.row_bytes > options.dram_bytes_max) {
+      return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
+                                     " exceeds dram_bytes_max " +
+                                     std::to_string(options.dram_bytes_max));
+    }
+  }
+  std::unique_ptr<DramCache> cache(new DramCache(options, backing));
+  const uint32_t stripes = std::bit_ceil(options.lock_stripes);
+  uint32_t row_bytes_min = UINT32_MAX;
+  for (const TableSpec& spec : tables) {
+    auto t = std::make_unique<Table>();
+    t->spec = spec;
+    t->pos = static_cast<uint32_t>(cache->tables_.size());
+    t->slots_max = std::min<uint64_t>(options.dram_bytes_max / spec.row_bytes,
+                                      kDramSlotsPerTableMax);
+    STRATA_ASSIGN_OR_RETURN(t->rows,
+                            DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
+                                              options.huge_pages));
+    STRATA_ASSIGN_OR_RETURN(t->meta_arena, DramArena::Create(t->slots_max, sizeof(SlotMeta),
+                                                             options.huge_pages));
+    t->meta = reinterpret_cast<SlotMeta*>(t->meta_arena->base());
+    t->index = std::make_unique<DramIndex>(stripes, options.huge_pages);
+    cache->table_pos_[spec.id] = t->pos;
+    cache->tables_.push_back(std::move(t));
+    row_bytes_min = std::min(row_bytes_min, spec.row_bytes);
+  }
+  cache->rows_max_ = tables.empty() ? 0 : options.dram_bytes_max / row_bytes_min;
+  return cache;
+}
+
+Result<DramCache::Table*> DramCache::FindTable(TableId id, std::string_view op) const {
+  auto it = table_pos_.find(id);
+  if (it == table_pos_.end()) {
+    return Status::InvalidArgument("dram cache " + std::string(op) + ": unknown table id " +
+                                   std::to_string(id));
+  }
+  return tables_[it->second].get();
+}
+
+Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
+                               std::string_view what, bool may_be_empty) const {
+  if (other == keys || (may_be_empty && other == 0)) return Status::Ok();
+  return Status::InvalidArgument("dram cache " + std::string(op) + " of " + t.Name() + ": " +
+                                 std::string(what) + " has size " + std::to_string(other) +
+                                 ", expected " + std::to_string(keys) +
+                                 (may_be_empty ? " or 0" : ""));
+}
+
+// Only mutators (holding mu_) change maps, so reading without the stripe
+// lock races with nothing but readers; the analysis knows no "either lock".
+uint32_t DramCache::FindSlot(const Table& t, Key key) const NO_THREAD_SAFETY_ANALYSIS {
+  uint64_t hash = DramKeyHash(key);
+  return t.index->stripe(t.index->StripeOf(hash)).map.Find(key, hash);
+}
+
+uint32_t DramCache::AllocateSlot(Table& t) {
+  if (!t.free_slots.empty()) {
+    uint32_t slot = t.free_slots.back();
+    t.free_slots.pop_back();
+    return slot;
+  }
+  STRATA_ASSERT(t.slots_touched < t.slots_max, "dram cache slot arena exhausted");
+  uint32_t slot = static_cast<uint32_t>(t.slots_touched++);
+  new (&t.meta[slot]) SlotMeta();
+  new (t.rows->Slot(slot)) DramSlotHeader();
+  return slot;
+}
+
+void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty) {
+  t.Header(slot).dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
+  OrderSync(t.pos, slot);
+}
+
+// ---- Eviction order --------------------------------------------------------
+
+bool DramCache::Evictable(const Table& t, uint32_t slot) const {
+  return t.meta[slot].pins == 0 && t.meta[slot].cleaning == 0 &&
+         !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
+}
+
+DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
+  const SlotMeta& m = tables_[table]->meta[slot];
+  const DramSlotHeader& h = tables_[table]->Header(slot);
+  OrderEntry e{0, 0, h.tick.load(std::memory_order_relaxed), table, slot};
+  if (options_.eviction == DramEviction::kIntent) {
+    // Order-preserving map of the signed clock to unsigned, then reversed:
+    // the farthest next use ranks first; kClockNever (INT64_MAX) ranks 0.
+    uint64_t rank = static_cast<uint64_t>(m.next_use) ^ (1ull << 63);
+    e.primary = UINT64_MAX - rank;
+  } else if (options_.eviction == DramEviction::kLfu) {
+    e.secondary = h.freq.load(std::memory_order_relaxed);
+  }
+  return e;
+}
+
+void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
+  SlotMeta& m = tables_[table]->meta[slot];
+  STRATA_ASSERT(!m.in_order, "dram cache: row already in the eviction order");
+  auto [it, inserted] = order_.insert(OrderOf(table, slot));
+  STRATA_ASSERT(inserted, "dram cache: duplicate eviction order entry");
+  m.order_pos = it;
+  m.in_order = 1;
+}
+
+void DramCache::OrderRemove(uint32_t table, uint32_t slot) {
+  SlotMeta& m = tables_[table]->meta[slot];
+  STRATA_ASSERT(m.in_order, "dram cache: row not in the eviction order");
+  order_.erase(m.order_pos);  // by position: no search
+  m.in_order = 0;
+}
+
+void DramCache::OrderSync(uint32_t table, uint32_t slot) {
+  SlotMeta& m = tables_[table]->meta[slot];
+  bool want = Evictable(*tables_[table], slot);
+  if (want && !m.in_order) OrderAdd(table, slot);
+  if (!want && m.in_order) OrderRemove(table, slot);
+}
+
+// ---- Lookup ------------------------------------------------------------------
+
+Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                         std::span<uint8_t> found, std::span<uint8_t> dirty) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Lookup"));
+  const size_t n = keys.size();
+  const uint32_t rb = t->spec.row_bytes;
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n * rb, rows.size(), "rows (bytes)", false));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n, found.size(), "found", false));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n, dirty.size(), "dirty", true));
+  if (n == 0) return Status::Ok();
+
+  // Group the keys by stripe (counting sort) so each stripe lock is taken
+  // once per call; scratch buffers are per thread, so no allocation once warm.
+  thread_local std::vector<uint64_t> hashes;
+  thread_local std::vector<uint32_t> by_stripe;
+  thread_local std::vector<uint32_t> starts;
+  DramIndex& index = *t->index;
+  const uint32_t stripes = index.stripes();
+  hashes.resize(n);
+  by_stripe.resize(n);
+  starts.assign(stripes + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    hashes[i] = DramKeyHash(keys[i]);
+    ++starts[index.StripeOf(hashes[i]) + 1];
+  }
+  for (uint32_t s = 0; s < stripes; ++s) starts[s + 1] += starts[s];
+  for (size_t i = 0; i < n; ++i) by_stripe[starts[index.StripeOf(hashes[i])]++] = static_cast<uint32_t>(i);
+  for (uint32_t s = stripes; s > 0; --s) starts[s] = starts[s - 1];
+  starts[0] = 0;
+
+  const uint64_t tick_base = tick_.fetch_add(n, std::memory_order_relaxed);
+  const bool lfu = options_.eviction == DramEviction::kLfu;
+  // Software pipeline over chunks of kChunk keys per stripe, so the cache
+  // misses of many keys are in flight together: while chunk c is probed (its
+  // buckets prefetched one step earlier) and its rows prefetched, the
+  // buckets of chunk c+1 are prefetched and the rows of chunk c-1 copied.
+  constexpr uint32_t kChunk = 16;
+  const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
+  thread_local std::vector<uint32_t> slot_of;
+  slot_of.resize(n);
+  uint64_t hits = 0;
+  // Threads start at different stripes so they rarely queue on one lock.
+  const uint32_t first = static_cast<uint32_t>(tick_base) & (stripes - 1);
+  for (uint32_t k = 0; k < stripes; ++k) {
+    const uint32_t s = (first + k) & (stripes - 1);
+    const uint32_t begin = starts[s], end = starts[s + 1];
+    if (begin == end) continue;
+    const DramIndex::Stripe& stripe = index.stripe(s);
+    base::ReaderLock lock(&stripe.mu);
+    const DramHashMap* map = &stripe.map;  // the lambdas below run under the lock
+    auto prefetch_buckets = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        map->Prefetch(hashes[by_stripe[j]]);
+      }
+    };
+    auto probe = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        const uint32_t i = by_stripe[j];
+        const uint32_t slot = map->Find(keys[i], hashes[i]);
+        slot_of[i] = slot;
+        if (slot == kDramNoSlot) continue;
+        const std::byte* line = t->rows->Slot(slot);  // header, then the row
+        __builtin_prefetch(line, 1);
+        for (uint32_t off = 64; off < row_prefetch_bytes; off += 64) __builtin_prefetch(line + off);
+      }
+    };
+    auto copy = [&](uint32_t from) {
+      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
+        const uint32_t i = by_stripe[j];
+        const uint32_t slot = slot_of[i];
+        if (slot == kDramNoSlot) {
+          found[i] = 0;
+          if (!dirty.empty()) dirty[i] = 0;
+          continue;
+        }
+        std::memcpy(rows.data() + uint64_t{i} * rb, t->Row(slot), rb);
+        DramSlotHeader& h = t->Header(slot);
+        h.tick.store(tick_base + i, std::memory_order_relaxed);
+        if (lfu) h.freq.fetch_add(1, std::memory_order_relaxed);
+        found[i] = 1;
+        if (!dirty.empty()) dirty[i] = h.dirty.load(std::memory_order_relaxed);
+        ++hits;
+      }
+    };
+    prefetch_buckets(begin);
+    for (uint32_t c = begin; c < end; c += kChunk) {
+      probe(c);
+      if (c + kChunk < end) prefetch_buckets(c + kChunk);
+      if (c > begin) copy(c - kChunk);
+    }
+    copy(begin + (end - begin - 1) / kChunk * kChunk);
+  }
+  hits_.fetch_add(hits, std::memory_order_relaxed);
+  misses_.fetch_add(n - hits, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+// ---- Pins, flags, next uses ------------------------------------------------
+
+Status DramCache::PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
+                          std::span<const std::byte*> row_ptrs, std::string_view op) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, op));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, op, keys.size(), found.size(), "found", false));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, op, keys.size(), row_ptrs.size(), "row_ptrs", true));
+  base::MutexLock lock(&mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint32_t slot = FindSlot(*t, keys[i]);
+    found[i] = slot != kDramNoSlot;
+    if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->Row(slot) : nullptr;
+    if (slot == kDramNoSlot) continue;
+    SlotMeta& m = t->meta[slot];
+    STRATA_ASSERT(m.pins < UINT32_MAX, "dram cache: pin count overflow");
+    ++m.pins;
+    OrderSync(t->pos, slot);
+  }
+  return Status::Ok();
+}
+
+Status DramCache::Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found) {
+  return PinImpl(table, keys, found, {}, "Pin");
+}
+
+Status DramCache::PinRows(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
+                          std::span<const std::byte*> row_ptrs) {
+  if (row_ptrs.size() != keys.size()) {
+    return Status::InvalidArgument("dram cache PinRows of table id " + std::to_string(table) +
+                                   ": row_ptrs has " + std::to_string(row_ptrs.size()) +
+                                   " entries for " + std::to_string(keys.size()) + " keys");
+  }
+  return PinImpl(table, keys, found, row_ptrs, "PinRows");
+}
+
+Status DramCache::Unpin(TableId table, std::span<const Key> keys) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Unpin"));
+  base::MutexLock lock(&mu_);
+  std::unordered_map<uint32_t, uint32_t> releases;  // slot -> pins this call releases
+  for (Key key : keys) {
+    uint32_t slot = FindSlot(*t, key);
+    if (slot == kDramNoSlot) continue;
+    if (++releases[slot] > t->meta[slot].pins) {
+      return Status::FailedPrecondition("dram cache Unpin of " + t->Name() + ": key " +
+                                        std::to_string(key) + " has " +
+                                        std::to_string(t->meta[slot].pins) +
+                                        " pins, fewer than this call releases");
+    }
+  }
+  for (auto [slot, count] : releases) {
+    t->meta[slot].pins -= count;
+    OrderSync(t->pos, slot);
+  }
+  return Status::Ok();
+}
+
+Status DramCache::MarkDirty(TableId table, std::span<const Key> keys) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "MarkDirty"));
+  base::MutexLock lock(&mu_);
+  for (Key key : keys) {
+    uint32_t slot = FindSlot(*t, key);
+    if (slot != kDramNoSlot) SetDirtyLocked(*t, slot, true);
+  }
+  return Status::Ok();
+}
+
+Status DramCache::SetNextUse(TableId table, std::span<const Key> keys,
+                             std::span<const Clock> next_use) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "SetNextUse"));
+  STRATA_RETURN_IF_ERROR(
+      CheckKeySpan(*t, "SetNextUse", keys.size(), next_use.size(), "next_use", false));
+  base::MutexLock lock(&mu_);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    uint32_t slot = FindSlot(*t, keys[i]);
+    if (slot == kDramNoSlot) continue;
+    SlotMeta& m = t->meta[slot];
+    if (m.in_order) OrderRemove(t->pos, slot);
+    m.next_use = next_use[i];
+    OrderSync(t->pos, slot);
+  }
+  return Status::Ok();
+}
+
+// ---- Iteration and stats -----------------------------------------------------
+
+Status DramCache::ForEach(
+    TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "ForEach"));
+  base::MutexLock lock(&mu_);
+  for (uint64_t slot = 0; slot < t->slots_touched; ++slot) {
+    const SlotMeta& m = t->meta[slot];
+    if (!m.occupied) continue;
+    STRATA_RETURN_IF_ERROR(
+        fn(m.key, {t->Row(static_cast<uint32_t>(slot)), t->spec.row_bytes},
+           t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed) != 0));
+  }
+  return Status::Ok();
+}
+
+DramCacheStats DramCache::Stats() const {
+  // An order_ entry is one red-black tree node: 32 bytes of links and colour,
+  // the entry, and the allocator's 16-byte chunk header.
+  constexpr uint64_t kOrderNodeBytes = 32 + sizeof(OrderEntry) + 16;
+  base::MutexLock lock(&mu_);
+  DramCacheStats s;
+  s.rows = rows_;
+  s.rows_max = rows_max_;
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.inserts = inserts_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  s.dirty_writebacks = dirty_writebacks_.load(std::memory_order_relaxed);
+  s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
+  s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
+  s.bytes_used = bytes_used_;
+  s.index_bytes = order_.size() * kOrderNodeBytes;
+  for (const auto& t : tables_) {
+    const uint64_t header_bytes = DramSlotBytes(t->spec.row_bytes) - t->spec.row_bytes;
+    s.index_bytes += t->index->bytes() + t->slots_touched * (sizeof(SlotMeta) + header_bytes) +
+                     t->free_slots.capacity() * sizeof(uint32_t);
+  }
+  return s;
+}
+
+bool DramCache::numa_interleaved() const {
+  for (const auto& t : tables_) {
+    if (!t->rows->interleaved()) return false;
+  }
+  return !tables_.empty();
+}
+
+}  // namespace strata::storage

@@ -1,0 +1,211 @@
+// DramCache: tier T1, a DRAM cache of fixed-size rows in front of the SSD
+// RowStore (T2), with write-back of dirty rows.
+//
+// Each table has an arena of row slots (DramArena: pages interleaved across
+// all NUMA nodes, huge pages where available) and a lock-striped index
+// key -> slot (DramIndex). Capacity is `dram_bytes_max` row bytes summed
+// over all tables; index and metadata come on top (about 160 bytes per
+// resident row, see docs/dram-cache.md).
+//
+// Eviction (DramEviction): kIntent evicts the unpinned row whose next
+// intended use is farthest away, rows with no next use (kClockNever) before
+// any with one, the least recently used among equals (Belady's rule on the
+// known future). kLru and kLfu (least frequently used, LRU among equals) are
+// baselines. A use is a Lookup hit or an Insert; Pin and SetNextUse are not.
+// Pinned rows are never evicted; with no backing store dirty rows are never
+// evicted either. Dirty victims are written to `backing` in one MultiPut per
+// table before their slots are reused; if a write fails the victims stay,
+// still dirty, Insert inserts nothing and returns the error.
+//
+// Every 64-bit key is valid, 0 and 2^64-1 included.
+//
+// Thread safety: every method may be called from any thread. Lookup takes
+// only the read locks of the stripes it touches, so lookups run in parallel
+// with each other and with mutations of other stripes. Mutations (Insert,
+// Erase, Pin, Unpin, MarkDirty, SetNextUse, FlushDirty, ForEach) serialise
+// on one mutex because the eviction order is global and exact; they hold it
+// while writing victims back, which blocks other mutations (never lookups).
+// Ownership: the cache owns its arenas; `backing` is borrowed and must
+// outlive the cache; callers own the spans they pass.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/mutex.h"
+#include "storage/ssd/row_store.h"
+#include "strata/status.h"
+#include "strata/types.h"
+
+namespace strata::storage {
+
+class DramArena;
+class DramIndex;
+
+enum class DramEviction : uint8_t { kIntent, kLru, kLfu };
+
+struct DramCacheOptions {
+  // Row bytes of resident rows summed over all tables (index and metadata
+  // overhead come on top: docs/dram-cache.md).
+  uint64_t dram_bytes_max = 1ull << 30;
+  DramEviction eviction = DramEviction::kIntent;
+  // MADV_HUGEPAGE on the arenas: fewer TLB misses, coarser page residency.
+  bool huge_pages = true;
+  // Index lock stripes per table (rounded up to a power of two): more
+  // stripes, less contention between threads, a little more memory.
+  uint32_t lock_stripes = 64;
+};
+
+struct DramCacheStats {
+  uint64_t rows = 0;              // resident rows, all tables
+  uint64_t rows_max = 0;          // dram_bytes_max / smallest row_bytes
+  uint64_t hits = 0;              // Lookup keys found
+  uint64_t misses = 0;            // Lookup keys missing
+  uint64_t inserts = 0;           // rows newly placed (overwrites not counted)
+  uint64_t evictions = 0;         // rows evicted to make room
+  uint64_t dirty_writebacks = 0;  // dirty rows written to backing (eviction, FlushDirty, CleanAhead)
+  uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
+  uint64_t writeback_errors = 0;  // failed MultiPut calls
+  uint64_t bytes_used = 0;        // row bytes of resident rows
+  uint64_t index_bytes = 0;       // index + per-row metadata + eviction order
+};
+
+class DramCache {
+ public:
+  // REQUIRES: tables have distinct ids, 0 < row_bytes <= dram_bytes_max.
+  // `backing` may be null (no write-back: dirty rows are never evicted).
+  static Result<std::unique_ptr<DramCache>> Create(const DramCacheOptions& options,
+                                                   const std::vector<TableSpec>& tables,
+                                                   RowStore* backing);
+  ~DramCache();
+  DramCache(const DramCache&) = delete;
+  DramCache& operator=(const DramCache&) = delete;
+
+  // Copies rows of present keys into rows[i*row_bytes]; found[i] = 1/0;
+  // dirty[i] (optional: empty span) = dirty flag. A hit counts as a use.
+  [[nodiscard]] Status Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                              std::span<uint8_t> found, std::span<uint8_t> dirty);
+  // Inserts or overwrites rows with dirty flags (empty span: all clean) and
+  // next intended use (empty span: all kClockNever). Duplicate keys: last
+  // wins. Evicts to make room; ResourceExhausted (naming the table, nothing
+  // changed) when the new rows cannot fit even after evicting every
+  // evictable row.
+  [[nodiscard]] Status Insert(TableId table, std::span<const Key> keys,
+                              std::span<const std::byte> rows, std::span<const uint8_t> dirty,
+                              std::span<const Clock> next_use) EXCLUDES(mu_);
+  // Drops rows (the engine moved them up); missing keys are ignored.
+  // FailedPrecondition (nothing changed) when a present key is pinned.
+  [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
+  // Sets the next intended use (kClockNever: none); missing keys ignored.
+  [[nodiscard]] Status SetNextUse(TableId table, std::span<const Key> keys,
+                                  std::span<const Clock> next_use) EXCLUDES(mu_);
+  // Pins present keys (found[i] = 1) so they are never evicted; pins count
+  // (a key pinned twice needs two Unpins).
+  [[nodiscard]] Status Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found)
+      EXCLUDES(mu_);
+  // Pin that also returns a pointer to each present row's slot, stable until
+  // the matching Unpin (null for missing keys). The bytes may change under an
+  // Insert that overwrites the key.
+  [[nodiscard]] Status PinRows(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
+                               std::span<const std::byte*> row_ptrs) EXCLUDES(mu_);
+  // Missing keys ignored; FailedPrecondition (nothing changed) when a present
+  // key has fewer pins than the call releases.
+  [[nodiscard]] Status Unpin(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
+  // Missing keys ignored.
+  [[nodiscard]] Status MarkDirty(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
+  // Writes every dirty row to backing (MultiPuts of at most
+  // kDramFlushBatchRowsMax rows) and marks it clean. On error the rows not
+  // yet written stay dirty. FailedPrecondition when dirty rows exist and
+  // there is no backing store.
+  [[nodiscard]] Status FlushDirty() EXCLUDES(clean_mu_, mu_);
+  // Cleans ahead of eviction: writes the dirty rows among the next
+  // `window_rows` victims (at most `rows_max` of them) to backing and marks
+  // them clean, so the Inserts that later evict them do no I/O. The writes run
+  // without the mutation lock: meanwhile the rows stay resident and readable,
+  // are no victims, and an Erase of one waits for its write. A row overwritten
+  // meanwhile stays dirty. Returns the rows written (0: nothing to clean). On
+  // a write error the rows stay dirty and the error is returned. One cleaner
+  // at a time (calls serialise).
+  [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max)
+      EXCLUDES(clean_mu_, mu_);
+  // Calls fn for every resident row of `table` (order unspecified); stops at
+  // the first non-OK Status and returns it.
+  // REQUIRES: fn does not call back into this cache.
+  [[nodiscard]] Status ForEach(
+      TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn)
+      EXCLUDES(mu_);
+  DramCacheStats Stats() const EXCLUDES(mu_);
+
+  // True when every table's arena follows MPOL_INTERLEAVE.
+  bool numa_interleaved() const;
+
+ private:
+  struct SlotMeta;
+  struct Table;
+  struct OrderEntry {
+    uint64_t primary;    // kIntent: next-use rank (no next use first)
+    uint64_t secondary;  // kLfu: uses
+    uint64_t tick;       // last use
+    uint32_t table;      // position in tables_
+    uint32_t slot;
+    auto operator<=>(const OrderEntry&) const = default;
+  };
+  struct Victim {
+    uint32_t table;
+    uint32_t slot;
+  };
+
+  DramCache(const DramCacheOptions& options, RowStore* backing);
+  Result<Table*> FindTable(TableId id, std::string_view op) const;
+  Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
+                      std::string_view what, bool may_be_empty) const;
+
+  // Eviction order.
+  bool Evictable(const Table& t, uint32_t slot) const REQUIRES(mu_);
+  OrderEntry OrderOf(uint32_t table, uint32_t slot) const REQUIRES(mu_);  // current values
+  void OrderAdd(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void OrderRemove(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void OrderSync(uint32_t table, uint32_t slot) REQUIRES(mu_);  // add or remove per Evictable
+  Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
+      REQUIRES(mu_);
+  void RebuildOrder() REQUIRES(mu_);  // re-files every entry under its current values
+  Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
+  void Release(const Victim& v) REQUIRES(mu_);
+
+  uint32_t FindSlot(const Table& t, Key key) const REQUIRES(mu_);
+  uint32_t AllocateSlot(Table& t) REQUIRES(mu_);
+  void SetDirtyLocked(Table& t, uint32_t slot, bool dirty) REQUIRES(mu_);
+  // True when a row of `keys` is being written by CleanAhead.
+  bool AnyCleaning(const Table& t, std::span<const Key> keys) const REQUIRES(mu_);
+  Status PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
+                 std::span<const std::byte*> row_ptrs, std::string_view op) EXCLUDES(mu_);
+
+  // Constant after construction.
+  const DramCacheOptions options_;
+  RowStore* const backing_;
+  std::vector<std::unique_ptr<Table>> tables_;
+  std::unordered_map<TableId, uint32_t> table_pos_;
+  uint64_t rows_max_ = 0;
+
+  base::Mutex clean_mu_ ACQUIRED_BEFORE(mu_);   // held by CleanAhead and FlushDirty throughout
+  mutable base::Mutex mu_;                      // serialises mutations; order before stripe locks
+  base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
+  uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
+  std::set<OrderEntry> order_ GUARDED_BY(mu_);  // evictable rows, first = next victim
+  uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
+  uint64_t rows_ GUARDED_BY(mu_) = 0;
+  uint64_t hits_at_rebuild_ GUARDED_BY(mu_) = 0;  // hits_ at the last RebuildOrder
+
+  std::atomic<uint64_t> tick_{1};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
+  std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
+};
+
+}  // namespace strata::storage

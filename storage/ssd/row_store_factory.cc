@@ -1,0 +1,77 @@
+#include "storage/ssd/row_store_factory.h"
+
+#include <set>
+
+#include "storage/ssd/limits.h"
+#include "storage/ssd/native_row_store.h"
+#include "storage/ssd/rocksdb_row_store.h"
+
+namespace strata::storage {
+
+Status ValidateTableSpecs(const std::vector<TableSpec>& tables) {
+  if (tables.empty()) return Status::InvalidArgument("row store: no tables given");
+  if (tables.size() > kTablesMax) {
+    return Status::InvalidArgument("row store: " + std::to_string(tables.size()) +
+                                   " tables, more than kTablesMax");
+  }
+  std::set<TableId> ids;
+  std::set<std::string> names;
+  for (const TableSpec& t : tables) {
+    const std::string what = "table '" + t.name + "' (id " + std::to_string(t.id) + ")";
+    if (t.name.empty() || t.name.size() > kTableNameBytesMax) {
+      return Status::InvalidArgument(what + ": name empty or longer than kTableNameBytesMax");
+    }
+    if (t.row_bytes == 0 || t.row_bytes > kRowBytesMax) {
+      return Status::InvalidArgument(what + ": row_bytes " + std::to_string(t.row_bytes) +
+                                     " not in [1, kRowBytesMax]");
+    }
+    if (!ids.insert(t.id).second) return Status::InvalidArgument(what + ": duplicate id");
+    if (!names.insert(t.name).second) return Status::InvalidArgument(what + ": duplicate name");
+  }
+  return Status::Ok();
+}
+
+Status CompareTableSpecs(const std::vector<TableSpec>& stored,
+                         const std::vector<TableSpec>& requested, const std::string& dir) {
+  auto describe = [](const TableSpec& t) {
+    return "'" + t.name + "' (id " + std::to_string(t.id) + ", row_bytes " +
+           std::to_string(t.row_bytes) + ")";
+  };
+  for (const TableSpec& r : requested) {
+    const TableSpec* match = nullptr;
+    for (const TableSpec& s : stored) {
+      if (s.id == r.id) match = &s;
+    }
+    if (match == nullptr) {
+      return Status::InvalidArgument(dir + ": table " + describe(r) + " is not in the store");
+    }
+    if (match->name != r.name || match->row_bytes != r.row_bytes) {
+      return Status::InvalidArgument(dir + ": table " + describe(r) + " differs from stored " +
+                                     describe(*match));
+    }
+  }
+  for (const TableSpec& s : stored) {
+    bool found = false;
+    for (const TableSpec& r : requested) found = found || r.id == s.id;
+    if (!found) {
+      return Status::InvalidArgument(dir + ": stored table " + describe(s) +
+                                     " is missing from the tables given");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
+                                               const std::vector<TableSpec>& tables) {
+  STRATA_RETURN_IF_ERROR(ValidateTableSpecs(tables));
+  if (options.dir.empty()) return Status::InvalidArgument("row store: options.dir is empty");
+  switch (options.backend) {
+    case SsdBackend::kNative:
+      return OpenNativeRowStore(options, tables);
+    case SsdBackend::kRocksDb:
+      return OpenRocksDbRowStore(options, tables);
+  }
+  return Status::InvalidArgument("row store: unknown backend");
+}
+
+}  // namespace strata::storage

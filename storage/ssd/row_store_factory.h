@@ -1,0 +1,80 @@
+// OpenRowStore: the one way the engine creates a tier-T2 row store.
+//
+// Opens `options.dir` with either backend. A missing directory is created and
+// starts empty (its first checkpoint is written at once, so reopening an
+// unused store gives an empty store). An existing directory recovers its last
+// checkpoint exactly; the tables passed must equal the stored ones (same ids,
+// names and row sizes, any order), otherwise InvalidArgument names the first
+// table that differs and nothing on disk is changed.
+//
+// Thread safety: OpenRowStore may be called from any thread; two stores must
+// not share a directory. Ownership: the caller owns the returned store and an
+// optional `env`, which must outlive the store.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/env.h"
+#include "storage/ssd/row_store.h"
+#include "strata/options.h"
+#include "strata/status.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
+namespace strata::storage {
+
+struct RowStoreOptions {
+  SsdBackend backend = SsdBackend::kNative;
+  std::string dir;         // created when missing; existing -> recover last checkpoint
+  io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
+
+  // Native backend.
+  // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
+  // per entry of io_cores, else one (one core per SSD). More threads overlap
+  // more system-call work and take more cores from the trainer.
+  uint32_t io_threads = 0;
+  std::vector<int> io_cores;  // cores the I/O threads are bound to (empty: unbound)
+  // O_DIRECT on the data files: bypasses the page cache (T1 is the cache).
+  // Falls back to buffered I/O where the file system refuses it (tmpfs).
+  bool direct_io = true;
+  // Garbage collection runs at Checkpoint() for a table whose file bytes
+  // exceed this multiple of its live row bytes: lower keeps the files
+  // smaller, at the cost of rewriting tables more often.
+  double gc_space_amp_trigger = 1.5;
+
+  // RocksDB backend.
+  // Block cache: bigger caches serve more gets from DRAM, duplicating T1.
+  uint64_t rocksdb_block_cache_bytes = 256ull << 20;
+  // Bloom filter bits per key: 10 gives ~1% false positives for missing keys;
+  // 0 disables filters (less memory, more reads for missing keys).
+  int rocksdb_bloom_bits_per_key = 10;
+  // Memtable size per table: bigger batches writes into fewer, larger L0
+  // files at the cost of DRAM.
+  uint64_t rocksdb_write_buffer_bytes = 64ull << 20;
+  // Background flush and compaction threads.
+  int rocksdb_background_threads = 2;
+  // RocksDB's Env (tests inject I/O faults through a rocksdb::FileSystem
+  // wrapper); nullptr: rocksdb::Env::Default(). Not owned; outlives the store.
+  rocksdb::Env* rocksdb_env = nullptr;
+};
+
+// REQUIRES: tables non-empty, ids and names unique, row_bytes in
+// [1, kRowBytesMax]; otherwise InvalidArgument.
+[[nodiscard]] Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
+                                                             const std::vector<TableSpec>& tables);
+
+// Checks `tables` against the REQUIRES of OpenRowStore.
+[[nodiscard]] Status ValidateTableSpecs(const std::vector<TableSpec>& tables);
+
+// InvalidArgument naming the first table that differs between the stored and
+// requested specs (compared by id), or OK when they are equal as sets.
+[[nodiscard]] Status CompareTableSpecs(const std::vector<TableSpec>& stored,
+                                       const std::vector<TableSpec>& requested,
+                                       const std::string& dir);
+
+}  // namespace strata::storage

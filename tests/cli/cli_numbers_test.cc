@@ -1,0 +1,132 @@
+// strata-test-labels: integration
+// strata-test-timeout: 300
+//
+// Numbers on the `strata` command line (cli/cli_util.h): a negative,
+// fractional, overflowing or out-of-range value of any numeric option is one
+// line naming the command and the option, exit code 2, before the command
+// does anything (no file or directory created). CLI11 alone read "-1" into an
+// unsigned option as 2^64 - 1: replays that hung, traces that filled the disk.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "tests/cli/cli_runner.h"
+#include "tests/examples/train/sample_path.h"
+
+namespace strata::bench {
+namespace {
+
+using testing::RunCli;
+
+class CliNumbersTest : public testing::CliTraceTest {
+ protected:
+  CliNumbersTest()
+      : CliTraceTest("--cardinalities 300,40 --batch-size 16 --batches 8 --workers 1") {}
+
+  // `command_line option value` must fail as a usage error: exit code 2 and
+  // one line "strata <command>: <option>: ... '<value>' ...", leaving
+  // `untouched` missing.
+  void ExpectUsageError(const std::string& command_line, const std::string& command,
+                        const std::string& option, const std::string& value,
+                        const std::string& untouched) {
+    const std::string args = command_line + " " + option + " " + value;
+    SCOPED_TRACE(args);
+    std::string out;
+    const int rc = RunCli(args, &out, /*timeout_s=*/20);
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_EQ(out.rfind("strata " + command + ": " + option + ": ", 0), 0u) << out;
+    EXPECT_NE(out.find("'" + value + "'"), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    if (!untouched.empty()) EXPECT_FALSE(std::filesystem::exists(untouched)) << untouched;
+  }
+
+  std::string Replay(const std::string& store) const {
+    return "replay " + trace_ + " --dir " + store + " --device-rows 300 --dram-rows 400";
+  }
+};
+
+TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
+  const std::string store = dir_.Path("store");
+  // The first three ran before: a hang, a wrapped tier size, undefined
+  // behaviour (an out-of-range cast).
+  for (auto [option, value] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"--lookahead", "-1"},
+           {"--dram-rows", "-1"},
+           {"--device-rows", "-5"},
+           {"--lookahead", "1025"},
+           {"--device-rows", "1099511627777"},
+           {"--batches", "18446744073709551616"},
+           {"--workers", "2.5"},
+           {"--compute-us", "1e3"},
+           {"--device-share-growth", "nan"},
+           {"--device-share-growth", "-0.5"}}) {
+    ExpectUsageError(Replay(store), "replay", option, value, store);
+  }
+}
+
+TEST_F(CliNumbersTest, LeadingZerosAreDecimalNotOctal) {
+  std::string out;
+  ASSERT_EQ(RunCli(Replay(dir_.Path("store")) + " --lookahead 010 --dim 4 --json", &out), 0) << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(j["lookahead"], 10);
+}
+
+TEST_F(CliNumbersTest, TraceCommandsRefuseNegativeValues) {
+  const std::string out_trace = dir_.Path("out.trace");
+  const std::string gen = "trace gen --out " + out_trace + " --cardinalities 10";
+  ExpectUsageError(gen, "trace gen", "--batches", "-1", out_trace);  // filled the disk before
+  ExpectUsageError(gen, "trace gen", "--batch-size", "-4", out_trace);
+  ExpectUsageError(gen, "trace gen", "--scale", "-1", out_trace);
+  ExpectUsageError(gen, "trace gen", "--seed", "-3", out_trace);
+  // Exported every table before; nothing may reach stdout now.
+  ExpectUsageError("trace export " + trace_, "trace export", "--table", "-5", "");
+  ExpectUsageError("trace opt " + trace_, "trace opt", "--cache-rows", "-1", "");
+  ExpectUsageError("trace opt " + trace_ + " --cache-rows 100", "trace opt", "--lookahead", "-2",
+                   "");
+  const std::string lines = dir_.Path("in.txt");
+  trace::testing::WriteText(lines, "1 2 3\n");
+  ExpectUsageError("trace import --format criteo " + lines + " --out " + out_trace, "trace import",
+                   "--batch-size", "-1", out_trace);
+}
+
+TEST_F(CliNumbersTest, TrainRefusesNegativeValuesBeforeTouchingItsDirectory) {
+  const std::string store = dir_.Path("train-store");
+  const std::string train = "train " + train::testing::CriteoSamplePath() + " --dir " + store;
+  for (auto [option, value] :
+       std::initializer_list<std::pair<const char*, const char*>>{{"--device-rows", "-1"},
+                                                                  {"--dram-rows", "-1"},
+                                                                  {"--epochs", "-1"},
+                                                                  {"--lookahead", "-1"},
+                                                                  {"--rows-max", "-1"},
+                                                                  {"--validation-fraction", "1"},
+                                                                  {"--lr", "inf"}}) {
+    ExpectUsageError(train, "train", option, value, store);
+  }
+}
+
+TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
+  const std::string file = dir_.Path("io.bin");
+  ExpectUsageError("bench io --file " + file, "bench io", "--block", "-1", file);
+  ExpectUsageError("bench io --file " + file, "bench io", "--size-gib", "-1", file);
+  const std::string ssd = dir_.Path("ssd");
+  ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--rows", "-1", ssd);
+  ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--dim", "-1", ssd);
+  ExpectUsageError("bench dram", "bench dram", "--batches", "-1", "");
+  ExpectUsageError("bench table", "bench table", "--capacity", "-1", "");
+}
+
+TEST_F(CliNumbersTest, OtherUsageErrorsAreOneLineWithCode2AndHelpIsNot) {
+  std::string out;
+  EXPECT_EQ(RunCli("replay " + trace_ + " --device-rows 300", &out), 2) << out;
+  EXPECT_EQ(out.rfind("strata replay: ", 0), 0u) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_EQ(RunCli("replay --help", &out), 0) << out;
+  EXPECT_NE(out.find("--lookahead"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace strata::bench

@@ -1,0 +1,143 @@
+// strata-test-labels: unit
+// Insert's side of the DRAM cache: room, write-back of dirty victims, its
+// failures, FlushDirty and capacity shared across tables.
+#include <gtest/gtest.h>
+
+#include "storage/dram/dram_cache.h"
+#include "storage/dram/limits.h"
+#include "tests/storage/dram/dram_test_util.h"
+#include "tests/storage/ssd/memory_row_store.h"
+
+namespace strata::storage {
+namespace {
+
+using testing::Get;
+using testing::kRowBytes;
+using testing::kTable;
+using testing::MakeCache;
+using testing::MakeRow;
+using testing::MakeRows;
+using testing::MemoryRowStore;
+using testing::OneTable;
+using testing::Put;
+using testing::ResidentKeys;
+
+TEST(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 1, {}, {1, 1}).ok());
+  std::vector<uint8_t> found(2);
+  ASSERT_TRUE(c->Pin(kTable, std::vector<Key>{1, 2}, found).ok());
+  DramCacheStats before = c->Stats();
+  Status s = Put(*c, {3});
+  ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
+  EXPECT_NE(s.message().find("'emb'"), std::string::npos) << s.ToString();
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2}));
+  DramCacheStats after = c->Stats();
+  EXPECT_EQ(after.evictions, before.evictions);
+  EXPECT_EQ(after.bytes_used, before.bytes_used);
+  EXPECT_EQ(store.put_calls(), 0u);
+  // One pin released: the other row is still protected.
+  ASSERT_TRUE(c->Unpin(kTable, std::vector<Key>{2}).ok());
+  ASSERT_TRUE(Put(*c, {3}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
+  // A batch larger than the whole capacity cannot fit either.
+  ASSERT_TRUE(c->Unpin(kTable, std::vector<Key>{1}).ok());
+  EXPECT_TRUE(Put(*c, {7, 8, 9}).IsResourceExhausted());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
+}
+
+TEST(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(4, DramEviction::kLru, &store);
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 5, {}, {1, 0, 1, 1}).ok());
+  ASSERT_TRUE(Put(*c, {8, 9, 10}, 6).ok());  // evicts 1 (dirty), 2 (clean), 3 (dirty)
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{4, 8, 9, 10}));
+  EXPECT_EQ(store.put_calls(), 1u);
+  auto rows = store.Rows(kTable);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows.at(1), MakeRow(1, 5, kRowBytes));
+  EXPECT_EQ(rows.at(3), MakeRow(3, 5, kRowBytes));
+  EXPECT_EQ(c->Stats().dirty_writebacks, 2u);
+  EXPECT_EQ(c->Stats().evictions, 3u);
+}
+
+TEST(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kLru, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {}, {1, 1}).ok());
+  store.FailNextPuts(1, /*prefix_rows=*/1);
+  Status s = Put(*c, {3, 4}, 6);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("'emb'"), std::string::npos) << s.ToString();
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2}));
+  std::vector<std::byte> out(2 * kRowBytes);
+  std::vector<uint8_t> found(2), dirty(2);
+  ASSERT_TRUE(c->Lookup(kTable, std::vector<Key>{1, 2}, out, found, dirty).ok());
+  EXPECT_EQ(dirty, (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ(c->Stats().writeback_errors, 1u);
+  // The store recovered: the retry writes both victims back.
+  ASSERT_TRUE(Put(*c, {3, 4}, 6).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{3, 4}));
+  EXPECT_EQ(store.Rows(kTable).at(2), MakeRow(2, 5, kRowBytes));
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
+}
+
+TEST(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
+  auto c = MakeCache(3, DramEviction::kLru);
+  ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {}, {1, 0, 1}).ok());
+  ASSERT_TRUE(Put(*c, {4}).ok());  // 2 is the only clean row
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3, 4}));
+  ASSERT_TRUE(c->MarkDirty(kTable, std::vector<Key>{4, 42}).ok());
+  EXPECT_TRUE(Put(*c, {5}).IsResourceExhausted());
+  EXPECT_TRUE(c->FlushDirty().IsFailedPrecondition());
+  // Overwriting a dirty row with a clean copy makes it evictable again.
+  ASSERT_TRUE(Put(*c, {1}, 2, {}, {0}).ok());
+  ASSERT_TRUE(Put(*c, {5}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{3, 4, 5}));
+}
+
+TEST(DramCacheTest, FlushDirtyWritesInBoundedBatchesAndMarksClean) {
+  MemoryRowStore store(OneTable());
+  const uint64_t n = kDramFlushBatchRowsMax + 10;
+  auto c = MakeCache(n, DramEviction::kIntent, &store);
+  std::vector<Key> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = i * 3;
+  ASSERT_TRUE(Put(*c, keys, 4, {}, std::vector<uint8_t>(n, 1)).ok());
+  store.FailNextPuts(1);
+  EXPECT_TRUE(c->FlushDirty().IsIOError());
+  std::vector<std::byte> out(n * kRowBytes);
+  std::vector<uint8_t> found(n), dirty(n);
+  ASSERT_TRUE(c->Lookup(kTable, keys, out, found, dirty).ok());
+  EXPECT_EQ(std::count(dirty.begin(), dirty.end(), 1), static_cast<long>(n));
+  ASSERT_TRUE(c->FlushDirty().ok());
+  EXPECT_EQ(store.put_calls(), 3u);  // one failed, then two batches
+  ASSERT_TRUE(c->Lookup(kTable, keys, out, found, dirty).ok());
+  EXPECT_EQ(std::count(dirty.begin(), dirty.end(), 0), static_cast<long>(n));
+  auto rows = store.Rows(kTable);
+  ASSERT_EQ(rows.size(), n);
+  EXPECT_EQ(rows.at(keys.back()), MakeRow(keys.back(), 4, kRowBytes));
+  EXPECT_EQ(c->Stats().dirty_writebacks, n);
+}
+
+TEST(DramCacheTest, CapacityIsSharedAcrossTablesInBytes) {
+  std::vector<TableSpec> tables = {{1, "small", 16}, {2, "large", 48}};
+  DramCacheOptions o;
+  o.dram_bytes_max = 96;
+  o.eviction = DramEviction::kLru;
+  auto made = DramCache::Create(o, tables, nullptr);
+  ASSERT_TRUE(made.ok());
+  DramCache& c = **made;
+  ASSERT_TRUE(Put(c, {1, 2, 3, 4, 5, 6}, 1, {}, {}, 1, 16).ok());
+  EXPECT_EQ(c.Stats().rows_max, 6u);
+  ASSERT_TRUE(Put(c, {9}, 1, {}, {}, 2, 48).ok());  // frees three small rows
+  EXPECT_EQ(ResidentKeys(c, 1), (std::vector<Key>{4, 5, 6}));
+  EXPECT_EQ(ResidentKeys(c, 2), (std::vector<Key>{9}));
+  EXPECT_EQ(c.Stats().bytes_used, 96u);
+  ASSERT_TRUE(Put(c, {10}, 1, {}, {}, 2, 48).ok());
+  EXPECT_TRUE(ResidentKeys(c, 1).empty());
+  EXPECT_EQ(ResidentKeys(c, 2), (std::vector<Key>{9, 10}));
+}
+
+}  // namespace
+}  // namespace strata::storage

@@ -1,0 +1,187 @@
+// strata-test-labels: unit
+// DramCache::CleanAhead: the dirty rows nearest eviction are written early,
+// without the mutation lock, so the Inserts that evict them do no I/O; a row
+// changed or erased while its copy is written stays correct.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "storage/dram/dram_cache.h"
+#include "tests/storage/dram/dram_test_util.h"
+#include "tests/storage/ssd/memory_row_store.h"
+
+namespace strata::storage {
+namespace {
+
+using testing::kRowBytes;
+using testing::kTable;
+using testing::MakeCache;
+using testing::MakeRow;
+using testing::MemoryRowStore;
+using testing::OneTable;
+using testing::Put;
+using testing::ResidentKeys;
+
+std::vector<uint8_t> DirtyFlags(DramCache& c, const std::vector<Key>& keys) {
+  std::vector<std::byte> out(keys.size() * kRowBytes);
+  std::vector<uint8_t> found(keys.size()), dirty(keys.size());
+  EXPECT_TRUE(c.Lookup(kTable, keys, out, found, dirty).ok());
+  return dirty;
+}
+
+// A MemoryRowStore whose MultiPut, once armed, announces that it started and
+// waits until the test lets it finish.
+class GatedRowStore : public MemoryRowStore {
+ public:
+  using MemoryRowStore::MemoryRowStore;
+  void Arm() {
+    std::lock_guard lock(gate_mu_);
+    armed_ = true;
+  }
+  void WaitUntilPutStarted() {
+    std::unique_lock lock(gate_mu_);
+    gate_cv_.wait(lock, [&] { return started_; });
+  }
+  void Release() {
+    std::lock_guard lock(gate_mu_);
+    released_ = true;
+    gate_cv_.notify_all();
+  }
+  bool put_finished() const {
+    std::lock_guard lock(gate_mu_);
+    return finished_;
+  }
+  Status MultiPut(TableId table, std::span<const Key> keys,
+                  std::span<const std::byte> rows) override {
+    {
+      std::unique_lock lock(gate_mu_);
+      if (armed_) {
+        started_ = true;
+        gate_cv_.notify_all();
+        gate_cv_.wait(lock, [&] { return released_; });
+      }
+    }
+    Status s = MemoryRowStore::MultiPut(table, keys, rows);
+    std::lock_guard lock(gate_mu_);
+    if (armed_) finished_ = true;
+    return s;
+  }
+
+ private:
+  mutable std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool armed_ = false, started_ = false, released_ = false, finished_ = false;
+};
+
+TEST(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(4, DramEviction::kIntent, &store);
+  // Farthest next use is evicted first: 4, 3, 2, 1. Row 3 is clean.
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 5, {10, 20, 30, 40}, {1, 1, 0, 1}).ok());
+  auto cleaned = c->CleanAhead(/*window_rows=*/2, /*rows_max=*/10);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(cleaned.value(), 1u);  // of the next two victims (4, 3) only 4 was dirty
+  EXPECT_EQ(store.put_calls(), 1u);
+  EXPECT_EQ(store.Rows(kTable).at(4), MakeRow(4, 5, kRowBytes));
+  EXPECT_EQ(DirtyFlags(*c, {1, 2, 3, 4}), (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(c->Stats().cleaned_ahead, 1u);
+  // Evicting 4 and 3 now writes nothing.
+  ASSERT_TRUE(Put(*c, {5, 6}, 6, {1, 2}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2, 5, 6}));
+  EXPECT_EQ(store.put_calls(), 1u);
+  // rows_max bounds a pass; nothing dirty left in the window: 0.
+  cleaned = c->CleanAhead(4, 1);
+  ASSERT_TRUE(cleaned.ok());
+  EXPECT_EQ(cleaned.value(), 1u);
+  EXPECT_EQ(store.Rows(kTable).count(2), 1u);  // 2 (next use 20) before 1 (10)
+  EXPECT_EQ(c->CleanAhead(1, 4).value(), 0u);  // the next victim (2) is clean now
+}
+
+TEST(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
+  store.FailNextPuts(1);
+  auto cleaned = c->CleanAhead(2, 2);
+  ASSERT_FALSE(cleaned.ok());
+  EXPECT_TRUE(cleaned.status().IsIOError()) << cleaned.status().ToString();
+  EXPECT_NE(cleaned.status().message().find("'emb'"), std::string::npos);
+  EXPECT_EQ(DirtyFlags(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ(c->Stats().writeback_errors, 1u);
+  // Eviction still writes the victim (no row lost).
+  ASSERT_TRUE(Put(*c, {3}, 6, {5}).ok());
+  EXPECT_EQ(store.Rows(kTable).at(2), MakeRow(2, 5, kRowBytes));
+}
+
+TEST(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) {
+  GatedRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());  // 1 is the next victim
+  store.Arm();
+  Result<uint64_t> cleaned = uint64_t{0};
+  std::thread cleaner([&] { cleaned = c->CleanAhead(1, 1); });
+  store.WaitUntilPutStarted();
+  // While row 1's copy is written: it is readable, no victim (2 goes
+  // instead), and may be overwritten.
+  ASSERT_TRUE(Put(*c, {3}, 6, {50}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
+  ASSERT_TRUE(Put(*c, {1}, 7, {90}, {1}).ok());
+  store.Release();
+  cleaner.join();
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(cleaned.value(), 0u);  // written, but the row changed meanwhile
+  EXPECT_EQ(DirtyFlags(*c, {1}), (std::vector<uint8_t>{1}));
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
+  ASSERT_TRUE(c->FlushDirty().ok());
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 7, kRowBytes));
+}
+
+TEST(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
+  GatedRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
+  store.Arm();
+  std::thread cleaner([&] { EXPECT_TRUE(c->CleanAhead(1, 1).ok()); });
+  store.WaitUntilPutStarted();
+  bool write_done_before_erase_returned = false;
+  std::thread eraser([&] {
+    EXPECT_TRUE(c->Erase(kTable, std::vector<Key>{1}).ok());
+    write_done_before_erase_returned = store.put_finished();
+  });
+  store.Release();
+  eraser.join();
+  cleaner.join();
+  EXPECT_TRUE(write_done_before_erase_returned);
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2}));
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
+}
+
+TEST(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
+  GatedRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
+  store.Arm();
+  std::thread cleaner([&] { EXPECT_TRUE(c->CleanAhead(1, 1).ok()); });
+  store.WaitUntilPutStarted();  // version 5 of row 1 is being written
+  ASSERT_TRUE(Put(*c, {1}, 7, {90}, {1}).ok());
+  std::thread flusher([&] { EXPECT_TRUE(c->FlushDirty().ok()); });
+  store.Release();
+  flusher.join();
+  cleaner.join();
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 7, kRowBytes));
+  EXPECT_EQ(DirtyFlags(*c, {1}), (std::vector<uint8_t>{0}));
+}
+
+TEST(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
+  auto c = MakeCache(2, DramEviction::kIntent);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
+  auto cleaned = c->CleanAhead(2, 2);
+  ASSERT_TRUE(cleaned.ok());
+  EXPECT_EQ(cleaned.value(), 0u);
+  EXPECT_EQ(DirtyFlags(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
+}
+
+}  // namespace
+}  // namespace strata::storage

@@ -1,0 +1,116 @@
+// Helpers shared by the row store tests: a scratch directory, deterministic
+// row contents, a std::unordered_map model per table, and checks that a
+// store's content equals the model through MultiGet and Scan.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/ssd/row_store.h"
+#include "storage/ssd/row_store_factory.h"
+
+namespace strata::storage::testing {
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = ::testing::TempDir() + "strata_storage_XXXXXX";
+    char* made = ::mkdtemp(tmpl.data());
+    EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+using Row = std::vector<std::byte>;
+using Model = std::unordered_map<Key, Row>;
+
+// The row written for `key` at `version`: its first 16 bytes name both (when
+// the row is that long), the rest is a pattern of them.
+inline Row MakeRow(Key key, uint64_t version, uint32_t row_bytes) {
+  Row row(row_bytes);
+  uint64_t x = key * 0x9E3779B97F4A7C15ull ^ (version + 1) * 0xD1B54A32D192ED03ull;
+  for (uint32_t i = 0; i < row_bytes; ++i) {
+    x ^= x >> 29;
+    x *= 0xBF58476D1CE4E5B9ull;
+    row[i] = std::byte(x >> 56);
+  }
+  if (row_bytes >= 16) {
+    std::memcpy(row.data(), &key, 8);
+    std::memcpy(row.data() + 8, &version, 8);
+  }
+  return row;
+}
+
+inline Status PutRows(RowStore& store, TableId table, uint32_t row_bytes,
+                      const std::vector<Key>& keys, uint64_t version, Model* model) {
+  std::vector<std::byte> rows(keys.size() * row_bytes);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Row r = MakeRow(keys[i], version, row_bytes);
+    std::memcpy(rows.data() + i * row_bytes, r.data(), row_bytes);
+  }
+  Status s = store.MultiPut(table, keys, rows);
+  if (s.ok() && model != nullptr) {
+    for (Key k : keys) (*model)[k] = MakeRow(k, version, row_bytes);
+  }
+  return s;
+}
+
+// Every model key is found with its row, `absent` keys are missing, and Scan
+// yields exactly the model.
+inline void ExpectContent(RowStore& store, TableId table, uint32_t row_bytes, const Model& model,
+                          const std::vector<Key>& absent = {}) {
+  std::vector<Key> keys;
+  for (const auto& [k, v] : model) keys.push_back(k);
+  keys.insert(keys.end(), absent.begin(), absent.end());
+  std::vector<std::byte> rows(keys.size() * row_bytes);
+  std::vector<uint8_t> found(keys.size(), 7);
+  ASSERT_TRUE(store.MultiGet(table, keys, rows, found).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = model.find(keys[i]);
+    if (it == model.end()) {
+      ASSERT_EQ(found[i], 0) << "key " << keys[i] << " should be missing";
+      continue;
+    }
+    ASSERT_EQ(found[i], 1) << "key " << keys[i] << " should be present";
+    ASSERT_EQ(std::memcmp(rows.data() + i * row_bytes, it->second.data(), row_bytes), 0)
+        << "row of key " << keys[i];
+  }
+  Model scanned;
+  ASSERT_TRUE(store
+                  .Scan(table,
+                        [&](Key k, std::span<const std::byte> row) {
+                          EXPECT_EQ(row.size(), row_bytes);
+                          EXPECT_TRUE(scanned.emplace(k, Row(row.begin(), row.end())).second)
+                              << "key " << k << " scanned twice";
+                          return Status::Ok();
+                        })
+                  .ok());
+  ASSERT_EQ(scanned.size(), model.size());
+  for (const auto& [k, v] : model) {
+    auto it = scanned.find(k);
+    ASSERT_TRUE(it != scanned.end()) << "scan misses key " << k;
+    ASSERT_EQ(it->second, v) << "scan row of key " << k;
+  }
+}
+
+inline std::vector<std::byte> Bytes(const std::string& s) {
+  const auto* p = reinterpret_cast<const std::byte*>(s.data());
+  return {p, p + s.size()};
+}
+
+}  // namespace strata::storage::testing
