@@ -6,6 +6,25 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${STRATA_BINARY_DIR} --prefix
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed (${rc})")
 endif()
+# The installed headers are the public API alone: every header they include is
+# another installed header or a system one (no internal base/, io/, ...).
+file(GLOB installed_headers RELATIVE ${WORK_DIR}/prefix/include ${WORK_DIR}/prefix/include/*
+     ${WORK_DIR}/prefix/include/*/*)
+foreach(header ${installed_headers})
+  if(NOT header MATCHES "^strata/[a-z_]+\\.h$" AND NOT IS_DIRECTORY ${WORK_DIR}/prefix/include/${header})
+    message(FATAL_ERROR "installed header outside include/strata: ${header}")
+  endif()
+  if(header MATCHES "\\.h$")
+    file(STRINGS ${WORK_DIR}/prefix/include/${header} includes REGEX "^#include \"")
+    foreach(line ${includes})
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" included "${line}")
+      if(NOT EXISTS ${WORK_DIR}/prefix/include/${included})
+        message(FATAL_ERROR "installed ${header} includes ${included}, which is not installed")
+      endif()
+    endforeach()
+  endif()
+endforeach()
+
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
                         -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
                 RESULT_VARIABLE rc)
