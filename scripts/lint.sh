@@ -17,6 +17,24 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 cmake --build "$build" -j "$jobs" || failed+=("clang build (thread-safety)")
 
+# 1b. The analysis still catches what it must: tests/lint/unguarded_access.cc
+#     case 0 compiles, cases 1..4 (an unguarded write, a REQUIRES call without
+#     the lock, the wrong mutex, re-entering an EXCLUDES) each fail with a
+#     thread-safety error.
+tsa_flags=(-std=c++20 -fsyntax-only -Wthread-safety -Werror=thread-safety -I. -Iinclude)
+tsa_src=tests/lint/unguarded_access.cc
+if ! clang++ "${tsa_flags[@]}" -DSTRATA_LINT_CASE=0 "$tsa_src"; then
+  failed+=("thread-safety check: case 0 of $tsa_src must compile")
+fi
+for c in 1 2 3 4; do
+  if out=$(clang++ "${tsa_flags[@]}" -DSTRATA_LINT_CASE=$c "$tsa_src" 2>&1); then
+    failed+=("thread-safety check: case $c of $tsa_src compiled; the analysis missed it")
+  elif ! grep -q 'Wthread-safety' <<<"$out"; then
+    echo "$out" | head -5
+    failed+=("thread-safety check: case $c of $tsa_src failed for another reason")
+  fi
+done
+
 # 2. Formatting.
 make --no-print-directory format-check >"$build/format-check.log" 2>&1 ||
   { grep -m 20 'error:' "$build/format-check.log"
