@@ -11,11 +11,12 @@
 #include <vector>
 
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
-using testing::ScratchDir;
+using strata::testing::ScratchDir;
 
 std::string ReadAll(Env* env, const std::string& path) {
   auto file = env->OpenFile(path, {.read_only = true});
@@ -201,7 +202,7 @@ namespace {
 // A rule with probability p fires on about p of the calls, the same calls
 // for the same seed.
 TEST(FaultEnvTest, ProbabilityIsSeededAndProportional) {
-  testing::ScratchDir dir;
+  strata::testing::ScratchDir dir;
   auto fired = [&](uint64_t seed) {
     FaultEnv env(Env::Default());
     env.SetSeed(seed);

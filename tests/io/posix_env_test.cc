@@ -7,13 +7,14 @@
 #include "io/aligned.h"
 #include "io/env.h"
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::FillPattern;
 using testing::MatchesPattern;
-using testing::ScratchDir;
 
 std::unique_ptr<File> OpenOrDie(const std::string& path, FileOptions options) {
   auto file = Env::Default()->OpenFile(path, options);

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "examples/train/trainer.h"
 #include "tests/examples/train/memory_store.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::train {
 namespace {
@@ -130,7 +130,8 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
   o.batch_rows = 2;
   o.epochs = 3;
   o.lookahead_batches = 3;
-  const std::string trace_path = ::testing::TempDir() + "batch_loader_test.trace";
+  strata::testing::ScratchDir dir;
+  const std::string trace_path = dir.File("loader.trace");
   trace::TraceHeader header;
   header.tables = {{"a", 0}, {"b", 0}};
   auto writer = trace::TraceWriter::Create(trace_path, header);
@@ -165,7 +166,6 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
                 return Status::Ok();
               }).ok());
   EXPECT_EQ(expected_clock, 15);
-  std::remove(trace_path.c_str());
   EXPECT_EQ(store.unannounced_pulls(), 0u);
   EXPECT_LE(store.max_intent_lead(), 3);
   EXPECT_FALSE(store.overlapping_calls());

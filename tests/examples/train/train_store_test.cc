@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "examples/train/trainer.h"
 #include "strata/store.h"
-#include "tests/examples/train/sample_path.h"
+#include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
@@ -19,24 +19,16 @@ namespace {
 class TrainStoreTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(testing::CriteoSamplePath());
+    auto d = ReadCriteoTsv(strata::testing::CriteoSamplePath());
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     data_ = new Dataset(std::move(*d));
   }
   static void TearDownTestSuite() { delete data_; }
 
-  void TearDown() override {
-    std::error_code ignored;
-    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
-  }
-
   Result<TrainResult> RunOn(const Dataset& data, const TrainOptions& o, uint64_t device_rows,
                             uint64_t dram_rows) {
     StoreOptions so;
-    so.dir = ::testing::TempDir() + "strata_train_store_test_" + std::to_string(::getpid()) + "_" +
-             std::to_string(dirs_.size());
-    dirs_.push_back(so.dir);
-    std::filesystem::remove_all(so.dir);
+    so.dir = dir_.File("store" + std::to_string(stores_++));
     so.device_rows_max = device_rows;
     so.dram_rows_max = dram_rows;
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
@@ -47,7 +39,8 @@ class TrainStoreTest : public ::testing::Test {
   }
 
   static Dataset* data_;
-  std::vector<std::string> dirs_;
+  strata::testing::ScratchDir dir_;
+  int stores_ = 0;
 };
 Dataset* TrainStoreTest::data_ = nullptr;
 

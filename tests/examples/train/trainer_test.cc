@@ -5,10 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
 #include "tests/examples/train/memory_store.h"
-#include "tests/examples/train/sample_path.h"
+#include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
@@ -16,7 +15,7 @@ namespace {
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(testing::CriteoSamplePath());
+    auto d = ReadCriteoTsv(strata::testing::CriteoSamplePath());
     ASSERT_TRUE(d.ok()) << d.status().ToString();
     data_ = new Dataset(std::move(*d));
   }
@@ -41,7 +40,8 @@ Dataset* TrainerTest::data_ = nullptr;
 
 TEST_F(TrainerTest, LearnsTheCriteoSample) {
   TrainOptions o = Options();
-  o.trace_path = ::testing::TempDir() + "trainer_test.trace";
+  strata::testing::ScratchDir dir;
+  o.trace_path = dir.File("train.trace");
   testing::MemoryStore store(MakeTables(*data_, o.model));
   auto r = Run(o, &store);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -68,7 +68,6 @@ TEST_F(TrainerTest, LearnsTheCriteoSample) {
     ++batches;
   }
   EXPECT_EQ(batches, 3u * (32 + 8));  // every batch the store saw, validation included
-  std::remove(o.trace_path.c_str());
   EXPECT_GT(last.pulls, 0u);
 }
 

@@ -13,6 +13,7 @@
 #include "storage/ssd/row_store_factory.h"
 #include "storage/ssd/ssd_format.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -63,7 +64,7 @@ class NativeDurabilityTest : public ::testing::Test {
     return s;
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   io::FaultEnv fault_env_;
 };
 

@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <random>
 
 #include "io/fault_env.h"
 #include "storage/ssd/row_store_factory.h"
 #include "storage/ssd/ssd_format.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -48,7 +50,7 @@ class NativeRowStoreTest : public ::testing::Test {
     return "";
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   io::FaultEnv fault_env_;
 };
 

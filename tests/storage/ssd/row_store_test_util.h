@@ -1,14 +1,12 @@
-// Helpers shared by the row store tests: a scratch directory, deterministic
+// Helpers shared by the row store tests: deterministic
 // row contents, a std::unordered_map model per table, and checks that a
 // store's content equals the model through MultiGet and Scan.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,24 +15,6 @@
 #include "storage/ssd/row_store_factory.h"
 
 namespace strata::storage::testing {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "strata_storage_XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 using Row = std::vector<std::byte>;
 using Model = std::unordered_map<Key, Row>;
