@@ -10,21 +10,14 @@
 
 #include "examples/train/trainer.h"
 #include "strata/store.h"
+#include "tests/examples/train/criteo_sample_fixture.h"
 #include "tests/util/scratch_dir.h"
-#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
 
-class TrainStoreTest : public ::testing::Test {
+class TrainStoreTest : public testing::CriteoSampleFixture {
  protected:
-  static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(strata::testing::CriteoSamplePath());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    data_ = new Dataset(std::move(*d));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
   Result<TrainResult> RunOn(const Dataset& data, const TrainOptions& o, uint64_t device_rows,
                             uint64_t dram_rows) {
     StoreOptions so;
@@ -38,11 +31,9 @@ class TrainStoreTest : public ::testing::Test {
     return r;
   }
 
-  static Dataset* data_;
   strata::testing::ScratchDir dir_;
   int stores_ = 0;
 };
-Dataset* TrainStoreTest::data_ = nullptr;
 
 // The first `rows` rows of the sample.
 Dataset Head(const Dataset& d, size_t rows) {

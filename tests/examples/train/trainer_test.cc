@@ -5,22 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/examples/train/criteo_sample_fixture.h"
 #include "tests/examples/train/memory_store.h"
 #include "tests/util/scratch_dir.h"
-#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public testing::CriteoSampleFixture {
  protected:
-  static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(strata::testing::CriteoSamplePath());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    data_ = new Dataset(std::move(*d));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
   static TrainOptions Options() {
     TrainOptions o;
     o.loader.batch_rows = 256;
@@ -33,10 +26,7 @@ class TrainerTest : public ::testing::Test {
   static Result<TrainResult> Run(const TrainOptions& o, testing::MemoryStore* store) {
     return Train(store, *data_, o);
   }
-
-  static Dataset* data_;
 };
-Dataset* TrainerTest::data_ = nullptr;
 
 TEST_F(TrainerTest, LearnsTheCriteoSample) {
   TrainOptions o = Options();
