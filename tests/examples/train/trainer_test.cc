@@ -51,14 +51,21 @@ TEST_F(TrainerTest, LearnsTheCriteoSample) {
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   trace::TraceBatch batch;
   uint64_t batches = 0;
+  std::vector<uint64_t> keys_per_epoch(3, 0);
+  const uint64_t batches_per_epoch = 32 + 8;  // validation included
   while (true) {
     auto more = (*reader)->Next(&batch);
     ASSERT_TRUE(more.ok()) << more.status().ToString();
     if (!*more) break;
+    ASSERT_LT(batches / batches_per_epoch, keys_per_epoch.size());
+    keys_per_epoch[batches / batches_per_epoch] += batch.KeyCount();
     ++batches;
   }
-  EXPECT_EQ(batches, 3u * (32 + 8));  // every batch the store saw, validation included
-  EXPECT_GT(last.pulls, 0u);
+  EXPECT_EQ(batches, 3u * batches_per_epoch);  // every batch the store saw
+  // Each batch pulls its unique keys once per table: what the trace holds.
+  for (size_t e = 0; e < r->epochs.size(); ++e) {
+    EXPECT_EQ(r->epochs[e].pulls, keys_per_epoch[e]) << "epoch " << e;
+  }
 }
 
 TEST_F(TrainerTest, DeterministicForASeedWhateverTheLookahead) {
