@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -11,6 +10,7 @@
 
 #include "tests/trace/test_util.h"
 #include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
 #include "trace/info.h"
 
 namespace strata::trace {
@@ -18,21 +18,6 @@ namespace {
 
 using strata::testing::ScratchDir;
 using testing::WriteText;
-
-// The shipped Criteo sample: $STRATA_DATA_DIR, <source>/../shared/data, or
-// /work/shared/data.
-std::string CriteoSample() {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("STRATA_DATA_DIR")) dirs.push_back(d);
-  if (const char* s = std::getenv("STRATA_SOURCE_DIR"))
-    dirs.push_back(std::string(s) + "/../shared/data");
-  dirs.push_back("/work/shared/data");
-  for (const auto& d : dirs) {
-    const std::string p = d + "/criteo_kaggle_train_head10k.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
 
 std::vector<std::string> Fields(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -55,8 +40,10 @@ std::string ExportToString(const std::string& trace, int64_t table = -1) {
 }
 
 TEST(ImportCriteoTest, ShippedSampleBecomesTwentySixTables) {
-  const std::string sample = CriteoSample();
-  if (sample.empty()) GTEST_SKIP() << "criteo_kaggle_train_head10k.txt not found";
+  // The sample ships in the repository: missing is a broken checkout, not a skip.
+  const std::string sample = strata::testing::CriteoSamplePath();
+  ASSERT_TRUE(std::filesystem::exists(sample))
+      << "the shipped Criteo sample is missing: " << sample;
   // The model: count non-empty categorical values per column, and the keys
   // of the first row.
   std::ifstream in(sample);
