@@ -4,31 +4,32 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/bench/model_store.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::bench {
 namespace {
 
-using trace::testing::TempDir;
+using strata::testing::ScratchDir;
 
 TEST(SweepTest, GridRowsFloorsAndFiles) {
-  TempDir dir;
+  ScratchDir dir;
   auto config = ParseSweepConfig(R"({
     "workloads": [{"name": "w", "preset": "criteo-kaggle", "scale": 0.0005,
                    "batch_size": 16, "batches": 12}],
     "device_rows": [200], "dram_rows": [300, 600],
     "lookahead": [0, 2], "fallback": ["lru", "lfu"], "dim": 4})");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  StoreOpener open = [](const StoreOptions& o, const std::vector<TableOptions>& tables)
-      -> Result<std::unique_ptr<Store>> {
+  StoreOpener open = [](const StoreOptions& o,
+                        const std::vector<TableOptions>& tables) -> Result<std::unique_ptr<Store>> {
     auto s = std::make_unique<testing::ModelStore>(tables, testing::ModelStore::Knobs{}, o);
     return std::unique_ptr<Store>(std::move(s));
   };
-  auto rows = RunSweep(*config, dir.Path("out"), open, {});
+  auto rows = RunSweep(*config, dir.File("out"), open, {});
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 8u);  // 2 dram x 2 fallback x 2 lookahead
   for (const auto& r : *rows) {
@@ -37,19 +38,19 @@ TEST(SweepTest, GridRowsFloorsAndFiles) {
     EXPECT_LE(r.opt_misses, r.lru_misses);
     EXPECT_GE(r.opt_misses, r.compulsory_misses);
   }
-  std::ifstream csv(dir.Path("out/sweep.csv"));
+  std::ifstream csv(dir.File("out/sweep.csv"));
   std::string line;
   int lines = 0;
   while (std::getline(csv, line)) ++lines;
   EXPECT_EQ(lines, 9);  // header + 8
-  EXPECT_TRUE(std::filesystem::exists(dir.Path("out/sweep.json")));
-  EXPECT_TRUE(std::filesystem::exists(dir.Path("out/w.trace")));
+  EXPECT_TRUE(std::filesystem::exists(dir.File("out/sweep.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir.File("out/w.trace")));
 }
 
 // compute_us is a grid dimension: each value is a replay of its own whose
 // batches take at least that long, and a CSV column.
 TEST(SweepTest, ComputeTimeIsAGridDimension) {
-  TempDir dir;
+  ScratchDir dir;
   auto config = ParseSweepConfig(R"({
     "workloads": [{"name": "w", "preset": "criteo-kaggle", "scale": 0.0005,
                    "batch_size": 16, "batches": 12}],
@@ -57,19 +58,19 @@ TEST(SweepTest, ComputeTimeIsAGridDimension) {
     "compute_us": [0, 2000], "device_share_growth": 0.5, "dim": 4})");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->device_share_growth, 0.5);
-  StoreOpener open = [](const StoreOptions& o, const std::vector<TableOptions>& tables)
-      -> Result<std::unique_ptr<Store>> {
+  StoreOpener open = [](const StoreOptions& o,
+                        const std::vector<TableOptions>& tables) -> Result<std::unique_ptr<Store>> {
     EXPECT_EQ(o.device_share_growth_max, 0.5);
     auto s = std::make_unique<testing::ModelStore>(tables, testing::ModelStore::Knobs{}, o);
     return std::unique_ptr<Store>(std::move(s));
   };
-  auto rows = RunSweep(*config, dir.Path("out"), open, {});
+  auto rows = RunSweep(*config, dir.File("out"), open, {});
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].compute_us, 0u);
   EXPECT_EQ((*rows)[1].compute_us, 2000u);
   EXPECT_GE((*rows)[1].replay.elapsed_s, 12 * 0.002);  // 12 batches of at least 2 ms
-  std::ifstream csv(dir.Path("out/sweep.csv"));
+  std::ifstream csv(dir.File("out/sweep.csv"));
   std::string header, line;
   ASSERT_TRUE(std::getline(csv, header));
   EXPECT_NE(header.find(",compute_us"), std::string::npos);

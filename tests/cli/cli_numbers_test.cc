@@ -15,7 +15,8 @@
 #include <utility>
 
 #include "tests/cli/cli_runner.h"
-#include "tests/examples/train/sample_path.h"
+#include "tests/trace/test_util.h"
+#include "tests/util/source_files.h"
 
 namespace strata::bench {
 namespace {
@@ -50,7 +51,7 @@ class CliNumbersTest : public testing::CliTraceTest {
 };
 
 TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
-  const std::string store = dir_.Path("store");
+  const std::string store = dir_.File("store");
   // The first three ran before: a hang, a wrapped tier size, undefined
   // behaviour (an out-of-range cast).
   for (auto [option, value] : std::initializer_list<std::pair<const char*, const char*>>{
@@ -70,13 +71,13 @@ TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
 
 TEST_F(CliNumbersTest, LeadingZerosAreDecimalNotOctal) {
   std::string out;
-  ASSERT_EQ(RunCli(Replay(dir_.Path("store")) + " --lookahead 010 --dim 4 --json", &out), 0) << out;
+  ASSERT_EQ(RunCli(Replay(dir_.File("store")) + " --lookahead 010 --dim 4 --json", &out), 0) << out;
   const auto j = nlohmann::json::parse(out.substr(out.find('{')));
   EXPECT_EQ(j["lookahead"], 10);
 }
 
 TEST_F(CliNumbersTest, TraceCommandsRefuseNegativeValues) {
-  const std::string out_trace = dir_.Path("out.trace");
+  const std::string out_trace = dir_.File("out.trace");
   const std::string gen = "trace gen --out " + out_trace + " --cardinalities 10";
   ExpectUsageError(gen, "trace gen", "--batches", "-1", out_trace);  // filled the disk before
   ExpectUsageError(gen, "trace gen", "--batch-size", "-4", out_trace);
@@ -87,15 +88,15 @@ TEST_F(CliNumbersTest, TraceCommandsRefuseNegativeValues) {
   ExpectUsageError("trace opt " + trace_, "trace opt", "--cache-rows", "-1", "");
   ExpectUsageError("trace opt " + trace_ + " --cache-rows 100", "trace opt", "--lookahead", "-2",
                    "");
-  const std::string lines = dir_.Path("in.txt");
+  const std::string lines = dir_.File("in.txt");
   trace::testing::WriteText(lines, "1 2 3\n");
   ExpectUsageError("trace import --format criteo " + lines + " --out " + out_trace, "trace import",
                    "--batch-size", "-1", out_trace);
 }
 
 TEST_F(CliNumbersTest, TrainRefusesNegativeValuesBeforeTouchingItsDirectory) {
-  const std::string store = dir_.Path("train-store");
-  const std::string train = "train " + train::testing::CriteoSamplePath() + " --dir " + store;
+  const std::string store = dir_.File("train-store");
+  const std::string train = "train " + strata::testing::CriteoSamplePath() + " --dir " + store;
   for (auto [option, value] :
        std::initializer_list<std::pair<const char*, const char*>>{{"--device-rows", "-1"},
                                                                   {"--dram-rows", "-1"},
@@ -109,10 +110,10 @@ TEST_F(CliNumbersTest, TrainRefusesNegativeValuesBeforeTouchingItsDirectory) {
 }
 
 TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
-  const std::string file = dir_.Path("io.bin");
+  const std::string file = dir_.File("io.bin");
   ExpectUsageError("bench io --file " + file, "bench io", "--block", "-1", file);
   ExpectUsageError("bench io --file " + file, "bench io", "--size-gib", "-1", file);
-  const std::string ssd = dir_.Path("ssd");
+  const std::string ssd = dir_.File("ssd");
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--rows", "-1", ssd);
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--dim", "-1", ssd);
   ExpectUsageError("bench dram", "bench dram", "--batches", "-1", "");

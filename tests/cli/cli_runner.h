@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::bench::testing {
 
@@ -44,13 +44,13 @@ class CliTraceTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
-    trace_ = dir_.Path("t.trace");
+    trace_ = dir_.File("t.trace");
     std::string out;
     ASSERT_EQ(RunCli("trace gen --out " + trace_ + " " + gen_flags_, &out), 0) << out;
   }
 
   const std::string gen_flags_;
-  trace::testing::TempDir dir_;
+  strata::testing::ScratchDir dir_;
   std::string trace_;
 };
 

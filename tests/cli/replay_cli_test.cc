@@ -6,9 +6,13 @@
 // three (T0, T1, SSD), with and without intents, one and four workers, and
 // under injected faults.
 #include <gtest/gtest.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_runner.h"
+#include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::bench {
 namespace {
@@ -30,17 +34,26 @@ class ReplayCliTest : public testing::CliTraceTest {
       : CliTraceTest("--cardinalities 3000,500,40 --batch-size 64 --batches 60 --workers 4") {}
 };
 
+// Every pulled key is checked (verified_rows: the trace's keys) and the final
+// scan finds exactly its distinct keys, whatever the lookahead and workers.
 TEST_F(ReplayCliTest, VerifiesThroughAllThreeTiersWithAndWithoutIntents) {
+  const auto info = RunJson("trace info " + trace_);
+  ASSERT_FALSE(info.empty());
+  ASSERT_EQ(info["keys"], 60 * 64 * 3);  // batches x rows x tables
+  uint64_t unique_keys = 0;
+  for (const auto& table : info["tables"]) unique_keys += table["unique_keys"].get<uint64_t>();
   int run = 0;
   for (const char* mode : {"--lookahead 2", "--lookahead 16", "--no-intents"}) {
     for (int workers : {1, 4}) {
-      const std::string store = dir_.Path("s" + std::to_string(run++));
+      const std::string store = dir_.File("s" + std::to_string(run++));
       auto j = RunJson("replay " + trace_ + " --dir " + store +
                        " --device-rows 300 --dram-rows 400 --dim 8 --verify --workers " +
                        std::to_string(workers) + " " + mode);
       ASSERT_FALSE(j.empty());
       EXPECT_EQ(j["batches"], 60);
-      EXPECT_EQ(j["verified_rows"].get<uint64_t>() > 0, true);
+      EXPECT_EQ(j["verified_rows"], info["keys"]) << mode;
+      EXPECT_EQ(j["scanned_rows"], unique_keys) << mode;
+      // The run went through every tier.
       EXPECT_GT(j["t0_hits"].get<uint64_t>(), 0u) << mode;
       EXPECT_GT(j["t1_hits"].get<uint64_t>(), 0u) << mode;
       EXPECT_GT(j["ssd_row_reads"].get<uint64_t>(), 0u) << mode;
@@ -51,7 +64,7 @@ TEST_F(ReplayCliTest, VerifiesThroughAllThreeTiersWithAndWithoutIntents) {
 
 TEST_F(ReplayCliTest, IntentsReadNearTheHorizonFloor) {
   const uint64_t lookahead = 8;
-  auto replay = RunJson("replay " + trace_ + " --dir " + dir_.Path("s") +
+  auto replay = RunJson("replay " + trace_ + " --dir " + dir_.File("s") +
                         " --device-rows 300 --dram-rows 400 --dim 8 --workers 1 --lookahead " +
                         std::to_string(lookahead));
   ASSERT_FALSE(replay.empty());
@@ -72,14 +85,14 @@ TEST_F(ReplayCliTest, IntentsReadNearTheHorizonFloor) {
 TEST_F(ReplayCliTest, CorruptTraceFailsNamingTheOffsetAndCreatesNoStore) {
   auto bytes = trace::testing::ReadBytes(trace_);
   bytes[bytes.size() / 2] ^= 0x40;
-  trace::testing::WriteBytes(dir_.Path("bad.trace"), bytes, bytes.size());
+  trace::testing::WriteBytes(dir_.File("bad.trace"), bytes, bytes.size());
   std::string out;
-  EXPECT_NE(RunCli("replay " + dir_.Path("bad.trace") + " --dir " + dir_.Path("s") +
+  EXPECT_NE(RunCli("replay " + dir_.File("bad.trace") + " --dir " + dir_.File("s") +
                        " --device-rows 300 --dram-rows 400",
                    &out),
             0);
   EXPECT_NE(out.find("byte offset"), std::string::npos) << out;
-  EXPECT_FALSE(std::filesystem::exists(dir_.Path("s")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("s")));
 }
 
 // A tiny T0 (128 rows) under injected read and write errors: the final
@@ -87,15 +100,15 @@ TEST_F(ReplayCliTest, CorruptTraceFailsNamingTheOffsetAndCreatesNoStore) {
 // whole on one chunk's error, so the replay gave up after 1000 attempts with
 // no context; split and backed off, the run converges in about a second.
 TEST(ReplayCliFaultsTest, TinyDeviceTierUnderFaultsConverges) {
-  trace::testing::TempDir dir;
-  const std::string trace = dir.Path("one.trace");
+  strata::testing::ScratchDir dir;
+  const std::string trace = dir.File("one.trace");
   std::string out;
   ASSERT_EQ(RunCli("trace gen --out " + trace +
                        " --cardinalities 5000 --exponent 0 --batch-size 1024 --batches 20",
                    &out),
             0)
       << out;
-  auto j = RunJson("replay " + trace + " --dir " + dir.Path("s") +
+  auto j = RunJson("replay " + trace + " --dir " + dir.File("s") +
                    " --device-rows 128 --dram-rows 1024 --verify --faults eio=0.01,seed=1");
   ASSERT_FALSE(j.empty());
   EXPECT_EQ(j["verified_rows"], 20480);

@@ -37,6 +37,7 @@
 #include "io/fault_env.h"
 #include "tests/engine/crash_workload.h"
 #include "tests/storage/ssd/rocksdb_power_loss_fs.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::crash {
 namespace {
@@ -59,22 +60,7 @@ std::string BackendName(SsdBackend backend) {
   return backend == SsdBackend::kNative ? "native" : "rocksdb";
 }
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "strata_crash_XXXXXX";
-    path_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
-    EXPECT_FALSE(path_.empty()) << "mkdtemp " << tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    if (!::testing::Test::HasFailure()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using strata::testing::ScratchDir;
 
 // How a child dies: at its nth SSD file-system call, or after some time.
 enum class KillAt { kIoCall, kTime };

@@ -1,64 +1,28 @@
-// strata-test-labels: integration
+// strata-test-labels: integration gpu
 // strata-test-timeout: 300
-// The Store end to end on the host runner: values against a model, tiering
-// transparency, intents, pins, checkpoints, errors and concurrent workers.
+// The Store end to end on each T0 runner and SSD backend: values against a
+// model, tiering transparency, intents, pins, checkpoints, errors and
+// concurrent workers.
+#include "strata/store.h"
+
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
+#include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
-#include "strata/store.h"
+#include "tests/engine/store_test_util.h"
 
 namespace strata {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("strata_store_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string path() const { return path_.string(); }
+using testing::SgdTables;
 
- private:
-  std::filesystem::path path_;
-};
-
-std::vector<TableOptions> SgdTables(int n, uint32_t dim, float lr = 0.5f) {
-  std::vector<TableOptions> tables;
-  for (int i = 0; i < n; ++i) {
-    TableOptions t;
-    t.name = "t" + std::to_string(i);
-    t.dim = dim;
-    t.optimizer.kind = Optimizer::kSgd;
-    t.optimizer.learning_rate = lr;
-    t.initializer = Initializer::kUniform;
-    t.init_scale = 0.1f;
-    tables.push_back(t);
-  }
-  return tables;
-}
-
-StoreOptions Tiny(const std::string& dir, uint64_t device_rows, uint64_t dram_rows) {
-  StoreOptions o;
-  o.dir = dir;
-  o.device_rows_max = device_rows;
-  o.dram_rows_max = dram_rows;
-  o.use_gpu = false;
-  o.planner_round_us = 50;
-  return o;
-}
-
-std::unique_ptr<Store> OpenOrDie(const StoreOptions& o, const std::vector<TableOptions>& t) {
-  auto r = Store::Open(o, t);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? std::move(r).value() : nullptr;
-}
+class StoreTest : public testing::StoreFixture {};
 
 // SGD model: the first pull of a key fixes its value; every push subtracts
 // lr * the summed gradients.
@@ -87,13 +51,12 @@ struct SgdModel {
   }
 };
 
-TEST(StoreTest, OpenRejectsBadOptionsClearly) {
-  TempDir dir;
+TEST_P(StoreTest, OpenRejectsBadOptionsClearly) {
   auto tables = SgdTables(2, 4);
-  StoreOptions o = Tiny(dir.path(), 1024, 1024);
+  StoreOptions o = Options(1024, 1024);
   o.dir = "";
   EXPECT_TRUE(Store::Open(o, tables).status().IsInvalidArgument());
-  o = Tiny(dir.path(), 1024, 1024);
+  o = Options(1024, 1024);
   auto dup = tables;
   dup[1].name = dup[0].name;
   auto r = Store::Open(o, dup);
@@ -111,100 +74,116 @@ TEST(StoreTest, OpenRejectsBadOptionsClearly) {
   for (auto [device, dram] : {std::pair{UINT64_MAX, uint64_t{1024}},
                               {uint64_t{1024}, UINT64_MAX},
                               {kTierRowsMax + 1, uint64_t{1024}}}) {
-    o = Tiny(dir.path(), device, dram);
+    o = Options(device, dram);
     r = Store::Open(o, tables);
     ASSERT_TRUE(r.status().IsInvalidArgument()) << device << " " << dram;
     EXPECT_NE(r.status().message().find("at most"), std::string::npos) << r.status().ToString();
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ssd"));
+  // Nothing was created: not the store's directory, let alone its SSD tier.
+  EXPECT_FALSE(std::filesystem::exists(o.dir));
 }
 
-TEST(StoreTest, CallsWithBadArgumentsFailAndChangeNothing) {
-  TempDir dir;
-  auto store = OpenOrDie(Tiny(dir.path(), 1024, 1024), SgdTables(1, 4));
-  ASSERT_TRUE(store);
+TEST_P(StoreTest, CallsWithBadArgumentsFailAndChangeNothing) {
+  auto store = Open(Options(1024, 1024), SgdTables(1, 4));
+  ASSERT_NE(store, nullptr);
   std::vector<Key> keys{1, 2, 3};
   std::vector<float> out(keys.size() * 4);
-  EXPECT_TRUE(store->Pull(0, 0, keys, out.data()).IsInvalidArgument());  // no worker yet
+  EXPECT_TRUE(Pull(*store, 0, 0, keys, out.data()).IsInvalidArgument());  // no worker yet
   auto w = store->RegisterWorker();
   ASSERT_TRUE(w.ok());
-  EXPECT_TRUE(store->Pull(*w, 7, keys, out.data()).IsInvalidArgument());
+  EXPECT_TRUE(Pull(*store, *w, 7, keys, out.data()).IsInvalidArgument());
   EXPECT_TRUE(store->Pull(*w, 0, keys, nullptr).IsInvalidArgument());
+  EXPECT_TRUE(store->Push(*w, 0, keys, nullptr).IsInvalidArgument());
   EXPECT_TRUE(store->Intent(*w, 0, keys, 5, 5).IsInvalidArgument());
   EXPECT_TRUE(store->Intent(*w, 9, keys, 0, 1).IsInvalidArgument());
   EXPECT_TRUE(store->FindTable("nope").status().IsNotFound());
-  EXPECT_EQ(store->Stats().pulls, 0u);
+  StoreStats s = store->Stats();
+  EXPECT_EQ(s.pulls, 0u);
+  EXPECT_EQ(s.pushes, 0u);
+  EXPECT_EQ(s.intents, 0u);
+  EXPECT_EQ(s.t0.rows, 0u);
+  EXPECT_EQ(s.t1.rows, 0u);
   ASSERT_TRUE(store->Close().ok());
-  EXPECT_TRUE(store->Pull(*w, 0, keys, out.data()).IsFailedPrecondition());
+  EXPECT_TRUE(Pull(*store, *w, 0, keys, out.data()).IsFailedPrecondition());
 }
 
-TEST(StoreTest, RowsAreDeterministicAndExtremeKeysWork) {
-  TempDir a, b;
-  auto tables = SgdTables(2, 8);
-  auto small = OpenOrDie(Tiny(a.path(), 32, 64), tables);
-  auto big = OpenOrDie(Tiny(b.path(), 1 << 14, 1 << 14), tables);
+// A row's first value depends on its table and key only: tiers of any size
+// give the same rows; the uniform initializer keeps them within its scale.
+TEST_P(StoreTest, RowsAreDeterministicAndExtremeKeysWork) {
+  const uint32_t dim = 8;
+  auto tables = SgdTables(2, dim);
+  auto small = Open(Options(32, 64, "small"), tables);
+  auto big = Open(Options(1 << 14, 1 << 14, "big"), tables);
   ASSERT_TRUE(small && big);
   WorkerId ws = *small->RegisterWorker(), wb = *big->RegisterWorker();
   std::vector<Key> keys{0, ~Key{0}, 1, 42, Key{1} << 63};
-  std::vector<float> x(keys.size() * 8), y(keys.size() * 8);
+  std::vector<std::vector<float>> rows_of_table;
   for (TableId t = 0; t < 2; ++t) {
-    ASSERT_TRUE(small->Pull(ws, t, keys, x.data()).ok());
-    ASSERT_TRUE(big->Pull(wb, t, keys, y.data()).ok());
+    std::vector<float> x(keys.size() * dim), y(keys.size() * dim);
+    ASSERT_TRUE(Pull(*small, ws, t, keys, x.data()).ok());
+    ASSERT_TRUE(Pull(*big, wb, t, keys, y.data()).ok());
     EXPECT_EQ(x, y);
-    bool nonzero = false;
-    for (float v : x) nonzero |= v != 0.0f;
-    EXPECT_TRUE(nonzero);
+    for (float v : x) {
+      EXPECT_GE(v, -tables[t].init_scale);
+      EXPECT_LT(v, tables[t].init_scale);
+    }
+    std::set<std::vector<float>> distinct;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      distinct.emplace(x.begin() + i * dim, x.begin() + (i + 1) * dim);
+    }
+    EXPECT_EQ(distinct.size(), keys.size()) << "two keys of table " << t << " share a row";
+    rows_of_table.push_back(x);
   }
+  EXPECT_NE(rows_of_table[0], rows_of_table[1]) << "tables must be seeded apart";
 }
 
 // The same random workload against tiny tiers (all three tiers busy) and
 // against an SGD model.
-TEST(StoreTest, TinyTiersMatchModelUnderRandomWorkload) {
-  TempDir dir;
+TEST_P(StoreTest, TinyTiersMatchModelUnderRandomWorkload) {
   const uint32_t dim = 4;
-  auto store = OpenOrDie(Tiny(dir.path(), 2 * 32, 48), SgdTables(2, dim));
-  ASSERT_TRUE(store);
+  auto store = Open(Options(2 * 32, 48), SgdTables(2, dim));
+  ASSERT_NE(store, nullptr);
   WorkerId w = *store->RegisterWorker();
   std::vector<SgdModel> models(2, SgdModel{0.5f, dim, {}});
   std::mt19937_64 rng(7);
+  uint64_t keys_sent = 0;
   for (int step = 0; step < 300; ++step) {
     TableId t = rng() % 2;
     std::vector<Key> keys(1 + rng() % 40);
     for (auto& k : keys) k = rng() % 400;
+    keys_sent += keys.size();
     std::vector<float> out(keys.size() * dim);
-    ASSERT_TRUE(store->Pull(w, t, keys, out.data()).ok()) << step;
-    models[t].CheckPull(keys, out);
+    ASSERT_TRUE(Pull(*store, w, t, keys, out.data()).ok()) << step;
+    ASSERT_NO_FATAL_FAILURE(models[t].CheckPull(keys, out));
     std::vector<float> grads(keys.size() * dim);
     for (auto& g : grads) g = float(int(rng() % 200) - 100) / 1000.0f;
-    ASSERT_TRUE(store->Push(w, t, keys, grads.data()).ok()) << step;
+    ASSERT_TRUE(Push(*store, w, t, keys, grads.data()).ok()) << step;
     models[t].ApplyPush(keys, grads);
     ASSERT_TRUE(store->AdvanceClock(w).ok());
   }
   StoreStats s = store->Stats();
+  EXPECT_EQ(s.pulls, keys_sent);
+  EXPECT_EQ(s.pushes, keys_sent);
+  // The workload did go through every tier.
   EXPECT_GT(s.t0.evictions, 0u);
   EXPECT_GT(s.t1.hits, 0u);
   EXPECT_GT(s.ssd_row_reads, 0u);
   // Every row, wherever it lives, equals the model.
   for (TableId t = 0; t < 2; ++t) {
-    size_t seen = 0;
-    ASSERT_TRUE(store->ScanTable(t, [&](Key k, std::span<const float> v) -> Status {
-      ++seen;
+    const std::map<Key, std::vector<float>> rows = testing::ScanRows(*store, t);
+    EXPECT_EQ(rows.size(), models[t].rows.size());
+    for (const auto& [k, v] : rows) {
       auto it = models[t].rows.find(k);
-      if (it == models[t].rows.end()) return Status::Internal("unexpected key");
-      for (uint32_t d = 0; d < dim; ++d) {
-        if (std::abs(v[d] - it->second[d]) > 1e-4) return Status::Internal("value differs");
-      }
-      return Status::Ok();
-    }).ok());
-    EXPECT_EQ(seen, models[t].rows.size());
+      ASSERT_NE(it, models[t].rows.end()) << "unexpected key " << k;
+      for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(v[d], it->second[d], 1e-4) << "key " << k;
+    }
   }
 }
 
-TEST(StoreTest, BatchLargerThanDeviceTierIsDoneInChunks) {
-  TempDir dir;
+TEST_P(StoreTest, BatchLargerThanDeviceTierIsDoneInChunks) {
   const uint32_t dim = 2;
-  auto store = OpenOrDie(Tiny(dir.path(), 64, 128), SgdTables(1, dim));
-  ASSERT_TRUE(store);
+  auto store = Open(Options(64, 128), SgdTables(1, dim));
+  ASSERT_NE(store, nullptr);
   WorkerId w = *store->RegisterWorker();
   SgdModel model{0.5f, dim, {}};
   std::vector<Key> keys;
@@ -212,17 +191,18 @@ TEST(StoreTest, BatchLargerThanDeviceTierIsDoneInChunks) {
   keys.push_back(keys[3]);  // a duplicate
   std::vector<float> out(keys.size() * dim), grads(keys.size() * dim, 0.25f);
   for (int round = 0; round < 3; ++round) {
-    ASSERT_TRUE(store->Pull(w, 0, keys, out.data()).ok());
-    model.CheckPull(keys, out);
-    ASSERT_TRUE(store->Push(w, 0, keys, grads.data()).ok());
+    ASSERT_TRUE(Pull(*store, w, 0, keys, out.data()).ok());
+    ASSERT_NO_FATAL_FAILURE(model.CheckPull(keys, out));
+    ASSERT_TRUE(Push(*store, w, 0, keys, grads.data()).ok());
     model.ApplyPush(keys, grads);
   }
+  ASSERT_TRUE(Pull(*store, w, 0, keys, out.data()).ok());
+  model.CheckPull(keys, out);
 }
 
-TEST(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
-  TempDir dir;
-  auto store = OpenOrDie(Tiny(dir.path(), 256, 1024), SgdTables(1, 4));
-  ASSERT_TRUE(store);
+TEST_P(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
+  auto store = Open(Options(256, 1024), SgdTables(1, 4));
+  ASSERT_NE(store, nullptr);
   WorkerId w = *store->RegisterWorker();
   std::vector<Key> keys{10, 20, 30, 40, 50};
   std::vector<float> out(keys.size() * 4);
@@ -230,7 +210,7 @@ TEST(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
   ASSERT_TRUE(store->DrainIntents().ok());
   StoreStats before = store->Stats();
   EXPECT_EQ(before.prefetched_rows, keys.size());
-  ASSERT_TRUE(store->Pull(w, 0, keys, out.data()).ok());
+  ASSERT_TRUE(Pull(*store, w, 0, keys, out.data()).ok());
   StoreStats after = store->Stats();
   EXPECT_EQ(after.stall_pulls, before.stall_pulls);
   EXPECT_EQ(after.t0.hits - before.t0.hits, keys.size());
@@ -240,10 +220,9 @@ TEST(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
   EXPECT_EQ(store->Stats().expired_intents, keys.size());
 }
 
-TEST(StoreTest, PinnedIntentRowsSurviveEvictionPressure) {
-  TempDir dir;
-  auto store = OpenOrDie(Tiny(dir.path(), 64, 4096), SgdTables(1, 4));
-  ASSERT_TRUE(store);
+TEST_P(StoreTest, PinnedIntentRowsSurviveEvictionPressure) {
+  auto store = Open(Options(64, 4096), SgdTables(1, 4));
+  ASSERT_NE(store, nullptr);
   WorkerId w = *store->RegisterWorker();
   std::vector<Key> wanted{1000, 1001, 1002, 1003};
   ASSERT_TRUE(store->Intent(w, 0, wanted, 0, 100).ok());
@@ -253,59 +232,59 @@ TEST(StoreTest, PinnedIntentRowsSurviveEvictionPressure) {
   std::vector<float> out(40 * 4);
   for (int r = 0; r < 20; ++r) {
     for (size_t i = 0; i < other.size(); ++i) other[i] = r * 100 + i;
-    ASSERT_TRUE(store->Pull(w, 0, other, out.data()).ok());
+    ASSERT_TRUE(Pull(*store, w, 0, other, out.data()).ok());
   }
   StoreStats before = store->Stats();
-  EXPECT_GT(before.t0.evictions, 0u);
+  EXPECT_GT(before.t0.evictions, 0u);  // the pressure was real
   std::vector<float> got(wanted.size() * 4);
-  ASSERT_TRUE(store->Pull(w, 0, wanted, got.data()).ok());
-  EXPECT_EQ(store->Stats().stall_pulls, before.stall_pulls);
+  ASSERT_TRUE(Pull(*store, w, 0, wanted, got.data()).ok());
+  StoreStats after = store->Stats();
+  EXPECT_EQ(after.stall_pulls, before.stall_pulls);
+  EXPECT_EQ(after.t0.hits - before.t0.hits, wanted.size());
 }
 
-TEST(StoreTest, CheckpointAndReopenRestoreExactly) {
-  TempDir dir;
+TEST_P(StoreTest, CheckpointAndReopenRestoreExactly) {
   const uint32_t dim = 4;
   auto tables = SgdTables(2, dim);
   std::vector<Key> keys;
   for (Key k = 0; k < 300; ++k) keys.push_back(k * 13);
   std::vector<float> at_checkpoint(keys.size() * dim);
   {
-    auto store = OpenOrDie(Tiny(dir.path(), 64, 128), tables);
-    ASSERT_TRUE(store);
+    auto store = Open(Options(64, 128), tables);
+    ASSERT_NE(store, nullptr);
     WorkerId w = *store->RegisterWorker();
     std::vector<float> out(keys.size() * dim), grads(keys.size() * dim, 0.1f);
-    ASSERT_TRUE(store->Pull(w, 1, keys, out.data()).ok());
-    ASSERT_TRUE(store->Push(w, 1, keys, grads.data()).ok());
+    ASSERT_TRUE(Pull(*store, w, 1, keys, out.data()).ok());
+    ASSERT_TRUE(Push(*store, w, 1, keys, grads.data()).ok());
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(store->AdvanceClock(w).ok());
     ASSERT_TRUE(store->Checkpoint().ok());
-    ASSERT_TRUE(store->Pull(w, 1, keys, at_checkpoint.data()).ok());
+    ASSERT_TRUE(Pull(*store, w, 1, keys, at_checkpoint.data()).ok());
     // Changes after the checkpoint are not part of it.
-    ASSERT_TRUE(store->Push(w, 1, keys, grads.data()).ok());
+    ASSERT_TRUE(Push(*store, w, 1, keys, grads.data()).ok());
     ASSERT_TRUE(store->AdvanceClock(w).ok());
     ASSERT_TRUE(store->Close().ok());
   }
-  auto store = OpenOrDie(Tiny(dir.path(), 64, 128), tables);
-  ASSERT_TRUE(store);
+  auto store = Open(Options(64, 128), tables);
+  ASSERT_NE(store, nullptr);
   WorkerId w = *store->RegisterWorker();
   EXPECT_EQ(*store->CurrentClock(w), 3);
   std::vector<float> out(keys.size() * dim);
-  ASSERT_TRUE(store->Pull(w, 1, keys, out.data()).ok());
+  ASSERT_TRUE(Pull(*store, w, 1, keys, out.data()).ok());
   EXPECT_EQ(out, at_checkpoint);
   ASSERT_TRUE(store->Close().ok());
 
   auto other = tables;
   other[0].dim = 8;
-  auto r = Store::Open(Tiny(dir.path(), 64, 128), other);
+  auto r = Store::Open(Options(64, 128), other);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("t0"), std::string::npos) << r.status().ToString();
 }
 
-TEST(StoreTest, ConcurrentWorkersKeepEveryUpdate) {
-  TempDir dir;
+TEST_P(StoreTest, ConcurrentWorkersKeepEveryUpdate) {
   const uint32_t dim = 4;
   const int kWorkers = 4;
-  auto store = OpenOrDie(Tiny(dir.path(), 2 * 64, 256), SgdTables(2, dim));
-  ASSERT_TRUE(store);
+  auto store = Open(Options(2 * 64, 256), SgdTables(2, dim));
+  ASSERT_NE(store, nullptr);
   std::vector<WorkerId> ids;
   for (int i = 0; i < kWorkers; ++i) ids.push_back(*store->RegisterWorker());
   std::vector<std::vector<SgdModel>> models(kWorkers,
@@ -322,9 +301,10 @@ TEST(StoreTest, ConcurrentWorkersKeepEveryUpdate) {
         std::vector<Key> ahead = keys;
         if (!store->Intent(ids[i], t, ahead, step + 1, step + 2).ok()) failures++;
         std::vector<float> out(keys.size() * dim), grads(keys.size() * dim, 0.01f * (i + 1));
-        if (!store->Pull(ids[i], t, keys, out.data()).ok()) failures++;
+        if (!Pull(*store, ids[i], t, keys, out.data()).ok()) failures++;
         models[i][t].CheckPull(keys, out);
-        if (!store->Push(ids[i], t, keys, grads.data()).ok()) failures++;
+        if (HasFatalFailure()) return;
+        if (!Push(*store, ids[i], t, keys, grads.data()).ok()) failures++;
         models[i][t].ApplyPush(keys, grads);
         if (!store->AdvanceClock(ids[i]).ok()) failures++;
       }
@@ -337,11 +317,14 @@ TEST(StoreTest, ConcurrentWorkersKeepEveryUpdate) {
       std::vector<Key> keys;
       for (auto& [k, v] : models[i][t].rows) keys.push_back(k);
       std::vector<float> out(keys.size() * dim);
-      ASSERT_TRUE(store->Pull(ids[i], t, keys, out.data()).ok());
+      ASSERT_TRUE(Pull(*store, ids[i], t, keys, out.data()).ok());
       models[i][t].CheckPull(keys, out);
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AllCombinations, StoreTest, testing::StoreCombinations(),
+                         testing::StoreCombinationName);
 
 }  // namespace
 }  // namespace strata

@@ -1,34 +1,11 @@
-// Helpers shared by the io tests: a scratch directory removed at the end of
-// the test, and a deterministic byte pattern to fill and check files with.
+// Helpers shared by the io tests: a deterministic byte pattern to fill and
+// check files with. Scratch directories: tests/util/scratch_dir.h.
 #pragma once
 
-#include <gtest/gtest.h>
-#include <stdlib.h>
-
+#include <cstddef>
 #include <cstdint>
-#include <filesystem>
-#include <string>
 
 namespace strata::io::testing {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "strata_io_XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // The byte stored at `offset` of a pattern file.
 inline uint8_t PatternByte(uint64_t offset) {

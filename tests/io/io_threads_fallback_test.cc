@@ -20,13 +20,14 @@
 #include "io/io_threads.h"
 #include "io/ring.h"
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::FillPattern;
 using testing::MatchesPattern;
-using testing::ScratchDir;
 
 // Makes io_uring_setup(2) fail with EPERM in this process from now on.
 bool BlockIoUringSetup() {
@@ -55,8 +56,11 @@ int FallbackScenario(const std::string& path) {
   auto buf = AlignedBuffer::Allocate(8 * 4096);
   std::vector<IoRequest> reqs(8);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead, .file = file->get(), .offset = (7 - i) * 4096,
-               .buf = buf->data() + i * 4096, .len = 4096};
+    reqs[i] = {.op = IoRequest::Op::kRead,
+               .file = file->get(),
+               .offset = (7 - i) * 4096,
+               .buf = buf->data() + i * 4096,
+               .len = 4096};
   }
   if (!(*io)->SubmitAndWait(reqs).ok()) return 5;
   for (const IoRequest& req : reqs) {

@@ -15,13 +15,14 @@
 #include "io/fault_env.h"
 #include "io/topology.h"
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::FillPattern;
 using testing::MatchesPattern;
-using testing::ScratchDir;
 
 constexpr uint64_t kFileBytes = 1 << 20;
 
@@ -72,11 +73,11 @@ class IoThreadsTest : public ::testing::Test {
 using Backends = ::testing::Types<Uring, Psync>;
 TYPED_TEST_SUITE(IoThreadsTest, Backends);
 
-#define MAKE_OR_SKIP(io, ...)                              \
-  auto io = this->Make(__VA_ARGS__);                       \
-  if (io == nullptr && !this->skip_reason_.empty()) {      \
+#define MAKE_OR_SKIP(io, ...)                                          \
+  auto io = this->Make(__VA_ARGS__);                                   \
+  if (io == nullptr && !this->skip_reason_.empty()) {                  \
     GTEST_SKIP() << "kernel refuses io_uring: " << this->skip_reason_; \
-  }                                                        \
+  }                                                                    \
   ASSERT_NE(io, nullptr)
 
 TYPED_TEST(IoThreadsTest, RandomReadsMatchFileContent) {
@@ -87,9 +88,11 @@ TYPED_TEST(IoThreadsTest, RandomReadsMatchFileContent) {
   std::mt19937_64 rng(1);
   std::vector<IoRequest> reqs(256);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i] = IoRequest{.op = IoRequest::Op::kRead, .file = file.get(),
+    reqs[i] = IoRequest{.op = IoRequest::Op::kRead,
+                        .file = file.get(),
                         .offset = (rng() % (kFileBytes / 4096)) * 4096,
-                        .buf = buf->data() + i * 4096, .len = 4096};
+                        .buf = buf->data() + i * 4096,
+                        .len = 4096};
   }
   ASSERT_TRUE(io->SubmitAndWait(reqs).ok());
   for (const IoRequest& req : reqs) {
@@ -117,8 +120,11 @@ TYPED_TEST(IoThreadsTest, WritesMatchModel) {
       uint8_t* p = buf->data() + reqs.size() * 4096;
       std::memset(p, fill, 4096);
       model[page] = fill;
-      reqs.push_back({.op = IoRequest::Op::kWrite, .file = file.get(), .offset = page * 4096,
-                      .buf = p, .len = 4096});
+      reqs.push_back({.op = IoRequest::Op::kWrite,
+                      .file = file.get(),
+                      .offset = page * 4096,
+                      .buf = p,
+                      .len = 4096});
     }
     ASSERT_TRUE(io->SubmitAndWait(reqs).ok());
   }
@@ -153,10 +159,16 @@ TYPED_TEST(IoThreadsTest, ShortReadAtEndOfFileReported) {
     ASSERT_TRUE(file.ok());
     auto buf = AlignedBuffer::Allocate(3 * 8192);
     IoRequest reqs[2] = {
-        {.op = IoRequest::Op::kRead, .file = file->get(), .offset = 0, .buf = buf->data(),
+        {.op = IoRequest::Op::kRead,
+         .file = file->get(),
+         .offset = 0,
+         .buf = buf->data(),
          .len = 8192},
-        {.op = IoRequest::Op::kRead, .file = file->get(), .offset = 8192,
-         .buf = buf->data() + 8192, .len = 8192},
+        {.op = IoRequest::Op::kRead,
+         .file = file->get(),
+         .offset = 8192,
+         .buf = buf->data() + 8192,
+         .len = 8192},
     };
     ASSERT_TRUE(io->SubmitAndWait(reqs).ok());
     EXPECT_EQ(reqs[0].bytes_done, 6000u) << "direct=" << direct;
@@ -172,10 +184,16 @@ TYPED_TEST(IoThreadsTest, MisalignedRequestRejectedIssuingNothing) {
   auto buf = AlignedBuffer::Allocate(2 * 4096);
   std::memset(buf->data(), 0xAB, 2 * 4096);
   IoRequest reqs[2] = {
-      {.op = IoRequest::Op::kWrite, .file = file.get(), .offset = 0, .buf = buf->data(),
+      {.op = IoRequest::Op::kWrite,
+       .file = file.get(),
+       .offset = 0,
+       .buf = buf->data(),
        .len = 4096},
-      {.op = IoRequest::Op::kWrite, .file = file.get(), .offset = 4096 + 512,
-       .buf = buf->data() + 4096, .len = 4096},
+      {.op = IoRequest::Op::kWrite,
+       .file = file.get(),
+       .offset = 4096 + 512,
+       .buf = buf->data() + 4096,
+       .len = 4096},
   };
   Status s = io->SubmitAndWait(reqs);
   EXPECT_TRUE(s.IsInvalidArgument());
@@ -195,14 +213,18 @@ TYPED_TEST(IoThreadsTest, InjectedEioNamesFileAndOffset) {
   FaultEnv env(Env::Default());
   MAKE_OR_SKIP(io, {.threads = 1, .env = &env});
   auto file = this->PatternFile(&env, "data.sst");
-  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .path_substring = "data.sst", .nth_call = 3,
-                           .times_max = 1})
-                  .ok());
+  ASSERT_TRUE(
+      env.AddRule(
+             {.op = FaultOp::kRead, .path_substring = "data.sst", .nth_call = 3, .times_max = 1})
+          .ok());
   auto buf = AlignedBuffer::Allocate(4 * 4096);
   std::vector<IoRequest> reqs(4);
   for (size_t i = 0; i < 4; ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead, .file = file.get(), .offset = 8192 * (i + 1),
-               .buf = buf->data() + 4096 * i, .len = 4096};
+    reqs[i] = {.op = IoRequest::Op::kRead,
+               .file = file.get(),
+               .offset = 8192 * (i + 1),
+               .buf = buf->data() + 4096 * i,
+               .len = 4096};
   }
   Status s = io->SubmitAndWait(reqs);
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
@@ -214,15 +236,21 @@ TYPED_TEST(IoThreadsTest, InjectedEioNamesFileAndOffset) {
 
   // Short reads and ENOSPC on writes pass through the same hooks.
   env.ClearRules();
-  ASSERT_TRUE(env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kShortRead,
-                           .short_read_bytes = 4096})
-                  .ok());
+  ASSERT_TRUE(
+      env.AddRule({.op = FaultOp::kRead, .kind = FaultKind::kShortRead, .short_read_bytes = 4096})
+          .ok());
   ASSERT_TRUE(env.AddRule({.op = FaultOp::kWrite, .error_number = ENOSPC}).ok());
   IoRequest more[2] = {
-      {.op = IoRequest::Op::kRead, .file = file.get(), .offset = 0, .buf = buf->data(),
+      {.op = IoRequest::Op::kRead,
+       .file = file.get(),
+       .offset = 0,
+       .buf = buf->data(),
        .len = 8192},
-      {.op = IoRequest::Op::kWrite, .file = file.get(), .offset = 65536,
-       .buf = buf->data() + 8192, .len = 4096},
+      {.op = IoRequest::Op::kWrite,
+       .file = file.get(),
+       .offset = 65536,
+       .buf = buf->data() + 8192,
+       .len = 4096},
   };
   s = io->SubmitAndWait(more);
   EXPECT_TRUE(more[0].status.ok());
@@ -270,8 +298,11 @@ TYPED_TEST(IoThreadsTest, ManyConcurrentSubmittersSmallRing) {
           const uint64_t page = uint64_t(t) * kPagesEach + i;
           uint8_t* p = buf->data() + i * 4096;
           std::memset(p, (round + t + i) & 0xFF, 4096);
-          reqs[i] = {.op = IoRequest::Op::kWrite, .file = file.get(), .offset = page * 4096,
-                     .buf = p, .len = 4096};
+          reqs[i] = {.op = IoRequest::Op::kWrite,
+                     .file = file.get(),
+                     .offset = page * 4096,
+                     .buf = p,
+                     .len = 4096};
         }
         if (!io->SubmitAndWait(reqs).ok()) ++failures;
         std::memset(buf->data(), 0, kPagesEach * 4096);
@@ -304,16 +335,19 @@ TYPED_TEST(IoThreadsTest, ShutdownCompletesOrCancelsEveryRequest) {
   for (auto& reqs : batches) {
     reqs.resize(kPerBatch);
     for (int i = 0; i < kPerBatch; ++i) {
-      reqs[i] = {.op = IoRequest::Op::kRead, .file = file.get(), .offset = uint64_t(i) * 4096,
-                 .buf = buf->data() + i * 4096, .len = 4096};
+      reqs[i] = {.op = IoRequest::Op::kRead,
+                 .file = file.get(),
+                 .offset = uint64_t(i) * 4096,
+                 .buf = buf->data() + i * 4096,
+                 .len = 4096};
     }
     ASSERT_TRUE(io->Submit(reqs, [&](std::span<IoRequest> done) {
-                      for (const IoRequest& r : done) {
-                        if (r.status.ok()) ++completed;
-                        if (r.status.IsUnavailable()) ++cancelled;
-                      }
-                      ++callbacks;
-                    }).ok());
+                    for (const IoRequest& r : done) {
+                      if (r.status.ok()) ++completed;
+                      if (r.status.IsUnavailable()) ++cancelled;
+                    }
+                    ++callbacks;
+                  }).ok());
   }
   io.reset();  // requests still queued and in flight
   EXPECT_EQ(callbacks.load(), kBatches);
@@ -325,7 +359,10 @@ TYPED_TEST(IoThreadsTest, FutureAndEmptyBatchAndSync) {
   auto file = this->PatternFile(Env::Default(), "data");
   auto buf = AlignedBuffer::Allocate(4096);
   IoRequest reqs[3] = {
-      {.op = IoRequest::Op::kRead, .file = file.get(), .offset = 4096, .buf = buf->data(),
+      {.op = IoRequest::Op::kRead,
+       .file = file.get(),
+       .offset = 4096,
+       .buf = buf->data(),
        .len = 4096},
       {.op = IoRequest::Op::kFsync, .file = file.get()},
       {.op = IoRequest::Op::kFdatasync, .file = file.get()},
@@ -345,8 +382,11 @@ TYPED_TEST(IoThreadsTest, RegisteredBufferPool) {
   EXPECT_EQ(io->buffer_bytes(), 8192u);
   std::vector<IoRequest> reqs(bufs.size());
   for (size_t i = 0; i < bufs.size(); ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead, .file = file.get(), .offset = i * 8192,
-               .buf = bufs[i], .len = 8192};
+    reqs[i] = {.op = IoRequest::Op::kRead,
+               .file = file.get(),
+               .offset = i * 8192,
+               .buf = bufs[i],
+               .len = 8192};
   }
   ASSERT_TRUE(io->SubmitAndWait(reqs).ok());
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -365,7 +405,10 @@ TYPED_TEST(IoThreadsTest, CallbacksSubmittingMoreThanAQueueHolds) {
   auto buf = AlignedBuffer::Allocate(4096);
   std::vector<IoRequest> follow(kFollowUps);
   for (auto& req : follow) {
-    req = {.op = IoRequest::Op::kRead, .file = file.get(), .offset = 4096, .buf = buf->data(),
+    req = {.op = IoRequest::Op::kRead,
+           .file = file.get(),
+           .offset = 4096,
+           .buf = buf->data(),
            .len = 4096};
   }
   std::atomic<int> finished{0};
@@ -373,13 +416,13 @@ TYPED_TEST(IoThreadsTest, CallbacksSubmittingMoreThanAQueueHolds) {
   IoRequest first{.op = IoRequest::Op::kRead, .file = file.get(), .buf = buf->data(), .len = 4096};
   auto all_done = std::make_shared<std::promise<void>>();
   ASSERT_TRUE(io->Submit({&first, 1}, [&](std::span<IoRequest>) {
-                    for (auto& req : follow) {
-                      Status s = io->Submit({&req, 1}, [&](std::span<IoRequest> r) {
-                        if (r[0].status.ok() && ++finished == kFollowUps) all_done->set_value();
-                      });
-                      if (!s.ok()) ++failed_submits;
-                    }
-                  }).ok());
+                  for (auto& req : follow) {
+                    Status s = io->Submit({&req, 1}, [&](std::span<IoRequest> r) {
+                      if (r[0].status.ok() && ++finished == kFollowUps) all_done->set_value();
+                    });
+                    if (!s.ok()) ++failed_submits;
+                  }
+                }).ok());
   all_done->get_future().wait();
   EXPECT_EQ(failed_submits.load(), 0);
   EXPECT_EQ(finished.load(), kFollowUps);

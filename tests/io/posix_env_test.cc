@@ -7,15 +7,17 @@
 #include "io/aligned.h"
 #include "io/env.h"
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::FillPattern;
 using testing::MatchesPattern;
-using testing::ScratchDir;
 
-std::unique_ptr<File> OpenOrDie(const std::string& path, FileOptions options) {
+// The opened file, or nullptr after recording the error (ASSERT_NE it).
+std::unique_ptr<File> OpenFile(const std::string& path, FileOptions options) {
   auto file = Env::Default()->OpenFile(path, options);
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   return file.ok() ? std::move(file).value() : nullptr;
@@ -23,7 +25,8 @@ std::unique_ptr<File> OpenOrDie(const std::string& path, FileOptions options) {
 
 TEST(PosixEnvTest, WriteReadRoundTripAndSize) {
   ScratchDir dir;
-  auto file = OpenOrDie(dir.File("a"), {.create = true});
+  auto file = OpenFile(dir.File("a"), {.create = true});
+  ASSERT_NE(file, nullptr);
   std::vector<uint8_t> data(10000);
   FillPattern(data.data(), 100, data.size());
   ASSERT_TRUE(file->Write(100, data.data(), data.size()).ok());
@@ -41,7 +44,8 @@ TEST(PosixEnvTest, WriteReadRoundTripAndSize) {
 
 TEST(PosixEnvTest, ShortReadAtEndOfFile) {
   ScratchDir dir;
-  auto file = OpenOrDie(dir.File("a"), {.create = true});
+  auto file = OpenFile(dir.File("a"), {.create = true});
+  ASSERT_NE(file, nullptr);
   std::vector<uint8_t> data(5000, 7);
   ASSERT_TRUE(file->Write(0, data.data(), data.size()).ok());
   std::vector<uint8_t> back(8192);
@@ -90,7 +94,8 @@ TEST(PosixEnvTest, DirectIoRejectsMisalignmentNamingWhat) {
 TEST(PosixEnvTest, DirectShortReadAtEndOfFile) {
   ScratchDir dir;
   {
-    auto plain = OpenOrDie(dir.File("d"), {.create = true});
+    auto plain = OpenFile(dir.File("d"), {.create = true});
+    ASSERT_NE(plain, nullptr);
     std::vector<uint8_t> data(6000, 3);
     ASSERT_TRUE(plain->Write(0, data.data(), data.size()).ok());
   }
@@ -110,9 +115,12 @@ TEST(PosixEnvTest, ErrorsNameFileAndOffset) {
   EXPECT_TRUE(missing.status().IsNotFound());
   EXPECT_NE(missing.status().message().find(dir.File("missing")), std::string::npos);
 
-  auto file = OpenOrDie(dir.File("ro"), {.create = true});
+  auto file = OpenFile(dir.File("ro"), {.create = true});
+
+  ASSERT_NE(file, nullptr);
   file.reset();
-  auto ro = OpenOrDie(dir.File("ro"), {.read_only = true});
+  auto ro = OpenFile(dir.File("ro"), {.read_only = true});
+  ASSERT_NE(ro, nullptr);
   uint8_t byte = 1;
   Status s = ro->Write(12345, &byte, 1);
   EXPECT_TRUE(s.IsIOError());
@@ -129,8 +137,8 @@ TEST(PosixEnvTest, DirectoriesRenameDeleteList) {
   const std::string sub = dir.File("x/y/z");
   ASSERT_TRUE(env->CreateDirs(sub).ok());
   ASSERT_TRUE(env->CreateDirs(sub).ok());  // idempotent
-  OpenOrDie(sub + "/b", {.create = true});
-  OpenOrDie(sub + "/a", {.create = true});
+  ASSERT_NE(OpenFile(sub + "/b", {.create = true}), nullptr);
+  ASSERT_NE(OpenFile(sub + "/a", {.create = true}), nullptr);
   ASSERT_TRUE(env->SyncDir(sub).ok());
   auto names = env->ListDir(sub);
   ASSERT_TRUE(names.ok());

@@ -7,13 +7,14 @@
 
 #include "io/aligned.h"
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::FillPattern;
 using testing::MatchesPattern;
-using testing::ScratchDir;
 
 class CollectSink : public CompletionSink {
  public:
@@ -56,8 +57,11 @@ TEST_F(RingTest, FullRingQueuesInPendingListNothingLost) {
   std::vector<IoRequest> reqs(64);
   std::vector<uint8_t> buf(64 * 4096);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead, .file = file_.get(), .offset = i * 4096,
-               .buf = buf.data() + i * 4096, .len = 4096};
+    reqs[i] = {.op = IoRequest::Op::kRead,
+               .file = file_.get(),
+               .offset = i * 4096,
+               .buf = buf.data() + i * 4096,
+               .len = 4096};
     ASSERT_TRUE(ring_->Enqueue(&reqs[i]).ok());
   }
   IoRequest extra{.op = IoRequest::Op::kRead, .file = file_.get(), .buf = buf.data(), .len = 1};
@@ -74,8 +78,11 @@ TEST_F(RingTest, FullRingQueuesInPendingListNothingLost) {
 
 TEST_F(RingTest, WriteFsyncAndShortReadAtEnd) {
   std::vector<uint8_t> out(1000, 0x5A);
-  IoRequest write{.op = IoRequest::Op::kWrite, .file = file_.get(), .offset = 256 * 1024,
-                  .buf = out.data(), .len = 1000};
+  IoRequest write{.op = IoRequest::Op::kWrite,
+                  .file = file_.get(),
+                  .offset = 256 * 1024,
+                  .buf = out.data(),
+                  .len = 1000};
   IoRequest sync{.op = IoRequest::Op::kFdatasync, .file = file_.get()};
   ASSERT_TRUE(ring_->Enqueue(&write).ok());
   Drain();
@@ -83,8 +90,11 @@ TEST_F(RingTest, WriteFsyncAndShortReadAtEnd) {
   Drain();
   EXPECT_TRUE(write.status.ok() && sync.status.ok());
   std::vector<uint8_t> in(4096);
-  IoRequest read{.op = IoRequest::Op::kRead, .file = file_.get(), .offset = 256 * 1024,
-                 .buf = in.data(), .len = 4096};
+  IoRequest read{.op = IoRequest::Op::kRead,
+                 .file = file_.get(),
+                 .offset = 256 * 1024,
+                 .buf = in.data(),
+                 .len = 4096};
   ASSERT_TRUE(ring_->Enqueue(&read).ok());
   Drain();
   EXPECT_TRUE(read.status.ok());
@@ -96,8 +106,8 @@ TEST_F(RingTest, ErrorsNameFileAndOffset) {
   auto ro = Env::Default()->OpenFile(dir_.File("f"), {.read_only = true});
   ASSERT_TRUE(ro.ok());
   uint8_t byte = 1;
-  IoRequest write{.op = IoRequest::Op::kWrite, .file = ro->get(), .offset = 777, .buf = &byte,
-                  .len = 1};
+  IoRequest write{
+      .op = IoRequest::Op::kWrite, .file = ro->get(), .offset = 777, .buf = &byte, .len = 1};
   ASSERT_TRUE(ring_->Enqueue(&write).ok());
   Drain();
   EXPECT_TRUE(write.status.IsIOError());
@@ -117,8 +127,11 @@ TEST_F(RingTest, RegisteredFilesAndFixedBuffers) {
   ASSERT_TRUE(ring_->RegisterFiles({&fd, 1}).ok());
   std::vector<IoRequest> reqs(16);
   for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead, .file = file_.get(), .offset = (15 - i) * 4096,
-               .buf = buf->data() + i * 4096, .len = 4096};
+    reqs[i] = {.op = IoRequest::Op::kRead,
+               .file = file_.get(),
+               .offset = (15 - i) * 4096,
+               .buf = buf->data() + i * 4096,
+               .len = 4096};
     ASSERT_TRUE(ring_->Enqueue(&reqs[i]).ok());
   }
   Drain();

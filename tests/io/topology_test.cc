@@ -9,11 +9,12 @@
 #include <fstream>
 
 #include "tests/io/io_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::io {
 namespace {
 
-using testing::ScratchDir;
+using strata::testing::ScratchDir;
 
 void WriteText(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -43,8 +44,8 @@ TEST(TopologyTest, NodeOfPathAndCoreChoiceFromFakeSysfs) {
   std::filesystem::create_directories(disk + "/nvme0n1p1");
   std::filesystem::create_directories(sys + "/dev/block");
   std::filesystem::create_directory_symlink(
-      disk + "/nvme0n1p1",
-      sys + "/dev/block/" + std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev)));
+      disk + "/nvme0n1p1", sys + "/dev/block/" + std::to_string(major(st.st_dev)) + ":" +
+                               std::to_string(minor(st.st_dev)));
   WriteText(sys + "/devices/system/node/node1/cpulist", "2-3\n");
   std::filesystem::create_directories(sys + "/devices/system/cpu/cpu3/node1");
 

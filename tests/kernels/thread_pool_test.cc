@@ -1,9 +1,15 @@
-// The host runner's pool: every index exactly once, concurrent callers.
+// The host runner's pool: every index exactly once, concurrent callers, and
+// the shared pool's threads all at work.
 #include "kernels/thread_pool.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -43,7 +49,32 @@ TEST(ThreadPoolTest, ConcurrentCallersShareThePool) {
   for (uint64_t s : sums) EXPECT_EQ(s, 20ull * (10000ull * 9999 / 2));
 }
 
-TEST(ThreadPoolTest, SharedPoolExists) { EXPECT_GE(ThreadPool::Shared().threads(), 1u); }
+// One process-wide pool with a thread per hardware thread, all of which
+// ParallelFor puts to work: each of threads() chunks waits until every
+// chunk has started, which only returns when that many threads run at once.
+TEST(ThreadPoolTest, SharedPoolRunsOnEveryHardwareThread) {
+  ThreadPool& pool = ThreadPool::Shared();
+  EXPECT_EQ(&pool, &ThreadPool::Shared());
+  const uint32_t threads = std::max(1u, std::thread::hardware_concurrency());
+  ASSERT_EQ(pool.threads(), threads);
+  std::mutex mu;
+  std::condition_variable all_started;
+  uint32_t started = 0;
+  std::set<std::thread::id> ids;
+  bool timed_out = false;
+  // A deadline only so that a pool short of threads fails instead of hanging.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  pool.ParallelFor(threads, 1, 0, [&](uint64_t, uint64_t) {
+    std::unique_lock lock(mu);
+    ids.insert(std::this_thread::get_id());
+    if (++started == threads) all_started.notify_all();
+    if (!all_started.wait_until(lock, deadline, [&] { return started == threads; })) {
+      timed_out = true;
+    }
+  });
+  EXPECT_FALSE(timed_out) << started << " of " << threads << " chunks ran at once";
+  EXPECT_EQ(ids.size(), threads);
+}
 
 }  // namespace
 }  // namespace strata::kernels

@@ -11,17 +11,18 @@
 
 #include "strata/trace.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::trace {
 namespace {
 
-using testing::TempDir;
+using strata::testing::ScratchDir;
 using Batches = std::vector<std::vector<Key>>;  // one table, keys per batch
 
-IndexedTrace Load(const TempDir& dir, const Batches& batches) {
+IndexedTrace Load(const ScratchDir& dir, const Batches& batches) {
   TraceHeader h;
   h.tables = {{"t", 0}};
-  const std::string path = dir.Path("t.trace");
+  const std::string path = dir.File("t.trace");
   auto w = TraceWriter::Create(path, h);
   EXPECT_TRUE(w.ok());
   for (size_t b = 0; b < batches.size(); ++b) {
@@ -68,9 +69,9 @@ uint64_t NaiveLru(const Batches& batches, uint64_t cache) {
   for (uint64_t b = 0; b < dedup.size(); ++b) {
     const std::set<Key> in(dedup[b].begin(), dedup[b].end());
     for (Key k : in) misses += last_use.count(k) == 0;
-    while (last_use.size() + std::count_if(in.begin(), in.end(), [&](Key k) {
-             return last_use.count(k) == 0;
-           }) > cache) {
+    while (last_use.size() +
+               std::count_if(in.begin(), in.end(), [&](Key k) { return last_use.count(k) == 0; }) >
+           cache) {
       Key victim = 0;
       bool found = false;
       for (auto& [k, u] : last_use) {
@@ -120,7 +121,7 @@ uint64_t BruteForceOptimum(const Batches& batches, uint64_t cache) {
 }
 
 TEST(CacheSimTest, BeladyOnAHandCheckedSequence) {
-  TempDir dir;
+  ScratchDir dir;
   // a b c a b d a b c with two rows: MIN misses a b c - - b d - b c = 7
   // (evicting b at c, c at the second b, b at d); LRU misses all 9.
   const Batches seq = {{1}, {2}, {3}, {1}, {2}, {4}, {1}, {2}, {3}};
@@ -130,11 +131,11 @@ TEST(CacheSimTest, BeladyOnAHandCheckedSequence) {
   // Knowing one batch ahead is enough here to make every MIN choice.
   EXPECT_EQ(Misses(t, 2, 1), 7u);
   EXPECT_EQ(Misses(t, 3, kLookaheadUnbounded), 5u);  // 4 compulsory + c after d
-  EXPECT_EQ(Misses(t, 4, 0), 4u);                     // everything fits
+  EXPECT_EQ(Misses(t, 4, 0), 4u);                    // everything fits
 }
 
 TEST(CacheSimTest, AllRowsOfABatchAreResidentTogether) {
-  TempDir dir;
+  ScratchDir dir;
   const auto t = Load(dir, {{1, 2, 1}, {3}, {1, 2}});
   EXPECT_EQ(t.max_batch_rows, 2u);
   EXPECT_EQ(t.raw_keys, 6u);
@@ -147,7 +148,7 @@ TEST(CacheSimTest, AllRowsOfABatchAreResidentTogether) {
 TEST(CacheSimTest, LruMatchesANaiveModel) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 30; ++trial) {
-    TempDir dir;
+    ScratchDir dir;
     Batches batches(40);
     for (auto& b : batches) {
       const int n = 1 + static_cast<int>(rng() % 4);
@@ -163,7 +164,7 @@ TEST(CacheSimTest, LruMatchesANaiveModel) {
 TEST(CacheSimTest, MinIsOptimalAndBoundsEveryHorizon) {
   std::mt19937_64 rng(5);
   for (int trial = 0; trial < 25; ++trial) {
-    TempDir dir;
+    ScratchDir dir;
     Batches batches(9);
     for (auto& b : batches) {
       const int n = 1 + static_cast<int>(rng() % 2);
@@ -188,7 +189,7 @@ TEST(CacheSimTest, MinIsOptimalAndBoundsEveryHorizon) {
 }
 
 TEST(CacheSimTest, LfuFallbackKeepsTheHotRow) {
-  TempDir dir;
+  ScratchDir dir;
   // Row 1 is used often; a scan of once-used rows passes by. LRU lets the
   // scan push 1 out; LFU keeps it.
   Batches seq = {{1}, {1}, {1}};
@@ -205,7 +206,7 @@ TEST(CacheSimTest, LfuFallbackKeepsTheHotRow) {
 }
 
 TEST(CacheSimTest, RunOptReportsAllThree) {
-  TempDir dir;
+  ScratchDir dir;
   const auto t = Load(dir, {{1}, {2}, {3}, {1}, {2}, {4}, {1}, {2}, {3}});
   auto r = RunOpt(t, 2, 1, FallbackOrder::kLru);
   ASSERT_TRUE(r.ok());

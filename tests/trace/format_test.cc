@@ -1,16 +1,18 @@
 // strata-test-labels: unit
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 
 #include "strata/trace.h"
 #include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::trace {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::ReadBytes;
-using testing::TempDir;
 using testing::WriteBytes;
 
 TraceHeader TwoTables() {
@@ -52,10 +54,10 @@ Status ReadAll(const std::string& path, std::vector<TraceBatch>* out = nullptr) 
 }
 
 TEST(TraceFormatTest, RoundTripKeepsEveryField) {
-  TempDir dir;
+  ScratchDir dir;
   const auto batches = SomeBatches();
-  WriteTrace(dir.Path("t.trace"), batches);
-  auto r = TraceReader::Open(dir.Path("t.trace"));
+  WriteTrace(dir.File("t.trace"), batches);
+  auto r = TraceReader::Open(dir.File("t.trace"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ((*r)->header().worker_count, 2u);
   ASSERT_EQ((*r)->header().tables.size(), 2u);
@@ -84,81 +86,81 @@ TEST(TraceFormatTest, RoundTripKeepsEveryField) {
 }
 
 TEST(TraceFormatTest, EveryFlippedByteIsDetected) {
-  TempDir dir;
-  WriteTrace(dir.Path("t.trace"), SomeBatches());
-  const auto bytes = ReadBytes(dir.Path("t.trace"));
+  ScratchDir dir;
+  WriteTrace(dir.File("t.trace"), SomeBatches());
+  const auto bytes = ReadBytes(dir.File("t.trace"));
   ASSERT_GT(bytes.size(), 200u);
   for (size_t at = 0; at < bytes.size(); ++at) {
     auto damaged = bytes;
     damaged[at] ^= 0x20;
-    WriteBytes(dir.Path("bad.trace"), damaged, damaged.size());
-    const Status s = ReadAll(dir.Path("bad.trace"));
+    WriteBytes(dir.File("bad.trace"), damaged, damaged.size());
+    const Status s = ReadAll(dir.File("bad.trace"));
     ASSERT_TRUE(s.IsCorruption()) << "flip at " << at << ": " << s.ToString();
     EXPECT_NE(s.message().find("byte offset"), std::string::npos) << s.ToString();
   }
 }
 
 TEST(TraceFormatTest, EveryTruncationIsDetected) {
-  TempDir dir;
-  WriteTrace(dir.Path("t.trace"), SomeBatches());
-  const auto bytes = ReadBytes(dir.Path("t.trace"));
+  ScratchDir dir;
+  WriteTrace(dir.File("t.trace"), SomeBatches());
+  const auto bytes = ReadBytes(dir.File("t.trace"));
   for (size_t len = 0; len < bytes.size(); ++len) {
-    WriteBytes(dir.Path("cut.trace"), bytes, len);
-    const Status s = ReadAll(dir.Path("cut.trace"));
+    WriteBytes(dir.File("cut.trace"), bytes, len);
+    const Status s = ReadAll(dir.File("cut.trace"));
     ASSERT_TRUE(s.IsCorruption()) << "cut at " << len << ": " << s.ToString();
   }
-  EXPECT_TRUE(ReadAll(dir.Path("t.trace")).ok());
+  EXPECT_TRUE(ReadAll(dir.File("t.trace")).ok());
 }
 
 TEST(TraceFormatTest, ErrorNamesTheDamagedRecordOffset) {
-  TempDir dir;
-  WriteTrace(dir.Path("t.trace"), SomeBatches());
-  auto r = TraceReader::Open(dir.Path("t.trace"));
+  ScratchDir dir;
+  WriteTrace(dir.File("t.trace"), SomeBatches());
+  auto r = TraceReader::Open(dir.File("t.trace"));
   ASSERT_TRUE(r.ok());
   TraceBatch b;
   ASSERT_TRUE(*(*r)->Next(&b));
   const uint64_t second = (*r)->offset();
-  auto bytes = ReadBytes(dir.Path("t.trace"));
+  auto bytes = ReadBytes(dir.File("t.trace"));
   bytes[second + kRecordPrefixBytes + kBatchPayloadFixedBytes + 9] ^= 1;  // a key byte
-  WriteBytes(dir.Path("bad.trace"), bytes, bytes.size());
-  const Status s = ReadAll(dir.Path("bad.trace"));
+  WriteBytes(dir.File("bad.trace"), bytes, bytes.size());
+  const Status s = ReadAll(dir.File("bad.trace"));
   EXPECT_NE(s.message().find("byte offset " + std::to_string(second) + ": record checksum"),
             std::string::npos)
       << s.ToString();
   // Cut at the start of a record: no end record.
-  WriteBytes(dir.Path("cut.trace"), bytes, second);
-  const Status cut = ReadAll(dir.Path("cut.trace"));
+  WriteBytes(dir.File("cut.trace"), bytes, second);
+  const Status cut = ReadAll(dir.File("cut.trace"));
   EXPECT_NE(cut.message().find("byte offset " + std::to_string(second) + ": truncated"),
             std::string::npos)
       << cut.ToString();
 }
 
 TEST(TraceFormatTest, DataAfterTheEndRecordIsRejected) {
-  TempDir dir;
-  WriteTrace(dir.Path("t.trace"), SomeBatches());
-  auto bytes = ReadBytes(dir.Path("t.trace"));
+  ScratchDir dir;
+  WriteTrace(dir.File("t.trace"), SomeBatches());
+  auto bytes = ReadBytes(dir.File("t.trace"));
   const size_t size = bytes.size();
   bytes.push_back(0);
-  WriteBytes(dir.Path("long.trace"), bytes, bytes.size());
-  const Status s = ReadAll(dir.Path("long.trace"));
+  WriteBytes(dir.File("long.trace"), bytes, bytes.size());
+  const Status s = ReadAll(dir.File("long.trace"));
   EXPECT_NE(s.message().find("byte offset " + std::to_string(size) + ": data after"),
             std::string::npos)
       << s.ToString();
 }
 
 TEST(TraceFormatTest, MissingFileAndForeignFile) {
-  TempDir dir;
-  EXPECT_TRUE(TraceReader::Open(dir.Path("none")).status().IsNotFound());
-  testing::WriteText(dir.Path("text"), std::string(100, 'x'));
-  const Status s = TraceReader::Open(dir.Path("text")).status();
+  ScratchDir dir;
+  EXPECT_TRUE(TraceReader::Open(dir.File("none")).status().IsNotFound());
+  testing::WriteText(dir.File("text"), std::string(100, 'x'));
+  const Status s = TraceReader::Open(dir.File("text")).status();
   EXPECT_TRUE(s.IsCorruption());
   EXPECT_NE(s.message().find("bad magic"), std::string::npos);
 }
 
 TEST(TraceFormatTest, WriterRejectsBadBatchesAndLeavesNoPartialFile) {
-  TempDir dir;
+  ScratchDir dir;
   {
-    auto w = TraceWriter::Create(dir.Path("t.trace"), TwoTables());
+    auto w = TraceWriter::Create(dir.File("t.trace"), TwoTables());
     ASSERT_TRUE(w.ok());
     TraceBatch b;
     b.tables = {{1, {1}}, {0, {2}}};  // decreasing ids
@@ -173,17 +175,17 @@ TEST(TraceFormatTest, WriterRejectsBadBatchesAndLeavesNoPartialFile) {
     EXPECT_EQ((*w)->totals().batches, 1u);
     // Abandoned without Finish.
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.Path("t.trace")));
-  EXPECT_FALSE(std::filesystem::exists(dir.Path("t.trace.tmp")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t.trace")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t.trace.tmp")));
   TraceHeader none;
-  EXPECT_TRUE(TraceWriter::Create(dir.Path("x"), none).status().IsInvalidArgument());
+  EXPECT_TRUE(TraceWriter::Create(dir.File("x"), none).status().IsInvalidArgument());
 }
 
 TEST(TraceFormatTest, EmptyTraceRoundTrips) {
-  TempDir dir;
-  WriteTrace(dir.Path("t.trace"), {});
+  ScratchDir dir;
+  WriteTrace(dir.File("t.trace"), {});
   std::vector<TraceBatch> got;
-  EXPECT_TRUE(ReadAll(dir.Path("t.trace"), &got).ok());
+  EXPECT_TRUE(ReadAll(dir.File("t.trace"), &got).ok());
   EXPECT_TRUE(got.empty());
 }
 

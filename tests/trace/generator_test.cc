@@ -4,18 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 
 #include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
 #include "trace/limits.h"
 #include "trace/zipf.h"
 
 namespace strata::trace {
 namespace {
 
+using strata::testing::ScratchDir;
 using testing::ReadBytes;
-using testing::TempDir;
 
 GenOptions Small() {
   GenOptions o;
@@ -61,26 +63,26 @@ TEST(ZipfSamplerTest, HugeKeySpaceNeedsNoTable) {
 }
 
 TEST(GeneratorTest, SameSeedSameBytesOtherSeedOtherBytes) {
-  TempDir dir;
+  ScratchDir dir;
   GenOptions o = Small();
-  ASSERT_TRUE(Generate(o, dir.Path("a")).ok());
-  ASSERT_TRUE(Generate(o, dir.Path("b")).ok());
+  ASSERT_TRUE(Generate(o, dir.File("a")).ok());
+  ASSERT_TRUE(Generate(o, dir.File("b")).ok());
   o.seed = 2;
-  ASSERT_TRUE(Generate(o, dir.Path("c")).ok());
-  EXPECT_EQ(ReadBytes(dir.Path("a")), ReadBytes(dir.Path("b")));
-  EXPECT_NE(ReadBytes(dir.Path("a")), ReadBytes(dir.Path("c")));
+  ASSERT_TRUE(Generate(o, dir.File("c")).ok());
+  EXPECT_EQ(ReadBytes(dir.File("a")), ReadBytes(dir.File("b")));
+  EXPECT_NE(ReadBytes(dir.File("a")), ReadBytes(dir.File("c")));
 }
 
 TEST(GeneratorTest, ShapeWorkersClocksAndKeySpaces) {
-  TempDir dir;
+  ScratchDir dir;
   GenOptions o = Small();
-  auto totals = Generate(o, dir.Path("t"));
+  auto totals = Generate(o, dir.File("t"));
   ASSERT_TRUE(totals.ok()) << totals.status().ToString();
   EXPECT_EQ(totals->batches, 20u);
   EXPECT_EQ(totals->keys, 20u * 64 * (1 + 2 + 1));
   std::vector<std::set<Key>> unique(3);
   uint64_t b = 0;
-  auto s = ForEachBatch(dir.Path("t"), [&](const TraceBatch& batch) {
+  auto s = ForEachBatch(dir.File("t"), [&](const TraceBatch& batch) {
     EXPECT_EQ(batch.worker, b % 3);
     EXPECT_EQ(batch.clock, static_cast<Clock>(b / 3));
     EXPECT_EQ(batch.tables.size(), 3u);
@@ -96,7 +98,7 @@ TEST(GeneratorTest, ShapeWorkersClocksAndKeySpaces) {
 }
 
 TEST(GeneratorTest, DriftMovesTheHotSet) {
-  TempDir dir;
+  ScratchDir dir;
   GenOptions o;
   o.cardinalities = {100000};
   o.exponents = {1.2};
@@ -104,17 +106,20 @@ TEST(GeneratorTest, DriftMovesTheHotSet) {
   o.batch_size = 512;
   o.batches = 40;
   o.drift = 1000;  // the hot set slides 1000 ids a batch
-  ASSERT_TRUE(Generate(o, dir.Path("t")).ok());
+  ASSERT_TRUE(Generate(o, dir.File("t")).ok());
   std::map<Key, int> first_batch, last_batch;
   uint64_t b = 0;
-  ASSERT_TRUE(ForEachBatch(dir.Path("t"), [&](const TraceBatch& batch) {
-                if (b == 0) for (Key k : batch.tables[0].keys) first_batch[k]++;
-                if (b == 39) for (Key k : batch.tables[0].keys) last_batch[k]++;
+  ASSERT_TRUE(ForEachBatch(dir.File("t"), [&](const TraceBatch& batch) {
+                if (b == 0)
+                  for (Key k : batch.tables[0].keys) first_batch[k]++;
+                if (b == 39)
+                  for (Key k : batch.tables[0].keys) last_batch[k]++;
                 ++b;
                 return Status::Ok();
               }).ok());
   auto top = [](const std::map<Key, int>& m) {
-    return std::max_element(m.begin(), m.end(), [](auto& a, auto& c) { return a.second < c.second; })
+    return std::max_element(m.begin(), m.end(),
+                            [](auto& a, auto& c) { return a.second < c.second; })
         ->first;
   };
   EXPECT_NE(top(first_batch), top(last_batch));
@@ -142,9 +147,9 @@ TEST(GeneratorTest, PresetsAndValidation) {
   EXPECT_EQ(ScaledKeySpace(o, 8), 1u);  // never below one key
   o.hotness.pop_back();
   EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
-  TempDir dir;
-  EXPECT_TRUE(Generate(o, dir.Path("t")).status().IsInvalidArgument());
-  EXPECT_FALSE(std::filesystem::exists(dir.Path("t")));
+  ScratchDir dir;
+  EXPECT_TRUE(Generate(o, dir.File("t")).status().IsInvalidArgument());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
 }
 
 // A "-1" read as 2^64 - 1 (batches: a trace that fills the disk; key space:
@@ -168,9 +173,9 @@ TEST(GeneratorTest, HugeBatchCountsAndKeySpacesAreRefused) {
   EXPECT_TRUE(ValidateGenOptions(o).ok());
   o.scale = 2;
   EXPECT_TRUE(ValidateGenOptions(o).IsInvalidArgument());
-  TempDir dir;
-  EXPECT_TRUE(Generate(o, dir.Path("t")).status().IsInvalidArgument());
-  EXPECT_FALSE(std::filesystem::exists(dir.Path("t")));
+  ScratchDir dir;
+  EXPECT_TRUE(Generate(o, dir.File("t")).status().IsInvalidArgument());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
 }
 
 }  // namespace

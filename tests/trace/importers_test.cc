@@ -3,33 +3,21 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
 #include "trace/info.h"
 
 namespace strata::trace {
 namespace {
 
-using testing::TempDir;
+using strata::testing::ScratchDir;
 using testing::WriteText;
-
-// The shipped Criteo sample: $STRATA_DATA_DIR, <source>/../shared/data, or
-// /work/shared/data.
-std::string CriteoSample() {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("STRATA_DATA_DIR")) dirs.push_back(d);
-  if (const char* s = std::getenv("STRATA_SOURCE_DIR")) dirs.push_back(std::string(s) + "/../shared/data");
-  dirs.push_back("/work/shared/data");
-  for (const auto& d : dirs) {
-    const std::string p = d + "/criteo_kaggle_train_head10k.txt";
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
 
 std::vector<std::string> Fields(const std::string& line, char sep) {
   std::vector<std::string> out;
@@ -52,8 +40,10 @@ std::string ExportToString(const std::string& trace, int64_t table = -1) {
 }
 
 TEST(ImportCriteoTest, ShippedSampleBecomesTwentySixTables) {
-  const std::string sample = CriteoSample();
-  if (sample.empty()) GTEST_SKIP() << "criteo_kaggle_train_head10k.txt not found";
+  // The sample ships in the repository: missing is a broken checkout, not a skip.
+  const std::string sample = strata::testing::CriteoSamplePath();
+  ASSERT_TRUE(std::filesystem::exists(sample))
+      << "the shipped Criteo sample is missing: " << sample;
   // The model: count non-empty categorical values per column, and the keys
   // of the first row.
   std::ifstream in(sample);
@@ -72,20 +62,20 @@ TEST(ImportCriteoTest, ShippedSampleBecomesTwentySixTables) {
     ++rows;
   }
   ASSERT_EQ(rows, 10000u);
-  TempDir dir;
+  ScratchDir dir;
   ImportOptions o;
   o.batch_size = 1000;
-  auto totals = ImportCriteo(sample, dir.Path("c.trace"), o);
+  auto totals = ImportCriteo(sample, dir.File("c.trace"), o);
   ASSERT_TRUE(totals.ok()) << totals.status().ToString();
   EXPECT_EQ(totals->batches, 10u);
-  auto info = ComputeTraceInfo(dir.Path("c.trace"));
+  auto info = ComputeTraceInfo(dir.File("c.trace"));
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->tables.size(), 26u);
   EXPECT_EQ(info->tables[0].name, "C1");
   for (uint32_t c = 0; c < 26; ++c) EXPECT_EQ(info->tables[c].keys, present[c]) << c;
   // First batch starts with the first row's value in each table.
   bool first = true;
-  ASSERT_TRUE(ForEachBatch(dir.Path("c.trace"), [&](const TraceBatch& b) {
+  ASSERT_TRUE(ForEachBatch(dir.File("c.trace"), [&](const TraceBatch& b) {
                 if (!first) return Status::Ok();
                 first = false;
                 EXPECT_EQ(b.tables.size(), 26u);
@@ -99,70 +89,70 @@ TEST(ImportCriteoTest, ShippedSampleBecomesTwentySixTables) {
 }
 
 TEST(ImportCriteoTest, BadLineNamesItsNumberAndLeavesNoTrace) {
-  TempDir dir;
+  ScratchDir dir;
   std::string good = "1";
   for (int i = 0; i < 39; ++i) good += "\tab";
-  WriteText(dir.Path("in.txt"), good + "\n" + good + "\n1\t2\t3\n");
-  auto r = ImportCriteo(dir.Path("in.txt"), dir.Path("out"), ImportOptions{});
+  WriteText(dir.File("in.txt"), good + "\n" + good + "\n1\t2\t3\n");
+  auto r = ImportCriteo(dir.File("in.txt"), dir.File("out"), ImportOptions{});
   ASSERT_TRUE(r.status().IsInvalidArgument());
   EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().ToString();
-  EXPECT_FALSE(std::filesystem::exists(dir.Path("out")));
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out")));
 }
 
 TEST(ImportCsvTest, LabelSkippedColumnsChosenEmptyValuesSkipped) {
-  TempDir dir;
-  WriteText(dir.Path("in.csv"), "label,user,ad,hour\n1,u1,a1,3\n0,u2,,4\n1,u1,a2,5\n");
+  ScratchDir dir;
+  WriteText(dir.File("in.csv"), "label,user,ad,hour\n1,u1,a1,3\n0,u2,,4\n1,u1,a2,5\n");
   ImportOptions o;
   o.batch_size = 2;
   o.label = "label";
   o.columns = {"user", "ad"};
-  auto r = ImportCsv(dir.Path("in.csv"), dir.Path("t"), o);
+  auto r = ImportCsv(dir.File("in.csv"), dir.File("t"), o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->batches, 2u);
   EXPECT_EQ(r->keys, 5u);
-  auto info = ComputeTraceInfo(dir.Path("t"));
+  auto info = ComputeTraceInfo(dir.File("t"));
   ASSERT_TRUE(info.ok());
   ASSERT_EQ(info->tables.size(), 2u);
   EXPECT_EQ(info->tables[0].name, "user");
   EXPECT_EQ(info->tables[0].unique_keys, 2u);
   EXPECT_EQ(info->tables[1].keys, 2u);
   o.columns.clear();  // all but the label
-  ASSERT_TRUE(ImportCsv(dir.Path("in.csv"), dir.Path("t2"), o).ok());
-  EXPECT_EQ(ComputeTraceInfo(dir.Path("t2"))->tables.size(), 3u);
+  ASSERT_TRUE(ImportCsv(dir.File("in.csv"), dir.File("t2"), o).ok());
+  EXPECT_EQ(ComputeTraceInfo(dir.File("t2"))->tables.size(), 3u);
   o.columns = {"nope"};
-  auto bad = ImportCsv(dir.Path("in.csv"), dir.Path("t3"), o);
+  auto bad = ImportCsv(dir.File("in.csv"), dir.File("t3"), o);
   EXPECT_NE(bad.status().message().find("'nope'"), std::string::npos);
 }
 
 TEST(ImportLinesTest, RoundTripsThroughExport) {
-  TempDir dir;
+  ScratchDir dir;
   const std::string text = "1 2 3\n18446744073709551615 0\n\n7 7 7\n";
-  WriteText(dir.Path("in.txt"), text);
-  auto r = ImportLines(dir.Path("in.txt"), dir.Path("t"));
+  WriteText(dir.File("in.txt"), text);
+  auto r = ImportLines(dir.File("in.txt"), dir.File("t"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->batches, 4u);
   EXPECT_EQ(r->keys, 8u);
-  EXPECT_EQ(ExportToString(dir.Path("t")), text);
+  EXPECT_EQ(ExportToString(dir.File("t")), text);
 }
 
 TEST(ImportLinesTest, BadTokenNamesLineAndColumn) {
-  TempDir dir;
-  WriteText(dir.Path("a.txt"), "1 2\n3 x4\n");
-  auto r = ImportLines(dir.Path("a.txt"), dir.Path("t"));
+  ScratchDir dir;
+  WriteText(dir.File("a.txt"), "1 2\n3 x4\n");
+  auto r = ImportLines(dir.File("a.txt"), dir.File("t"));
   EXPECT_NE(r.status().message().find("line 2: column 3"), std::string::npos)
       << r.status().ToString();
-  WriteText(dir.Path("b.txt"), "18446744073709551616\n");  // 2^64
-  EXPECT_TRUE(ImportLines(dir.Path("b.txt"), dir.Path("t")).status().IsInvalidArgument());
-  WriteText(dir.Path("c.txt"), "-1\n");
-  EXPECT_TRUE(ImportLines(dir.Path("c.txt"), dir.Path("t")).status().IsInvalidArgument());
-  EXPECT_TRUE(ImportLines(dir.Path("none"), dir.Path("t")).status().IsNotFound());
+  WriteText(dir.File("b.txt"), "18446744073709551616\n");  // 2^64
+  EXPECT_TRUE(ImportLines(dir.File("b.txt"), dir.File("t")).status().IsInvalidArgument());
+  WriteText(dir.File("c.txt"), "-1\n");
+  EXPECT_TRUE(ImportLines(dir.File("c.txt"), dir.File("t")).status().IsInvalidArgument());
+  EXPECT_TRUE(ImportLines(dir.File("none"), dir.File("t")).status().IsNotFound());
 }
 
 TEST(TraceInfoTest, CountsMatchAModel) {
-  TempDir dir;
-  WriteText(dir.Path("in.txt"), "5 5 5 5 1\n5 2\n3 4 5\n");
-  ASSERT_TRUE(ImportLines(dir.Path("in.txt"), dir.Path("t")).ok());
-  auto info = ComputeTraceInfo(dir.Path("t"));
+  ScratchDir dir;
+  WriteText(dir.File("in.txt"), "5 5 5 5 1\n5 2\n3 4 5\n");
+  ASSERT_TRUE(ImportLines(dir.File("in.txt"), dir.File("t")).ok());
+  auto info = ComputeTraceInfo(dir.File("t"));
   ASSERT_TRUE(info.ok());
   EXPECT_EQ(info->batches, 3u);
   EXPECT_EQ(info->keys, 10u);

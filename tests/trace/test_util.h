@@ -1,9 +1,6 @@
-// Helpers shared by the trace tests: a temporary directory removed at the
-// end of the test, and whole-file byte access for corruption tests.
+// Helpers shared by the trace tests: whole-file byte access for corruption
+// tests. Scratch directories: tests/util/scratch_dir.h.
 #pragma once
-
-#include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,20 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/scratch_dir.h"
+
 namespace strata::trace::testing {
 
-class TempDir {
+// The former name of strata::testing::ScratchDir, with Path() for File();
+// kept for tests/bench/replay_driver_test.cc until it uses ScratchDir.
+class TempDir : public strata::testing::ScratchDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "strata_trace_XXXXXX").string();
-    dir_ = ::mkdtemp(tmpl.data());
-    EXPECT_FALSE(dir_.empty());
-  }
-  ~TempDir() { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
+  std::string Path(const std::string& name) const { return File(name); }
 };
 
 inline std::vector<char> ReadBytes(const std::string& path) {

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 
 #include "examples/train/trainer.h"
 #include "tests/examples/train/memory_store.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::train {
 namespace {
@@ -130,7 +130,8 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
   o.batch_rows = 2;
   o.epochs = 3;
   o.lookahead_batches = 3;
-  const std::string trace_path = ::testing::TempDir() + "batch_loader_test.trace";
+  strata::testing::ScratchDir dir;
+  const std::string trace_path = dir.File("loader.trace");
   trace::TraceHeader header;
   header.tables = {{"a", 0}, {"b", 0}};
   auto writer = trace::TraceWriter::Create(trace_path, header);
@@ -138,12 +139,12 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
   BatchLoader loader(d, {0, 1}, o, &store, *worker, 0, &mu, writer->get());
   ASSERT_TRUE(loader.Start().ok());
   std::vector<float> out;
-  size_t batches = 0;
+  std::vector<std::vector<std::vector<Key>>> pulled;  // per batch, per table
   while (true) {
     auto next = loader.Next();
     ASSERT_TRUE(next.ok());
     if (!*next) break;
-    ++batches;
+    pulled.push_back((*next)->unique_keys);
     std::lock_guard<std::mutex> lock(mu);
     for (TableId t = 0; t < 2; ++t) {
       out.resize((*next)->unique_keys[t].size() * 3);
@@ -154,18 +155,27 @@ TEST(BatchLoaderTest, IntentsAnnounceEveryPulledKeyWithinTheLookahead) {
   }
   loader.Stop();
   ASSERT_TRUE((*writer)->Finish().ok());
-  EXPECT_EQ(batches, 15u);
-  // The trace holds each batch's unique keys at its clock.
-  Clock expected_clock = 0;
+  ASSERT_EQ(pulled.size(), 15u);
+  // The trace holds each batch's unique keys at its clock: exactly the keys
+  // pulled, in the same order, a table left out when the batch has none.
+  Clock clock = 0;
   ASSERT_TRUE(trace::ForEachBatch(trace_path, [&](const trace::TraceBatch& b) {
-                EXPECT_EQ(b.clock, expected_clock++);
-                EXPECT_EQ(b.tables[0].table, 0u);
-                EXPECT_GE(b.tables[0].keys.size(), 1u);  // two rows: one or two keys
-                EXPECT_LE(b.tables[0].keys.size(), 2u);
+                EXPECT_EQ(b.clock, clock);
+                EXPECT_LT(clock, Clock(pulled.size()));
+                if (clock >= Clock(pulled.size())) return Status::Ok();
+                std::vector<trace::TraceBatchTable> want;
+                for (TableId t = 0; t < 2; ++t) {
+                  if (!pulled[clock][t].empty()) want.push_back({t, pulled[clock][t]});
+                }
+                EXPECT_EQ(b.tables.size(), want.size()) << "batch " << clock;
+                for (size_t i = 0; i < std::min(b.tables.size(), want.size()); ++i) {
+                  EXPECT_EQ(b.tables[i].table, want[i].table) << "batch " << clock;
+                  EXPECT_EQ(b.tables[i].keys, want[i].keys) << "batch " << clock;
+                }
+                ++clock;
                 return Status::Ok();
               }).ok());
-  EXPECT_EQ(expected_clock, 15);
-  std::remove(trace_path.c_str());
+  EXPECT_EQ(clock, 15);
   EXPECT_EQ(store.unannounced_pulls(), 0u);
   EXPECT_LE(store.max_intent_lead(), 3);
   EXPECT_FALSE(store.overlapping_calls());

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "tests/examples/train/sample_path.h"
+#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
@@ -103,7 +103,7 @@ TEST(DatasetTest, CsvNamedColumnsQuotesAndErrors) {
 }
 
 TEST(DatasetTest, ReadsTheShippedCriteoSample) {
-  auto d = ReadCriteoTsv(testing::CriteoSamplePath());
+  auto d = ReadCriteoTsv(strata::testing::CriteoSamplePath());
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->rows(), 10000u);
   std::set<std::pair<size_t, Key>> unique;

@@ -13,8 +13,8 @@
 #include "examples/train/trainer.h"
 #include "strata/store.h"
 #include "tests/cli/cli_runner.h"
-#include "tests/examples/train/sample_path.h"
-#include "tests/trace/test_util.h"
+#include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
 
 namespace strata::train {
 namespace {
@@ -35,10 +35,11 @@ StoreOptions StoreAt(const std::string& dir) {
 
 TEST(TrainCommandTest, KeptDirectoryHoldsTheTrainedRows) {
   ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
-  trace::testing::TempDir tmp;
-  const std::string dir = tmp.Path("store");
+  strata::testing::ScratchDir tmp;
+  const std::string dir = tmp.File("store");
   std::string out;
-  ASSERT_EQ(RunCli("train " + testing::CriteoSamplePath() + " --rows-max " + std::to_string(kRows) +
+  ASSERT_EQ(RunCli("train " + strata::testing::CriteoSamplePath() + " --rows-max " +
+                       std::to_string(kRows) +
                        " --epochs 2 --device-rows 512 --dram-rows 2048 --no-gpu --dir " + dir,
                    &out),
             0)
@@ -46,12 +47,12 @@ TEST(TrainCommandTest, KeptDirectoryHoldsTheTrainedRows) {
   EXPECT_NE(out.find("ckpt_s"), std::string::npos) << out;
   EXPECT_NE(out.find("checkpointed after every epoch"), std::string::npos) << out;
 
-  auto data = ReadCriteoTsv(testing::CriteoSamplePath(), kRows);
+  auto data = ReadCriteoTsv(strata::testing::CriteoSamplePath(), kRows);
   ASSERT_TRUE(data.ok()) << data.status().ToString();
   const std::vector<TableOptions> tables = MakeTables(*data, FmConfig{});
   auto trained = Store::Open(StoreAt(dir), tables);
   ASSERT_TRUE(trained.ok()) << trained.status().ToString();
-  auto fresh = Store::Open(StoreAt(tmp.Path("fresh")), tables);
+  auto fresh = Store::Open(StoreAt(tmp.File("fresh")), tables);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   auto trained_worker = (*trained)->RegisterWorker(-1);
   auto fresh_worker = (*fresh)->RegisterWorker(-1);

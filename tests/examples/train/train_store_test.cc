@@ -7,36 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 
 #include "examples/train/trainer.h"
 #include "strata/store.h"
-#include "tests/examples/train/sample_path.h"
+#include "tests/examples/train/criteo_sample_fixture.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::train {
 namespace {
 
-class TrainStoreTest : public ::testing::Test {
+class TrainStoreTest : public testing::CriteoSampleFixture {
  protected:
-  static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(testing::CriteoSamplePath());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    data_ = new Dataset(std::move(*d));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
-  void TearDown() override {
-    std::error_code ignored;
-    for (const auto& dir : dirs_) std::filesystem::remove_all(dir, ignored);
-  }
-
   Result<TrainResult> RunOn(const Dataset& data, const TrainOptions& o, uint64_t device_rows,
                             uint64_t dram_rows) {
     StoreOptions so;
-    so.dir = ::testing::TempDir() + "strata_train_store_test_" + std::to_string(::getpid()) + "_" +
-             std::to_string(dirs_.size());
-    dirs_.push_back(so.dir);
-    std::filesystem::remove_all(so.dir);
+    so.dir = dir_.File("store" + std::to_string(stores_++));
     so.device_rows_max = device_rows;
     so.dram_rows_max = dram_rows;
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
@@ -46,10 +31,9 @@ class TrainStoreTest : public ::testing::Test {
     return r;
   }
 
-  static Dataset* data_;
-  std::vector<std::string> dirs_;
+  strata::testing::ScratchDir dir_;
+  int stores_ = 0;
 };
-Dataset* TrainStoreTest::data_ = nullptr;
 
 // The first `rows` rows of the sample.
 Dataset Head(const Dataset& d, size_t rows) {

@@ -5,23 +5,15 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
+#include "tests/examples/train/criteo_sample_fixture.h"
 #include "tests/examples/train/memory_store.h"
-#include "tests/examples/train/sample_path.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::train {
 namespace {
 
-class TrainerTest : public ::testing::Test {
+class TrainerTest : public testing::CriteoSampleFixture {
  protected:
-  static void SetUpTestSuite() {
-    auto d = ReadCriteoTsv(testing::CriteoSamplePath());
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    data_ = new Dataset(std::move(*d));
-  }
-  static void TearDownTestSuite() { delete data_; }
-
   static TrainOptions Options() {
     TrainOptions o;
     o.loader.batch_rows = 256;
@@ -34,14 +26,12 @@ class TrainerTest : public ::testing::Test {
   static Result<TrainResult> Run(const TrainOptions& o, testing::MemoryStore* store) {
     return Train(store, *data_, o);
   }
-
-  static Dataset* data_;
 };
-Dataset* TrainerTest::data_ = nullptr;
 
 TEST_F(TrainerTest, LearnsTheCriteoSample) {
   TrainOptions o = Options();
-  o.trace_path = ::testing::TempDir() + "trainer_test.trace";
+  strata::testing::ScratchDir dir;
+  o.trace_path = dir.File("train.trace");
   testing::MemoryStore store(MakeTables(*data_, o.model));
   auto r = Run(o, &store);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -61,15 +51,21 @@ TEST_F(TrainerTest, LearnsTheCriteoSample) {
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   trace::TraceBatch batch;
   uint64_t batches = 0;
+  std::vector<uint64_t> keys_per_epoch(3, 0);
+  const uint64_t batches_per_epoch = 32 + 8;  // validation included
   while (true) {
     auto more = (*reader)->Next(&batch);
     ASSERT_TRUE(more.ok()) << more.status().ToString();
     if (!*more) break;
+    ASSERT_LT(batches / batches_per_epoch, keys_per_epoch.size());
+    keys_per_epoch[batches / batches_per_epoch] += batch.KeyCount();
     ++batches;
   }
-  EXPECT_EQ(batches, 3u * (32 + 8));  // every batch the store saw, validation included
-  std::remove(o.trace_path.c_str());
-  EXPECT_GT(last.pulls, 0u);
+  EXPECT_EQ(batches, 3u * batches_per_epoch);  // every batch the store saw
+  // Each batch pulls its unique keys once per table: what the trace holds.
+  for (size_t e = 0; e < r->epochs.size(); ++e) {
+    EXPECT_EQ(r->epochs[e].pulls, keys_per_epoch[e]) << "epoch " << e;
+  }
 }
 
 TEST_F(TrainerTest, DeterministicForASeedWhateverTheLookahead) {

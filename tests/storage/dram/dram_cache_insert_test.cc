@@ -11,18 +11,11 @@
 namespace strata::storage {
 namespace {
 
-using testing::Get;
-using testing::kRowBytes;
-using testing::kTable;
-using testing::MakeCache;
 using testing::MakeRow;
-using testing::MakeRows;
 using testing::MemoryRowStore;
-using testing::OneTable;
-using testing::Put;
-using testing::ResidentKeys;
+using DramCacheTest = testing::DramCacheFixture;
 
-TEST(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
+TEST_F(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kIntent, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 1, {}, {1, 1}).ok());
@@ -47,7 +40,7 @@ TEST(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
 }
 
-TEST(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
+TEST_F(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(4, DramEviction::kLru, &store);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 5, {}, {1, 0, 1, 1}).ok());
@@ -62,7 +55,7 @@ TEST(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
   EXPECT_EQ(c->Stats().evictions, 3u);
 }
 
-TEST(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
+TEST_F(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kLru, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {}, {1, 1}).ok());
@@ -71,10 +64,7 @@ TEST(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
   EXPECT_NE(s.message().find("'emb'"), std::string::npos) << s.ToString();
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2}));
-  std::vector<std::byte> out(2 * kRowBytes);
-  std::vector<uint8_t> found(2), dirty(2);
-  ASSERT_TRUE(c->Lookup(kTable, std::vector<Key>{1, 2}, out, found, dirty).ok());
-  EXPECT_EQ(dirty, (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ(DirtyFlags(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
   EXPECT_EQ(c->Stats().writeback_errors, 1u);
   // The store recovered: the retry writes both victims back.
   ASSERT_TRUE(Put(*c, {3, 4}, 6).ok());
@@ -83,7 +73,7 @@ TEST(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
 }
 
-TEST(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
+TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
   auto c = MakeCache(3, DramEviction::kLru);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {}, {1, 0, 1}).ok());
   ASSERT_TRUE(Put(*c, {4}).ok());  // 2 is the only clean row
@@ -97,7 +87,7 @@ TEST(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{3, 4, 5}));
 }
 
-TEST(DramCacheTest, FlushDirtyWritesInBoundedBatchesAndMarksClean) {
+TEST_F(DramCacheTest, FlushDirtyWritesInBoundedBatchesAndMarksClean) {
   MemoryRowStore store(OneTable());
   const uint64_t n = kDramFlushBatchRowsMax + 10;
   auto c = MakeCache(n, DramEviction::kIntent, &store);
@@ -106,21 +96,17 @@ TEST(DramCacheTest, FlushDirtyWritesInBoundedBatchesAndMarksClean) {
   ASSERT_TRUE(Put(*c, keys, 4, {}, std::vector<uint8_t>(n, 1)).ok());
   store.FailNextPuts(1);
   EXPECT_TRUE(c->FlushDirty().IsIOError());
-  std::vector<std::byte> out(n * kRowBytes);
-  std::vector<uint8_t> found(n), dirty(n);
-  ASSERT_TRUE(c->Lookup(kTable, keys, out, found, dirty).ok());
-  EXPECT_EQ(std::count(dirty.begin(), dirty.end(), 1), static_cast<long>(n));
+  EXPECT_EQ(DirtyFlags(*c, keys), std::vector<uint8_t>(n, 1));
   ASSERT_TRUE(c->FlushDirty().ok());
   EXPECT_EQ(store.put_calls(), 3u);  // one failed, then two batches
-  ASSERT_TRUE(c->Lookup(kTable, keys, out, found, dirty).ok());
-  EXPECT_EQ(std::count(dirty.begin(), dirty.end(), 0), static_cast<long>(n));
+  EXPECT_EQ(DirtyFlags(*c, keys), std::vector<uint8_t>(n, 0));
   auto rows = store.Rows(kTable);
   ASSERT_EQ(rows.size(), n);
   EXPECT_EQ(rows.at(keys.back()), MakeRow(keys.back(), 4, kRowBytes));
   EXPECT_EQ(c->Stats().dirty_writebacks, n);
 }
 
-TEST(DramCacheTest, CapacityIsSharedAcrossTablesInBytes) {
+TEST_F(DramCacheTest, CapacityIsSharedAcrossTablesInBytes) {
   std::vector<TableSpec> tables = {{1, "small", 16}, {2, "large", 48}};
   DramCacheOptions o;
   o.dram_bytes_max = 96;

@@ -9,23 +9,15 @@
 
 #include "storage/dram/limits.h"
 #include "tests/storage/dram/dram_test_util.h"
-#include "tests/storage/ssd/memory_row_store.h"
 
 namespace strata::storage {
 namespace {
 
-using testing::Get;
-using testing::kRowBytes;
-using testing::kTable;
-using testing::MakeCache;
 using testing::MakeRow;
 using testing::MakeRows;
-using testing::MemoryRowStore;
-using testing::OneTable;
-using testing::Put;
-using testing::ResidentKeys;
+using DramCacheTest = testing::DramCacheFixture;
 
-TEST(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
+TEST_F(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
   auto c = MakeCache(16, DramEviction::kIntent);
   std::vector<Key> keys = {0, 1, kKeyMax, 1ull << 63, kKeyMax - 1};
   ASSERT_TRUE(Put(*c, keys, 9, {}, {1, 0, 1, 0, 0}).ok());
@@ -47,7 +39,7 @@ TEST(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
   EXPECT_EQ(s.rows_max, 16u);
 }
 
-TEST(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
+TEST_F(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
   auto c = MakeCache(16, DramEviction::kIntent);
   std::vector<Key> keys = {5, 5, 6};
   std::vector<std::byte> rows;
@@ -66,7 +58,7 @@ TEST(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
   EXPECT_EQ(c->Stats().rows, 2u);
 }
 
-TEST(DramCacheTest, BadInputGetsClearErrorAndChangesNothing) {
+TEST_F(DramCacheTest, BadInputGetsClearErrorAndChangesNothing) {
   auto c = MakeCache(4, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2}).ok());
   std::vector<Key> keys = {3};
@@ -89,10 +81,11 @@ TEST(DramCacheTest, BadInputGetsClearErrorAndChangesNothing) {
   EXPECT_EQ(c->Stats().inserts, 2u);
 }
 
-TEST(DramCacheTest, CreateRejectsBadTablesAndOptions) {
+TEST_F(DramCacheTest, CreateRejectsBadTablesAndOptions) {
   DramCacheOptions o;
   o.dram_bytes_max = 1024;
-  EXPECT_TRUE(DramCache::Create(o, {{1, "a", 8}, {1, "b", 8}}, nullptr).status().IsInvalidArgument());
+  EXPECT_TRUE(
+      DramCache::Create(o, {{1, "a", 8}, {1, "b", 8}}, nullptr).status().IsInvalidArgument());
   EXPECT_TRUE(DramCache::Create(o, {{1, "a", 0}}, nullptr).status().IsInvalidArgument());
   auto too_big = DramCache::Create(o, {{1, "huge", 2048}}, nullptr);
   ASSERT_TRUE(too_big.status().IsInvalidArgument());
@@ -102,7 +95,7 @@ TEST(DramCacheTest, CreateRejectsBadTablesAndOptions) {
 }
 
 // Belady: with next uses known, the row used farthest in the future goes first.
-TEST(DramCacheTest, IntentEvictsFarthestNextUseFirst) {
+TEST_F(DramCacheTest, IntentEvictsFarthestNextUseFirst) {
   auto c = MakeCache(4, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {10, 50, 30, 20}, 1, {10, 50, 30, 20}).ok());
   ASSERT_TRUE(Put(*c, {5}, 1, {5}).ok());
@@ -116,7 +109,7 @@ TEST(DramCacheTest, IntentEvictsFarthestNextUseFirst) {
 }
 
 // Rows with no next use go before any with one, least recently used first.
-TEST(DramCacheTest, IntentEvictsRowsWithoutNextUseFirstLruAmongThem) {
+TEST_F(DramCacheTest, IntentEvictsRowsWithoutNextUseFirstLruAmongThem) {
   auto c = MakeCache(4, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {100, kClockNever, kClockNever, 5}).ok());
   Get(*c, {2});  // 3 is now the least recently used row without next use
@@ -132,7 +125,7 @@ TEST(DramCacheTest, IntentEvictsRowsWithoutNextUseFirstLruAmongThem) {
   EXPECT_EQ(order, (std::vector<Key>{3, 2, 1, 4}));
 }
 
-TEST(DramCacheTest, IntentBreaksNextUseTiesByLeastRecentUse) {
+TEST_F(DramCacheTest, IntentBreaksNextUseTiesByLeastRecentUse) {
   auto c = MakeCache(3, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {7, 7, 7}).ok());
   Get(*c, {1});
@@ -143,7 +136,7 @@ TEST(DramCacheTest, IntentBreaksNextUseTiesByLeastRecentUse) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 4, 5}));
 }
 
-TEST(DramCacheTest, SetNextUseReordersEviction) {
+TEST_F(DramCacheTest, SetNextUseReordersEviction) {
   auto c = MakeCache(3, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {10, 20, 30}).ok());
   std::vector<Key> keys = {1, 3, 99};
@@ -155,7 +148,7 @@ TEST(DramCacheTest, SetNextUseReordersEviction) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 4, 5}));
 }
 
-TEST(DramCacheTest, LruModeIgnoresNextUse) {
+TEST_F(DramCacheTest, LruModeIgnoresNextUse) {
   auto c = MakeCache(3, DramEviction::kLru);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {1, 1000, kClockNever}).ok());
   Get(*c, {1});
@@ -169,7 +162,7 @@ TEST(DramCacheTest, LruModeIgnoresNextUse) {
 // Lookups of many rows make their order entries stale; victim selection
 // re-files them and, past kDramRefilesBeforeRebuildMin, rebuilds the order.
 // Either way the eviction order is exactly the lookup order.
-TEST(DramCacheTest, LruStaysExactWhenManyLookedUpRowsAreRefiled) {
+TEST_F(DramCacheTest, LruStaysExactWhenManyLookedUpRowsAreRefiled) {
   for (DramEviction mode : {DramEviction::kLru, DramEviction::kIntent}) {
     const uint64_t n = 3 * kDramRefilesBeforeRebuildMin;
     auto c = MakeCache(n, mode);
@@ -204,7 +197,7 @@ TEST(DramCacheTest, LruStaysExactWhenManyLookedUpRowsAreRefiled) {
   }
 }
 
-TEST(DramCacheTest, LfuModeEvictsLeastFrequentLruAmongEquals) {
+TEST_F(DramCacheTest, LfuModeEvictsLeastFrequentLruAmongEquals) {
   auto c = MakeCache(3, DramEviction::kLfu);
   ASSERT_TRUE(Put(*c, {1, 2, 3}).ok());
   Get(*c, {1, 1, 2});
@@ -217,7 +210,7 @@ TEST(DramCacheTest, LfuModeEvictsLeastFrequentLruAmongEquals) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 4, 5}));
 }
 
-TEST(DramCacheTest, PinnedRowsAreNeverEvicted) {
+TEST_F(DramCacheTest, PinnedRowsAreNeverEvicted) {
   for (DramEviction mode : {DramEviction::kIntent, DramEviction::kLru, DramEviction::kLfu}) {
     auto c = MakeCache(4, mode);
     ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {kClockNever, 9, 9, 9}).ok());
@@ -236,7 +229,7 @@ TEST(DramCacheTest, PinnedRowsAreNeverEvicted) {
   }
 }
 
-TEST(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
+TEST_F(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
   auto c = MakeCache(4, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2}).ok());
   std::vector<uint8_t> found(1);
@@ -252,7 +245,7 @@ TEST(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
   EXPECT_EQ(c->Stats().bytes_used, 0u);
 }
 
-TEST(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
+TEST_F(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
   auto c = MakeCache(4, DramEviction::kLru);
   ASSERT_TRUE(Put(*c, {1, 2}, 3).ok());
   std::vector<uint8_t> found(2);
@@ -265,7 +258,7 @@ TEST(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
   ASSERT_TRUE(c->Unpin(kTable, std::vector<Key>{2}).ok());
 }
 
-TEST(DramCacheTest, ForEachReportsDirtyFlagsAndStopsOnError) {
+TEST_F(DramCacheTest, ForEachReportsDirtyFlagsAndStopsOnError) {
   auto c = MakeCache(8, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 2, {}, {0, 1, 0}).ok());
   int dirty_rows = 0, visited = 0;
@@ -277,13 +270,12 @@ TEST(DramCacheTest, ForEachReportsDirtyFlagsAndStopsOnError) {
                }).ok());
   EXPECT_EQ(visited, 3);
   EXPECT_EQ(dirty_rows, 1);
-  Status s = c->ForEach(kTable, [](Key, std::span<const std::byte>, bool) {
-    return Status::Internal("stop");
-  });
+  Status s = c->ForEach(
+      kTable, [](Key, std::span<const std::byte>, bool) { return Status::Internal("stop"); });
   EXPECT_TRUE(s.IsInternal());
 }
 
-TEST(DramCacheTest, IndexBytesPerRowStayBounded) {
+TEST_F(DramCacheTest, IndexBytesPerRowStayBounded) {
   auto c = MakeCache(1 << 16, DramEviction::kIntent);
   std::vector<Key> keys(1 << 16);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 0x9e3779b97f4a7c15ull;

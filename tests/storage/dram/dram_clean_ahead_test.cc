@@ -15,21 +15,9 @@
 namespace strata::storage {
 namespace {
 
-using testing::kRowBytes;
-using testing::kTable;
-using testing::MakeCache;
 using testing::MakeRow;
 using testing::MemoryRowStore;
-using testing::OneTable;
-using testing::Put;
-using testing::ResidentKeys;
-
-std::vector<uint8_t> DirtyFlags(DramCache& c, const std::vector<Key>& keys) {
-  std::vector<std::byte> out(keys.size() * kRowBytes);
-  std::vector<uint8_t> found(keys.size()), dirty(keys.size());
-  EXPECT_TRUE(c.Lookup(kTable, keys, out, found, dirty).ok());
-  return dirty;
-}
+using DramCleanAheadTest = testing::DramCacheFixture;
 
 // A MemoryRowStore whose MultiPut, once armed, announces that it started and
 // waits until the test lets it finish.
@@ -75,7 +63,7 @@ class GatedRowStore : public MemoryRowStore {
   bool armed_ = false, started_ = false, released_ = false, finished_ = false;
 };
 
-TEST(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
+TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(4, DramEviction::kIntent, &store);
   // Farthest next use is evicted first: 4, 3, 2, 1. Row 3 is clean.
@@ -99,7 +87,7 @@ TEST(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo)
   EXPECT_EQ(c->CleanAhead(1, 4).value(), 0u);  // the next victim (2) is clean now
 }
 
-TEST(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
+TEST_F(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kIntent, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
@@ -115,7 +103,7 @@ TEST(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
   EXPECT_EQ(store.Rows(kTable).at(2), MakeRow(2, 5, kRowBytes));
 }
 
-TEST(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) {
+TEST_F(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) {
   GatedRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kIntent, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());  // 1 is the next victim
@@ -138,7 +126,7 @@ TEST(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) {
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 7, kRowBytes));
 }
 
-TEST(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
+TEST_F(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
   GatedRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kIntent, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
@@ -158,7 +146,7 @@ TEST(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
 }
 
-TEST(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
+TEST_F(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
   GatedRowStore store(OneTable());
   auto c = MakeCache(2, DramEviction::kIntent, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
@@ -174,7 +162,7 @@ TEST(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
   EXPECT_EQ(DirtyFlags(*c, {1}), (std::vector<uint8_t>{0}));
 }
 
-TEST(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
+TEST_F(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
   auto c = MakeCache(2, DramEviction::kIntent);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
   auto cleaned = c->CleanAhead(2, 2);

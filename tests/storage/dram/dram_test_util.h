@@ -1,11 +1,13 @@
-// Helpers shared by the DRAM cache tests: self-describing rows and a view of
-// what a cache holds that does not disturb its eviction order.
+// Helpers shared by the DRAM cache tests: self-describing rows, and the
+// fixture of the one-table unit tests.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "storage/dram/dram_cache.h"
@@ -30,7 +32,7 @@ inline int64_t RowVersion(Key key, std::span<const std::byte> row) {
   std::memcpy(&version, row.data() + 8, 8);
   expect = MakeRow(key, version, static_cast<uint32_t>(row.size()));
   return std::memcmp(expect.data(), row.data(), row.size()) == 0 ? static_cast<int64_t>(version)
-                                                                  : -1;
+                                                                 : -1;
 }
 
 // Concatenated rows for a batch.
@@ -44,49 +46,64 @@ inline std::vector<std::byte> MakeRows(const std::vector<Key>& keys, uint64_t ve
   return rows;
 }
 
-// Resident keys of a table, sorted (ForEach: no effect on eviction order).
-inline std::vector<Key> ResidentKeys(DramCache& cache, TableId table) {
-  std::vector<Key> keys;
-  Status s = cache.ForEach(table, [&](Key k, std::span<const std::byte>, bool) {
-    keys.push_back(k);
-    return Status::Ok();
-  });
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
+// The fixture of the DramCache unit tests (dram_cache_test.cc,
+// dram_cache_insert_test.cc, dram_clean_ahead_test.cc): caches of one table
+// (kTable "emb", rows of kRowBytes) filled with MakeRow rows.
+class DramCacheFixture : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kRowBytes = 32;
+  static constexpr TableId kTable = 7;
 
-// A one-table cache of `rows_max` rows of kRowBytes for the unit tests.
-inline constexpr uint32_t kRowBytes = 32;
-inline constexpr TableId kTable = 7;
+  static std::vector<TableSpec> OneTable() { return {{kTable, "emb", kRowBytes}}; }
 
-inline std::vector<TableSpec> OneTable() { return {{kTable, "emb", kRowBytes}}; }
+  // A cache of `rows_max` rows of kRowBytes, writing back to `backing`.
+  static std::unique_ptr<DramCache> MakeCache(uint64_t rows_max, DramEviction eviction,
+                                              RowStore* backing = nullptr,
+                                              std::vector<TableSpec> tables = OneTable()) {
+    DramCacheOptions o;
+    o.dram_bytes_max = rows_max * kRowBytes;
+    o.eviction = eviction;
+    o.lock_stripes = 4;
+    auto cache = DramCache::Create(o, tables, backing);
+    EXPECT_TRUE(cache.ok()) << cache.status().ToString();
+    return cache.ok() ? std::move(cache).value() : nullptr;
+  }
 
-inline std::unique_ptr<DramCache> MakeCache(uint64_t rows_max, DramEviction eviction,
-                                     RowStore* backing = nullptr,
-                                     std::vector<TableSpec> tables = OneTable()) {
-  DramCacheOptions o;
-  o.dram_bytes_max = rows_max * kRowBytes;
-  o.eviction = eviction;
-  o.lock_stripes = 4;
-  auto cache = DramCache::Create(o, tables, backing);
-  EXPECT_TRUE(cache.ok()) << cache.status().ToString();
-  return std::move(cache).value();
-}
+  // Inserts MakeRow(key, version) for each key.
+  static Status Put(DramCache& c, std::vector<Key> keys, uint64_t version = 1,
+                    std::vector<Clock> next_use = {}, std::vector<uint8_t> dirty = {},
+                    TableId table = kTable, uint32_t row_bytes = kRowBytes) {
+    auto rows = MakeRows(keys, version, row_bytes);
+    return c.Insert(table, keys, rows, dirty, next_use);
+  }
 
-inline Status Put(DramCache& c, std::vector<Key> keys, uint64_t version = 1,
-           std::vector<Clock> next_use = {}, std::vector<uint8_t> dirty = {},
-           TableId table = kTable, uint32_t row_bytes = kRowBytes) {
-  auto rows = MakeRows(keys, version, row_bytes);
-  return c.Insert(table, keys, rows, dirty, next_use);
-}
+  // Looks keys up; returns found flags (and counts as a use).
+  static std::vector<uint8_t> Get(DramCache& c, std::vector<Key> keys) {
+    std::vector<std::byte> rows(keys.size() * kRowBytes);
+    std::vector<uint8_t> found(keys.size());
+    EXPECT_TRUE(c.Lookup(kTable, keys, rows, found, {}).ok());
+    return found;
+  }
 
-// Looks keys up; returns found flags (and counts as a use).
-inline std::vector<uint8_t> Get(DramCache& c, std::vector<Key> keys) {
-  std::vector<std::byte> rows(keys.size() * kRowBytes);
-  std::vector<uint8_t> found(keys.size());
-  EXPECT_TRUE(c.Lookup(kTable, keys, rows, found, {}).ok());
-  return found;
-}
+  // Resident keys of a table, sorted (ForEach: no effect on eviction order).
+  static std::vector<Key> ResidentKeys(DramCache& cache, TableId table) {
+    std::vector<Key> keys;
+    Status s = cache.ForEach(table, [&](Key k, std::span<const std::byte>, bool) {
+      keys.push_back(k);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }
+
+  // Looks keys up; returns their dirty flags (and counts as a use).
+  static std::vector<uint8_t> DirtyFlags(DramCache& c, const std::vector<Key>& keys) {
+    std::vector<std::byte> rows(keys.size() * kRowBytes);
+    std::vector<uint8_t> found(keys.size()), dirty(keys.size());
+    EXPECT_TRUE(c.Lookup(kTable, keys, rows, found, dirty).ok());
+    return dirty;
+  }
+};
 
 }  // namespace strata::storage::testing

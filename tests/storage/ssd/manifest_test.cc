@@ -11,17 +11,19 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
 
 #include "storage/ssd/limits.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
 
-using testing::ScratchDir;
+using strata::testing::ScratchDir;
 
 // Peak resident memory of this process (VmHWM), after ResetPeakRss.
 class PeakRss {

@@ -25,21 +25,9 @@ using testing::PutRows;
 constexpr uint32_t kRowBytes = 64;
 constexpr TableId kTable = 3;
 
-class NativeDurabilityTest : public ::testing::Test {
+class NativeDurabilityTest : public testing::NativeRowStoreFixture {
  protected:
-  NativeDurabilityTest() : fault_env_(io::Env::Default()) {}
-  RowStoreOptions Options() {
-    RowStoreOptions o;
-    o.backend = SsdBackend::kNative;
-    o.dir = dir_.path() + "/store";
-    o.env = &fault_env_;
-    return o;
-  }
-  std::unique_ptr<RowStore> Open() {
-    auto store = OpenRowStore(Options(), {{kTable, "emb", kRowBytes}});
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(store).value() : nullptr;
-  }
+  NativeDurabilityTest() : NativeRowStoreFixture(kTable, kRowBytes) {}
   std::vector<std::string> DataFiles() {
     std::vector<std::string> files;
     for (const auto& entry : std::filesystem::directory_iterator(Options().dir)) {
@@ -62,9 +50,20 @@ class NativeDurabilityTest : public ::testing::Test {
     fault_env_.ClearRules();
     return s;
   }
-
-  testing::ScratchDir dir_;
-  io::FaultEnv fault_env_;
+  // Versions 3 to 6 of `keys`, each over the last, with no checkpoint.
+  static Status OverwriteWithoutCheckpoint(RowStore& store, const std::vector<Key>& keys) {
+    for (uint64_t version = 3; version <= 6; ++version) {
+      STRATA_RETURN_IF_ERROR(PutRows(store, kTable, kRowBytes, keys, version, nullptr));
+    }
+    return Status::Ok();
+  }
+  // Reopened, the store holds exactly the checkpoint `meta`, whose content is `model`.
+  void ExpectReopensAt(const std::string& meta, const Model& model) {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->CheckpointMeta(), Bytes(meta));
+    ExpectContent(*store, kTable, kRowBytes, model);
+  }
 };
 
 // The reproduction: keys 1-3 at version 1, checkpoint; version 2,
@@ -80,14 +79,9 @@ TEST_F(NativeDurabilityTest, FailedDirectorySyncAfterRenameKeepsItsPages) {
     Status s = CheckpointInDoubt(*store, keys, nullptr, &v2);
     ASSERT_TRUE(s.IsIOError()) << s.ToString();
     EXPECT_NE(s.message().find("in doubt"), std::string::npos) << s.ToString();
-    for (uint64_t version = 3; version <= 6; ++version) {
-      ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, version, nullptr).ok());
-    }
+    ASSERT_TRUE(OverwriteWithoutCheckpoint(*store, keys).ok());
   }  // the process dies: nothing more is written, the rename stays
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->CheckpointMeta(), Bytes("v2"));
-  ExpectContent(*store, kTable, kRowBytes, v2);
+  ExpectReopensAt("v2", v2);
 }
 
 // The same, but the process dies at once and the store is reopened, written
@@ -106,16 +100,11 @@ TEST_F(NativeDurabilityTest, ReopenAfterSwitchInDoubtMakesItDurableBeforeReusing
     auto store = Open();
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->CheckpointMeta(), Bytes("v2"));
-    for (uint64_t version = 3; version <= 6; ++version) {
-      ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, version, nullptr).ok());
-    }
+    ASSERT_TRUE(OverwriteWithoutCheckpoint(*store, keys).ok());
     ASSERT_TRUE(store->Sync().ok());
     ASSERT_TRUE(fault_env_.DropUnsyncedWrites().ok());  // power loss before a checkpoint
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->CheckpointMeta(), Bytes("v2"));
-  ExpectContent(*store, kTable, kRowBytes, v2);
+  ExpectReopensAt("v2", v2);
 }
 
 // The same, then a power loss: the rename was never made durable, so the old
@@ -128,16 +117,11 @@ TEST_F(NativeDurabilityTest, FailedDirectorySyncThenPowerLossGivesOldCheckpoint)
     ASSERT_NE(store, nullptr);
     const Status s = CheckpointInDoubt(*store, keys, &v1, nullptr);
     ASSERT_NE(s.message().find("in doubt"), std::string::npos) << s.ToString();
-    for (uint64_t version = 3; version <= 6; ++version) {
-      ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, version, nullptr).ok());
-    }
+    ASSERT_TRUE(OverwriteWithoutCheckpoint(*store, keys).ok());
     ASSERT_TRUE(store->Sync().ok());
     ASSERT_TRUE(fault_env_.DropUnsyncedWrites().ok());
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->CheckpointMeta(), Bytes("v1"));
-  ExpectContent(*store, kTable, kRowBytes, v1);
+  ExpectReopensAt("v1", v1);
 }
 
 // After a switch in doubt, the next successful checkpoint is the store's
@@ -162,10 +146,7 @@ TEST_F(NativeDurabilityTest, CheckpointAfterSwitchInDoubtSucceedsAndFreesPages) 
   }
   EXPECT_LE(store->Stats().file_bytes, 3 * file_bytes);
   store.reset();
-  store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->CheckpointMeta(), Bytes("6"));
-  ExpectContent(*store, kTable, kRowBytes, model);
+  ExpectReopensAt("6", model);
 }
 
 // A failed fsync of a data file may have lost the pages written since the
@@ -198,10 +179,7 @@ TEST_F(NativeDurabilityTest, FailedDataSyncStopsTheStore) {
     EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, keys, 3, nullptr).IsIOError());
     EXPECT_TRUE(store->Sync().IsIOError());
   }
-  auto store = Open();
-  ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->CheckpointMeta(), Bytes("v1"));
-  ExpectContent(*store, kTable, kRowBytes, v1);
+  ExpectReopensAt("v1", v1);
 }
 
 TEST_F(NativeDurabilityTest, MissingManifestWithDataIsRefusedAndNothingChanges) {

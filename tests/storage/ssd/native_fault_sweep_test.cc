@@ -18,6 +18,7 @@
 #include "io/fault_env.h"
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -130,7 +131,7 @@ class Sweep {
   }
 
  private:
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   io::FaultEnv env_;
   std::map<TableId, Model> current_;
   std::map<int, std::map<TableId, Model>> models_;

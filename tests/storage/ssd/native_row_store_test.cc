@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <random>
 
 #include "io/fault_env.h"
@@ -25,21 +26,9 @@ using testing::PutRows;
 
 constexpr uint32_t kRowBytes = 512;  // 64 floats of embedding + 64 of state
 
-class NativeRowStoreTest : public ::testing::Test {
+class NativeRowStoreTest : public testing::NativeRowStoreFixture {
  protected:
-  NativeRowStoreTest() : fault_env_(io::Env::Default()) {}
-  RowStoreOptions Options() {
-    RowStoreOptions o;
-    o.backend = SsdBackend::kNative;
-    o.dir = dir_.path() + "/store";
-    o.env = &fault_env_;
-    return o;
-  }
-  std::unique_ptr<RowStore> Open() {
-    auto store = OpenRowStore(Options(), {{3, "emb", kRowBytes}});
-    EXPECT_TRUE(store.ok()) << store.status().ToString();
-    return store.ok() ? std::move(store).value() : nullptr;
-  }
+  NativeRowStoreTest() : NativeRowStoreFixture(3, kRowBytes) {}
   std::string DataFile() {
     auto names = io::Env::Default()->ListDir(Options().dir);
     for (const std::string& n : names.value()) {
@@ -47,9 +36,6 @@ class NativeRowStoreTest : public ::testing::Test {
     }
     return "";
   }
-
-  testing::ScratchDir dir_;
-  io::FaultEnv fault_env_;
 };
 
 TEST_F(NativeRowStoreTest, CrashAtRandomPointsGivesLastCheckpointExactly) {

@@ -14,6 +14,7 @@
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/rocksdb_test_util.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -63,7 +64,7 @@ class RocksDbCheckpointTest : public ::testing::Test {
     testing::ExpectContent(**store, 1, kRowBytes, model);
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   std::shared_ptr<FaultFs> fault_;
   std::unique_ptr<rocksdb::Env> env_;
 };

@@ -16,6 +16,7 @@
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/rocksdb_test_util.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -89,7 +90,7 @@ class RocksDbLayoutTest : public ::testing::Test {
     testing::ExpectContent(**store, 1, kRowBytes, model_);
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   Model model_;
 };
 

@@ -20,6 +20,7 @@
 
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -63,7 +64,7 @@ class RocksPowerLossFsTest : public ::testing::Test {
   }
   rocksdb::Env* env() { return fs_.env(); }
 
-  testing::ScratchDir dir_;  // exists before the wrapper: durable
+  strata::testing::ScratchDir dir_;  // exists before the wrapper: durable
   RocksPowerLossFs fs_;
 };
 
@@ -292,7 +293,7 @@ class RocksPowerLossRowStoreTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
   RocksPowerLossFs fs_;  // outlives the stores of a test
 };
 

@@ -12,6 +12,7 @@
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/rocksdb_test_util.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -25,7 +26,7 @@ constexpr uint32_t kRowBytes = 256;
 class RocksDbRowStoreTest : public ::testing::Test {
  protected:
   RowStoreOptions Options() const { return testing::RocksDbTestOptions(dir_.path() + "/store"); }
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
 };
 
 TEST_F(RocksDbRowStoreTest, CorruptedSstGivesCorruptionNeverWrongData) {

@@ -9,6 +9,7 @@
 
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -46,7 +47,7 @@ class RowStoreConformanceTest : public ::testing::Test {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
 };
 
 using Backends = ::testing::Types<Native, RocksDb>;

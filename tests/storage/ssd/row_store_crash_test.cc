@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage {
 namespace {
@@ -89,7 +91,7 @@ struct RocksDb {
 template <typename B>
 class RowStoreCrashTest : public ::testing::Test {
  protected:
-  testing::ScratchDir dir_;
+  strata::testing::ScratchDir dir_;
 };
 using Backends = ::testing::Types<Native, RocksDb>;
 TYPED_TEST_SUITE(RowStoreCrashTest, Backends);

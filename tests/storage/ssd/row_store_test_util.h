@@ -1,40 +1,23 @@
-// Helpers shared by the row store tests: a scratch directory, deterministic
-// row contents, a std::unordered_map model per table, and checks that a
-// store's content equals the model through MultiGet and Scan.
+// Helpers shared by the row store tests: deterministic row contents, a
+// std::unordered_map model per table, checks that a store's content equals
+// the model through MultiGet and Scan, and the fixture of the native
+// backend's tests (a store whose I/O goes through a FaultEnv).
 #pragma once
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "io/fault_env.h"
 #include "storage/ssd/row_store.h"
 #include "storage/ssd/row_store_factory.h"
+#include "tests/util/scratch_dir.h"
 
 namespace strata::storage::testing {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "strata_storage_XXXXXX";
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr) << "mkdtemp " << tmpl;
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 using Row = std::vector<std::byte>;
 using Model = std::unordered_map<Key, Row>;
@@ -112,5 +95,34 @@ inline std::vector<std::byte> Bytes(const std::string& s) {
   const auto* p = reinterpret_cast<const std::byte*>(s.data());
   return {p, p + s.size()};
 }
+
+// A native row store of one table in a scratch directory ("<scratch>/store"),
+// every file-system call through fault_env_, so a test injects faults
+// (AddRule) and power loss (DropUnsyncedWrites). Derived fixtures name the
+// table and its row size.
+class NativeRowStoreFixture : public ::testing::Test {
+ protected:
+  NativeRowStoreFixture(TableId table, uint32_t row_bytes)
+      : table_(table), row_bytes_(row_bytes), fault_env_(io::Env::Default()) {}
+
+  RowStoreOptions Options() {
+    RowStoreOptions o;
+    o.backend = SsdBackend::kNative;
+    o.dir = dir_.File("store");
+    o.env = &fault_env_;
+    return o;
+  }
+  // The store, or nullptr after recording the error (ASSERT_NE it).
+  std::unique_ptr<RowStore> Open() {
+    auto store = OpenRowStore(Options(), {{table_, "emb", row_bytes_}});
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  const TableId table_;
+  const uint32_t row_bytes_;
+  strata::testing::ScratchDir dir_;
+  io::FaultEnv fault_env_;
+};
 
 }  // namespace strata::storage::testing
