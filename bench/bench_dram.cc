@@ -253,10 +253,11 @@ int RunDramBench(const DramBenchArgs& a) {
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("strata bench dram: %llu rows x %u B, %u threads, batch %u, %u batches/thread, "
-                "%u stripes, %u writers, NUMA interleaved: %s\n",
-                static_cast<unsigned long long>(a.rows), rb, a.threads, a.batch, batches,
-                a.stripes, a.writers, cache.numa_interleaved() ? "yes" : "no");
+    std::printf(
+        "strata bench dram: %llu rows x %u B, %u threads, batch %u, %u batches/thread, "
+        "%u stripes, %u writers, NUMA interleaved: %s\n",
+        static_cast<unsigned long long>(a.rows), rb, a.threads, a.batch, batches, a.stripes,
+        a.writers, cache.numa_interleaved() ? "yes" : "no");
     std::printf("%-28s %14s %10s\n", "operation", "rows/s", "GB/s");
     std::printf("%-28s %14.3e %10.2f\n", "dram cache lookup+copy", total_rows / lookup_s,
                 total_gb / lookup_s);
@@ -267,10 +268,11 @@ int RunDramBench(const DramBenchArgs& a) {
                 total_gb / baseline_s);
     std::printf("lookup / memcpy bandwidth: %.2f; lookup / gather: %.2f\n", memcpy_s / lookup_s,
                 gather_s / lookup_s);
-    std::printf("insert into empty cache %.3e rows/s; insert evicting %.3e rows/s; "
-                "index+metadata %.1f B/row; writers %.3e rows/s\n",
-                a.rows / insert_s, fresh / evict_s,
-                double(stats.index_bytes) / double(stats.rows), written.load() / rounds_s);
+    std::printf(
+        "insert into empty cache %.3e rows/s; insert evicting %.3e rows/s; "
+        "index+metadata %.1f B/row; writers %.3e rows/s\n",
+        a.rows / insert_s, fresh / evict_s, double(stats.index_bytes) / double(stats.rows),
+        written.load() / rounds_s);
   }
   return misses.load() == 0 ? 0 : 1;
 }

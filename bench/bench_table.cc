@@ -200,9 +200,8 @@ Result<double> MeasureCopyGbPerS(Runner runner) {
 void RunTableBench(const TableBenchArgs& a) {
   Runner runner = kernels::DefaultRunner(a.runner != "host");
   if (a.runner == "gpu" && runner != Runner::kGpu) {
-    return ReportFailure("bench table", Status::FailedPrecondition(
-                                            "--runner gpu: no GPU visible" +
-                                            kernels::CudaBuildInfo()));
+    return ReportFailure("bench table", Status::FailedPrecondition("--runner gpu: no GPU visible" +
+                                                                   kernels::CudaBuildInfo()));
   }
   if (a.runner != "gpu" && a.runner != "host" && a.runner != "auto") {
     return ReportFailure("bench table", Status::InvalidArgument("--runner: gpu, host or auto"));
@@ -219,9 +218,10 @@ void RunTableBench(const TableBenchArgs& a) {
   }
   for (const auto& op : *ops) {
     if (op != "find" && op != "insert_or_assign" && op != "find_or_insert" && op != "push") {
-      return ReportFailure("bench table", Status::InvalidArgument(
-                                              "--op: find, insert_or_assign, find_or_insert or "
-                                              "push, not '" + op + "'"));
+      return ReportFailure(
+          "bench table", Status::InvalidArgument("--op: find, insert_or_assign, find_or_insert or "
+                                                 "push, not '" +
+                                                 op + "'"));
     }
   }
   for (double lf : *lfs) {
@@ -234,7 +234,8 @@ void RunTableBench(const TableBenchArgs& a) {
   const double copy_gb_per_s = *copy;
   nlohmann::json results = nlohmann::json::array();
   if (!a.json) {
-    if (copy_gb_per_s > 0) std::printf("device copy bandwidth %.0f GB/s (read + write)\n", copy_gb_per_s);
+    if (copy_gb_per_s > 0)
+      std::printf("device copy bandwidth %.0f GB/s (read + write)\n", copy_gb_per_s);
     std::printf("runner %s, capacity %llu rows, batch %llu keys, dist %s, optimizer %s, %u iters\n",
                 kernels::RunnerName(runner), static_cast<unsigned long long>(a.capacity),
                 static_cast<unsigned long long>(a.batch), a.dist.c_str(), a.optimizer.c_str(),
@@ -248,12 +249,15 @@ void RunTableBench(const TableBenchArgs& a) {
         auto r = RunOne(a, runner, *opt, op, static_cast<uint32_t>(dim), lf);
         if (!r.ok()) return ReportFailure("bench table", r.status());
         if (a.json) {
-          results.push_back({{"op", r->op}, {"dim", r->dim}, {"load_factor", r->load_factor},
-                             {"slot_load_factor", r->slot_load_factor},
-                             {"keys_per_s", r->keys_per_s}, {"seconds", r->seconds},
-                             {"payload_gb_per_s", r->payload_gb_per_s},
-                             {"copy_fraction",
-                              copy_gb_per_s > 0 ? r->payload_gb_per_s / copy_gb_per_s : 0.0}});
+          results.push_back(
+              {{"op", r->op},
+               {"dim", r->dim},
+               {"load_factor", r->load_factor},
+               {"slot_load_factor", r->slot_load_factor},
+               {"keys_per_s", r->keys_per_s},
+               {"seconds", r->seconds},
+               {"payload_gb_per_s", r->payload_gb_per_s},
+               {"copy_fraction", copy_gb_per_s > 0 ? r->payload_gb_per_s / copy_gb_per_s : 0.0}});
         } else {
           std::printf("%-17s %5u %6.2f %9.3f %14.0f %10.4f %12.2f\n", r->op.c_str(), r->dim,
                       r->load_factor, r->slot_load_factor, r->keys_per_s, r->keys_per_s / 1e9,
@@ -263,14 +267,10 @@ void RunTableBench(const TableBenchArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::json out = {{"bench", "table"},
-                          {"runner", kernels::RunnerName(runner)},
-                          {"capacity", a.capacity},
-                          {"batch", a.batch},
-                          {"dist", a.dist},
-                          {"optimizer", a.optimizer},
-                          {"iters", a.iters},
-                          {"copy_gb_per_s", copy_gb_per_s},
+    nlohmann::json out = {{"bench", "table"},       {"runner", kernels::RunnerName(runner)},
+                          {"capacity", a.capacity}, {"batch", a.batch},
+                          {"dist", a.dist},         {"optimizer", a.optimizer},
+                          {"iters", a.iters},       {"copy_gb_per_s", copy_gb_per_s},
                           {"results", results}};
     std::printf("%s\n", out.dump(2).c_str());
   }

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "base/log.h"
 
 namespace strata::io {
 namespace {

@@ -42,9 +42,8 @@ Status CheckOptions(const DeviceTableOptions& o) {
       !(opt.beta1 >= 0.0f && opt.beta1 < 1.0f && opt.beta2 >= 0.0f && opt.beta2 < 1.0f)) {
     return Status::InvalidArgument("DeviceTable: Adam beta1 and beta2 must be in [0, 1)");
   }
-  if (opt.kind == OptimizerKind::kFtrl &&
-      !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f && opt.ftrl_l1 >= 0.0f &&
-        opt.ftrl_l2 >= 0.0f)) {
+  if (opt.kind == OptimizerKind::kFtrl && !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f &&
+                                            opt.ftrl_l1 >= 0.0f && opt.ftrl_l2 >= 0.0f)) {
     return Status::InvalidArgument(
         "DeviceTable: FTRL needs ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0");
   }
@@ -71,11 +70,16 @@ uint64_t NextPrime(uint64_t n) {
 
 const char* OptimizerName(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdagrad: return "adagrad";
-    case OptimizerKind::kRowwiseAdagrad: return "rowwise_adagrad";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kFtrl: return "ftrl";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
+    case OptimizerKind::kRowwiseAdagrad:
+      return "rowwise_adagrad";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kFtrl:
+      return "ftrl";
   }
   return "unknown";
 }
@@ -182,8 +186,8 @@ Status DeviceTable::FindRows(const Key* keys, uint64_t n, float* rows, uint8_t* 
   return Synchronize(nullptr);
 }
 
-Status DeviceTable::FindOrInsertAsync(const Key* keys, uint64_t n, float* values,
-                                      uint8_t* inserted, int64_t next_use, void* stream) {
+Status DeviceTable::FindOrInsertAsync(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                      int64_t next_use, void* stream) {
   STRATA_RETURN_IF_ERROR(CheckBatch("FindOrInsert", keys, n));
   STRATA_CHECK_ARG(inserted != nullptr, "FindOrInsert", "inserted is null");
   if (runner_ == Runner::kHost) return HostFindOrInsert(keys, n, values, inserted, next_use);

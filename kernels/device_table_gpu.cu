@@ -18,14 +18,14 @@ constexpr int kBlockThreads = 256;
 constexpr uint32_t kNoSlot32 = ~uint32_t{0};
 
 // counters_ layout (uint64 words).
-constexpr int kSize = 0;        // resident rows
-constexpr int kErrCode = 1;     // first async error: 0 none, 1 no room, 2 missing key
-constexpr int kErrCount = 2;    // keys that failed in that call
-constexpr int kErrKey = 3;      // first failing key
-constexpr int kErrBatch = 4;    // keys in that call
-constexpr int kErrOp = 5;       // 0 FindOrInsert, 1 InsertOrAssign, 2 Push
-constexpr int kBatchFailed = 6; // failures of the running call
-constexpr int kBatchFirst = 7;  // lowest failing index of the running call
+constexpr int kSize = 0;         // resident rows
+constexpr int kErrCode = 1;      // first async error: 0 none, 1 no room, 2 missing key
+constexpr int kErrCount = 2;     // keys that failed in that call
+constexpr int kErrKey = 3;       // first failing key
+constexpr int kErrBatch = 4;     // keys in that call
+constexpr int kErrOp = 5;        // 0 FindOrInsert, 1 InsertOrAssign, 2 Push
+constexpr int kBatchFailed = 6;  // failures of the running call
+constexpr int kBatchFirst = 7;   // lowest failing index of the running call
 // Scratch words after the 8 counters: [8] unique count / export count,
 // [9] greater-than count, [10] tie count, [16..16+256) histogram.
 constexpr int kScratch0 = 8;
@@ -159,8 +159,8 @@ __global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t 
 
 // Owners write their rows, a tile per key (coalesced row copies).
 __global__ void AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
-                                  const uint32_t* owner, const float* rows,
-                                  const int64_t* next_use, const uint8_t* dirty) {
+                                  const uint32_t* owner, const float* rows, const int64_t* next_use,
+                                  const uint8_t* dirty) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
@@ -192,10 +192,18 @@ __global__ void ForEachFoundKernel(DeviceTableRef ref, const Key* keys, uint64_t
     if (found != nullptr) found[i] = s != kNoSlot;
     if (s == kNoSlot) continue;
     switch (op) {
-      case detail::kOpErase: (void)ref.Release(s); break;
-      case detail::kOpPin: detail::AtomicAdd(&ref.pins[s], 1u); break;
-      case detail::kOpUnpin: (void)detail::AtomicDecrementToZero(&ref.pins[s]); break;
-      case detail::kOpSetNextUse: ref.next_use[s] = next_use[i]; break;
+      case detail::kOpErase:
+        (void)ref.Release(s);
+        break;
+      case detail::kOpPin:
+        detail::AtomicAdd(&ref.pins[s], 1u);
+        break;
+      case detail::kOpUnpin:
+        (void)detail::AtomicDecrementToZero(&ref.pins[s]);
+        break;
+      case detail::kOpSetNextUse:
+        ref.next_use[s] = next_use[i];
+        break;
     }
   }
 }
@@ -242,9 +250,8 @@ __global__ void RelabelKernel(const uint32_t* unique_slots, uint32_t* owner,
 }
 
 // Step 5: sum gradients per group (order of duplicates unspecified).
-__global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of,
-                          const uint32_t* owner, const float* grads, float* sums,
-                          const uint64_t* counters) {
+__global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of, const uint32_t* owner,
+                          const float* grads, float* sums, const uint64_t* counters) {
   if (counters[kBatchFailed] != 0) return;
   const uint64_t total = n * dim;
   for (uint64_t e = GlobalIndex(); e < total; e += GridStride()) {
@@ -380,8 +387,8 @@ static Status BeginCall(uint64_t* counters, void* stream) {
 Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats,
                             uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
-  FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out,
-                                                                     out_floats, found);
+  FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out, out_floats,
+                                                                    found);
   return LaunchStatus("FindKernel");
 }
 
@@ -395,20 +402,19 @@ Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, 
       c);
   if (values != nullptr) {
     GatherKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(),
-                                                                         values);
+                                                                        values);
   }
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 0, c);
   return LaunchStatus("FindOrInsertKernel");
 }
 
 Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
-                                      const int64_t* next_use, const uint8_t* dirty,
-                                      void* stream) {
+                                      const int64_t* next_use, const uint8_t* dirty, void* stream) {
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
   ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
-                                                                  owner_.data(), c);
+                                                                owner_.data(), c);
   AssignOwnedKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
       ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
   ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
@@ -420,7 +426,7 @@ Status DeviceTable::GpuForEachFound(const Key* keys, uint64_t n, int op, const i
                                     uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
   ForEachFoundKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, op, next_use,
-                                                                   found);
+                                                                 found);
   return LaunchStatus("ForEachFoundKernel");
 }
 
@@ -445,9 +451,8 @@ Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, voi
   RelabelKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(unique_slots_.data(), owner, c);
   SumKernel<<<Blocks(n * dim), kBlockThreads, 0, S(stream)>>>(n, dim, slot_of, owner, grads,
                                                               grad_sums_.data(), c);
-  ApplyKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, options_.optimizer,
-                                                       unique_slots_.data(), owner,
-                                                       grad_sums_.data(), c);
+  ApplyKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
+      ref_, options_.optimizer, unique_slots_.data(), owner, grad_sums_.data(), c);
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 2, c);
   return LaunchStatus("Push kernels");
 }
@@ -520,8 +525,7 @@ Status DeviceTable::GpuSynchronize(void* stream) {
   STRATA_RETURN_IF_ERROR(detail::GpuCopy(err, counters_.data() + kErrCode, sizeof(err),
                                          detail::GpuCopyKind::kDeviceToHost, nullptr));
   if (err[0] == 0) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(
-      detail::GpuMemset(counters_.data() + kErrCode, 0, sizeof(err), nullptr));
+  STRATA_RETURN_IF_ERROR(detail::GpuMemset(counters_.data() + kErrCode, 0, sizeof(err), nullptr));
   STRATA_RETURN_IF_ERROR(detail::GpuSync(nullptr));
   static const char* kOps[] = {"FindOrInsert", "InsertOrAssign", "Push"};
   const std::string op = std::string("DeviceTable::") + kOps[err[4] < 3 ? err[4] : 0];
@@ -529,11 +533,10 @@ Status DeviceTable::GpuSynchronize(void* stream) {
     return Status::NotFound(op + ": key " + std::to_string(err[2]) + " (and " +
                             std::to_string(err[1] - 1) + " more) not resident; nothing applied");
   }
-  return Status::ResourceExhausted(op + ": " + std::to_string(err[1]) + " of " +
-                                   std::to_string(err[3]) +
-                                   " keys found no free slot within the probe bound (first key " +
-                                   std::to_string(err[2]) + ", size " + std::to_string(GpuSize()) +
-                                   " of " + std::to_string(slots()) + " slots)");
+  return Status::ResourceExhausted(
+      op + ": " + std::to_string(err[1]) + " of " + std::to_string(err[3]) +
+      " keys found no free slot within the probe bound (first key " + std::to_string(err[2]) +
+      ", size " + std::to_string(GpuSize()) + " of " + std::to_string(slots()) + " slots)");
 }
 
 uint64_t DeviceTable::GpuSize() const {

@@ -51,8 +51,8 @@ Status DeviceTable::HostFind(const Key* keys, uint64_t n, float* out, uint32_t o
   return Status::Ok();
 }
 
-Status DeviceTable::HostFindOrInsert(const Key* keys, uint64_t n, float* values,
-                                     uint8_t* inserted, int64_t next_use) {
+Status DeviceTable::HostFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                     int64_t next_use) {
   const DeviceTableRef ref = ref_;
   const InitializerOptions init = options_.initializer;
   const OptimizerOptions opt = options_.optimizer;
@@ -80,8 +80,8 @@ Status DeviceTable::HostFindOrInsert(const Key* keys, uint64_t n, float* values,
     return Status::ResourceExhausted(
         "DeviceTable::FindOrInsert: " + std::to_string(count) + " of " + std::to_string(n) +
         " keys found no free slot within the probe bound (first key " +
-        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) +
-        " of " + std::to_string(slots()) + " slots)");
+        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) + " of " +
+        std::to_string(slots()) + " slots)");
   }
   return Status::Ok();
 }
@@ -128,8 +128,8 @@ Status DeviceTable::HostInsertOrAssign(const Key* keys, uint64_t n, const float*
     return Status::ResourceExhausted(
         "DeviceTable::InsertOrAssign: " + std::to_string(count) + " of " + std::to_string(n) +
         " keys found no free slot within the probe bound (first key " +
-        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) +
-        " of " + std::to_string(slots()) + " slots)");
+        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) + " of " +
+        std::to_string(slots()) + " slots)");
   }
   return Status::Ok();
 }
@@ -142,9 +142,15 @@ Status DeviceTable::HostForEachFound(const Key* keys, uint64_t n, int op, const 
     if (found != nullptr) found[i] = s != kNoSlot;
     if (s == kNoSlot) return;
     switch (op) {
-      case detail::kOpErase: (void)ref.Release(s); break;
-      case detail::kOpPin: detail::AtomicAdd(&ref.pins[s], 1u); break;
-      case detail::kOpUnpin: (void)detail::AtomicDecrementToZero(&ref.pins[s]); break;
+      case detail::kOpErase:
+        (void)ref.Release(s);
+        break;
+      case detail::kOpPin:
+        detail::AtomicAdd(&ref.pins[s], 1u);
+        break;
+      case detail::kOpUnpin:
+        (void)detail::AtomicDecrementToZero(&ref.pins[s]);
+        break;
       case detail::kOpSetNextUse:
         std::atomic_ref<int64_t>(ref.next_use[s]).store(next_use[i], std::memory_order_relaxed);
         break;
@@ -180,20 +186,20 @@ Status DeviceTable::HostPush(const Key* keys, uint64_t n, const float* grads) {
   starts.push_back(n);
   const uint32_t dim = ref.dim;
   const OptimizerOptions opt = options_.optimizer;
-  ThreadPool::Shared().ParallelFor(
-      starts.size() - 1, kHostGrainKeys, options_.host_threads, [&](uint64_t begin, uint64_t end) {
-        std::vector<float> sum(dim);
-        for (uint64_t u = begin; u < end; ++u) {
-          std::fill(sum.begin(), sum.end(), 0.0f);
-          for (uint64_t j = starts[u]; j < starts[u + 1]; ++j) {
-            const float* g = grads + (order[j] & 0xffffffffULL) * dim;
-            for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
-          }
-          const uint64_t s = order[starts[u]] >> 32;
-          ApplyOptimizer(opt, dim, ref.Row(s), sum.data());
-          ref.dirty[s] = 1;
-        }
-      });
+  ThreadPool::Shared().ParallelFor(starts.size() - 1, kHostGrainKeys, options_.host_threads,
+                                   [&](uint64_t begin, uint64_t end) {
+                                     std::vector<float> sum(dim);
+                                     for (uint64_t u = begin; u < end; ++u) {
+                                       std::fill(sum.begin(), sum.end(), 0.0f);
+                                       for (uint64_t j = starts[u]; j < starts[u + 1]; ++j) {
+                                         const float* g = grads + (order[j] & 0xffffffffULL) * dim;
+                                         for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
+                                       }
+                                       const uint64_t s = order[starts[u]] >> 32;
+                                       ApplyOptimizer(opt, dim, ref.Row(s), sum.data());
+                                       ref.dirty[s] = 1;
+                                     }
+                                   });
   return Status::Ok();
 }
 

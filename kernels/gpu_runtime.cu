@@ -30,8 +30,8 @@ namespace {
 Status CudaStatus(cudaError_t err, const char* what, size_t bytes) {
   if (err == cudaSuccess) return Status::Ok();
   (void)cudaGetLastError();
-  std::string msg = std::string(what) + " (" + std::to_string(bytes) + " bytes): " +
-                    cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+  std::string msg = std::string(what) + " (" + std::to_string(bytes) +
+                    " bytes): " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
   if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(std::move(msg));
   return Status::Internal(std::move(msg));
 }
@@ -69,8 +69,6 @@ Status GpuSync(void* stream) {
                     "cudaStreamSynchronize", 0);
 }
 
-Status GpuSetDevice(int device) {
-  return CudaStatus(cudaSetDevice(device), "cudaSetDevice", 0);
-}
+Status GpuSetDevice(int device) { return CudaStatus(cudaSetDevice(device), "cudaSetDevice", 0); }
 
 }  // namespace strata::kernels::detail

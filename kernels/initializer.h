@@ -37,7 +37,8 @@ STRATA_HD inline uint64_t InitBits(uint64_t seed, Key key, uint32_t index) {
 // Initial value of element `index` of `key`'s embedding.
 STRATA_HD inline float InitValue(const InitializerOptions& init, Key key, uint32_t index) {
   switch (init.kind) {
-    case InitializerKind::kZeros: return 0.0f;
+    case InitializerKind::kZeros:
+      return 0.0f;
     case InitializerKind::kUniform: {
       const uint64_t bits = InitBits(init.seed, key, index);
       const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)

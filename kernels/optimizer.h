@@ -25,26 +25,31 @@ enum class OptimizerKind : uint8_t { kSgd, kAdagrad, kRowwiseAdagrad, kAdam, kFt
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::kAdagrad;
-  float learning_rate = 0.01f;        // SGD, AdaGrad, Adam step size
-  float epsilon = 1e-8f;              // AdaGrad / Adam denominator guard
-  float initial_accumulator = 0.0f;   // AdaGrad acc and FTRL n start here
-  float beta1 = 0.9f;                 // Adam first-moment decay
-  float beta2 = 0.999f;               // Adam second-moment decay
-  float ftrl_alpha = 0.05f;           // FTRL per-coordinate learning rate alpha
-  float ftrl_beta = 1.0f;             // FTRL learning-rate smoothing beta
-  float ftrl_l1 = 0.0f;               // FTRL L1 strength (sparsity)
-  float ftrl_l2 = 0.0f;               // FTRL L2 strength
+  float learning_rate = 0.01f;       // SGD, AdaGrad, Adam step size
+  float epsilon = 1e-8f;             // AdaGrad / Adam denominator guard
+  float initial_accumulator = 0.0f;  // AdaGrad acc and FTRL n start here
+  float beta1 = 0.9f;                // Adam first-moment decay
+  float beta2 = 0.999f;              // Adam second-moment decay
+  float ftrl_alpha = 0.05f;          // FTRL per-coordinate learning rate alpha
+  float ftrl_beta = 1.0f;            // FTRL learning-rate smoothing beta
+  float ftrl_l1 = 0.0f;              // FTRL L1 strength (sparsity)
+  float ftrl_l2 = 0.0f;              // FTRL L2 strength
 };
 
 // Floats of optimizer state per row: SGD 0, AdaGrad dim, row-wise AdaGrad 1,
 // Adam 2*dim+1, FTRL 2*dim.
 STRATA_HD inline uint32_t StateFloats(OptimizerKind kind, uint32_t dim) {
   switch (kind) {
-    case OptimizerKind::kSgd: return 0;
-    case OptimizerKind::kAdagrad: return dim;
-    case OptimizerKind::kRowwiseAdagrad: return 1;
-    case OptimizerKind::kAdam: return 2 * dim + 1;
-    case OptimizerKind::kFtrl: return 2 * dim;
+    case OptimizerKind::kSgd:
+      return 0;
+    case OptimizerKind::kAdagrad:
+      return dim;
+    case OptimizerKind::kRowwiseAdagrad:
+      return 1;
+    case OptimizerKind::kAdam:
+      return 2 * dim + 1;
+    case OptimizerKind::kFtrl:
+      return 2 * dim;
   }
   return 0;
 }
@@ -57,11 +62,14 @@ const char* OptimizerName(OptimizerKind kind);
 STRATA_HD inline void InitOptimizerState(const OptimizerOptions& opt, uint32_t dim, float* row) {
   float* state = row + dim;
   switch (opt.kind) {
-    case OptimizerKind::kSgd: break;
+    case OptimizerKind::kSgd:
+      break;
     case OptimizerKind::kAdagrad:
       for (uint32_t i = 0; i < dim; ++i) state[i] = opt.initial_accumulator;
       break;
-    case OptimizerKind::kRowwiseAdagrad: state[0] = opt.initial_accumulator; break;
+    case OptimizerKind::kRowwiseAdagrad:
+      state[0] = opt.initial_accumulator;
+      break;
     case OptimizerKind::kAdam:
       for (uint32_t i = 0; i < 2 * dim + 1; ++i) state[i] = 0.0f;
       break;
@@ -111,14 +119,18 @@ STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, fl
   float* state = row + dim;
   const float lr = opt.learning_rate;
   switch (opt.kind) {
-    case OptimizerKind::kSgd: w[i] = w[i] - lr * g; break;
+    case OptimizerKind::kSgd:
+      w[i] = w[i] - lr * g;
+      break;
     case OptimizerKind::kAdagrad: {
       const float acc = state[i] + g * g;
       state[i] = acc;
       w[i] = w[i] - lr * g / (sqrtf(acc) + opt.epsilon);
       break;
     }
-    case OptimizerKind::kRowwiseAdagrad: w[i] = w[i] - lr * g / r.denom; break;
+    case OptimizerKind::kRowwiseAdagrad:
+      w[i] = w[i] - lr * g / r.denom;
+      break;
     case OptimizerKind::kAdam: {
       float* m = state;
       float* v = state + dim;

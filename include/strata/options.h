@@ -38,22 +38,22 @@ enum class Initializer : uint8_t { kZeros, kUniform, kNormal };
 struct OptimizerOptions {
   Optimizer kind = Optimizer::kAdagrad;
   float learning_rate = 0.01f;
-  float epsilon = 1e-8f;          // AdaGrad / Adam denominator guard
+  float epsilon = 1e-8f;             // AdaGrad / Adam denominator guard
   float initial_accumulator = 0.0f;  // AdaGrad
-  float beta1 = 0.9f;             // Adam
-  float beta2 = 0.999f;           // Adam
-  float ftrl_alpha = 0.05f;       // FTRL-Proximal
+  float beta1 = 0.9f;                // Adam
+  float beta2 = 0.999f;              // Adam
+  float ftrl_alpha = 0.05f;          // FTRL-Proximal
   float ftrl_beta = 1.0f;
   float ftrl_l1 = 0.0f;
   float ftrl_l2 = 0.0f;
 };
 
 struct TableOptions {
-  std::string name;              // unique within a store
-  uint32_t dim = 16;             // embedding floats per row, at most kTableDimMax
+  std::string name;   // unique within a store
+  uint32_t dim = 16;  // embedding floats per row, at most kTableDimMax
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;
-  float init_scale = 0.01f;      // uniform in [-s, s] or normal with stddev s
+  float init_scale = 0.01f;  // uniform in [-s, s] or normal with stddev s
   // Share of StoreOptions::device_rows_max this table starts with, relative
   // to the other tables' weights (lending then moves it: see
   // StoreOptions::device_share_growth_max). Best: the distinct keys a batch
@@ -71,11 +71,11 @@ enum class SsdBackend : uint8_t { kNative, kRocksDb };
 enum class FallbackPolicy : uint8_t { kLru, kLfu };
 
 struct StoreOptions {
-  std::string dir;                       // created when missing
+  std::string dir;  // created when missing
   // Tier capacities, in rows summed over all tables, at most kTierRowsMax.
   // Bigger tiers stall less and cost more memory.
-  uint64_t device_rows_max = 1 << 20;    // T0 (GPU memory, or its host twin)
-  uint64_t dram_rows_max = 1 << 22;      // T1
+  uint64_t device_rows_max = 1 << 20;  // T0 (GPU memory, or its host twin)
+  uint64_t dram_rows_max = 1 << 22;    // T1
   SsdBackend ssd_backend = SsdBackend::kNative;
   // T0 quota lending: a table starts with its weighted share of
   // device_rows_max and may grow to (1 + this) x that share while tables

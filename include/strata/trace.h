@@ -39,9 +39,9 @@ inline constexpr uint64_t kChecksumSeed = 0;               // XXH64 seed of ever
 inline constexpr size_t kHeaderFixedBytes = 32;            // magic .. reserved
 inline constexpr size_t kRecordPrefixBytes = 8;            // magic, payload_bytes
 inline constexpr size_t kChecksumBytes = 8;
-inline constexpr size_t kBatchPayloadFixedBytes = 16;      // worker, entries, clock
-inline constexpr size_t kTableEntryFixedBytes = 8;         // table, key_count
-inline constexpr size_t kEndPayloadBytes = 16;             // batch_count, key_count
+inline constexpr size_t kBatchPayloadFixedBytes = 16;  // worker, entries, clock
+inline constexpr size_t kTableEntryFixedBytes = 8;     // table, key_count
+inline constexpr size_t kEndPayloadBytes = 16;         // batch_count, key_count
 // Limits: a reader rejects files beyond them before allocating.
 inline constexpr uint32_t kTraceTablesMax = 4096;
 inline constexpr uint32_t kTraceWorkersMax = 1 << 16;
