@@ -84,17 +84,16 @@ std::vector<uint64_t> DrawRanks(const std::string& dist, uint64_t n, uint64_t co
   return ranks;
 }
 
-Result<kernels::OptimizerKind> ParseOptimizer(const std::string& name) {
-  for (auto k : {kernels::OptimizerKind::kSgd, kernels::OptimizerKind::kAdagrad,
-                 kernels::OptimizerKind::kRowwiseAdagrad, kernels::OptimizerKind::kAdam,
-                 kernels::OptimizerKind::kFtrl}) {
+Result<Optimizer> ParseOptimizer(const std::string& name) {
+  for (auto k : {Optimizer::kSgd, Optimizer::kAdagrad, Optimizer::kRowwiseAdagrad, Optimizer::kAdam,
+                 Optimizer::kFtrl}) {
     if (name == kernels::OptimizerName(k)) return k;
   }
   return Status::InvalidArgument("--optimizer: unknown '" + name +
                                  "' (sgd, adagrad, rowwise_adagrad, adam, ftrl)");
 }
 
-Result<BenchResult> RunOne(const TableBenchArgs& a, Runner runner, kernels::OptimizerKind opt,
+Result<BenchResult> RunOne(const TableBenchArgs& a, Runner runner, Optimizer opt,
                            const std::string& op, uint32_t dim, double load_factor) {
   kernels::DeviceTableOptions o;
   o.capacity_rows = a.capacity;

@@ -20,34 +20,6 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
 namespace engine {
 namespace {
 
-kernels::OptimizerKind ToKernel(Optimizer kind) {
-  switch (kind) {
-    case Optimizer::kSgd:
-      return kernels::OptimizerKind::kSgd;
-    case Optimizer::kAdagrad:
-      return kernels::OptimizerKind::kAdagrad;
-    case Optimizer::kRowwiseAdagrad:
-      return kernels::OptimizerKind::kRowwiseAdagrad;
-    case Optimizer::kAdam:
-      return kernels::OptimizerKind::kAdam;
-    case Optimizer::kFtrl:
-      return kernels::OptimizerKind::kFtrl;
-  }
-  return kernels::OptimizerKind::kSgd;
-}
-
-kernels::InitializerKind ToKernel(Initializer kind) {
-  switch (kind) {
-    case Initializer::kZeros:
-      return kernels::InitializerKind::kZeros;
-    case Initializer::kUniform:
-      return kernels::InitializerKind::kUniform;
-    case Initializer::kNormal:
-      return kernels::InitializerKind::kNormal;
-  }
-  return kernels::InitializerKind::kZeros;
-}
-
 // FNV-1a of the table name: the initializer's seed, so a table's rows are
 // the same whatever its position among the tables.
 uint64_t NameSeed(const std::string& name) {
@@ -178,17 +150,8 @@ Status StoreImpl::Init() {
     table->id = static_cast<TableId>(i);
     table->name = opt.name;
     table->dim = opt.dim;
-    table->optimizer.kind = ToKernel(opt.optimizer.kind);
-    table->optimizer.learning_rate = opt.optimizer.learning_rate;
-    table->optimizer.epsilon = opt.optimizer.epsilon;
-    table->optimizer.initial_accumulator = opt.optimizer.initial_accumulator;
-    table->optimizer.beta1 = opt.optimizer.beta1;
-    table->optimizer.beta2 = opt.optimizer.beta2;
-    table->optimizer.ftrl_alpha = opt.optimizer.ftrl_alpha;
-    table->optimizer.ftrl_beta = opt.optimizer.ftrl_beta;
-    table->optimizer.ftrl_l1 = opt.optimizer.ftrl_l1;
-    table->optimizer.ftrl_l2 = opt.optimizer.ftrl_l2;
-    table->init.kind = ToKernel(opt.initializer);
+    table->optimizer = opt.optimizer;
+    table->init.kind = opt.initializer;
     table->init.scale = opt.init_scale;
     table->init.seed = NameSeed(opt.name);
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);

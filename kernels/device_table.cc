@@ -38,12 +38,12 @@ Status CheckOptions(const DeviceTableOptions& o) {
         "DeviceTable: optimizer learning_rate must be finite, epsilon and "
         "initial_accumulator >= 0");
   }
-  if (opt.kind == OptimizerKind::kAdam &&
+  if (opt.kind == Optimizer::kAdam &&
       !(opt.beta1 >= 0.0f && opt.beta1 < 1.0f && opt.beta2 >= 0.0f && opt.beta2 < 1.0f)) {
     return Status::InvalidArgument("DeviceTable: Adam beta1 and beta2 must be in [0, 1)");
   }
-  if (opt.kind == OptimizerKind::kFtrl && !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f &&
-                                            opt.ftrl_l1 >= 0.0f && opt.ftrl_l2 >= 0.0f)) {
+  if (opt.kind == Optimizer::kFtrl && !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f &&
+                                        opt.ftrl_l1 >= 0.0f && opt.ftrl_l2 >= 0.0f)) {
     return Status::InvalidArgument(
         "DeviceTable: FTRL needs ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0");
   }
@@ -68,17 +68,17 @@ uint64_t NextPrime(uint64_t n) {
 
 }  // namespace
 
-const char* OptimizerName(OptimizerKind kind) {
+const char* OptimizerName(Optimizer kind) {
   switch (kind) {
-    case OptimizerKind::kSgd:
+    case Optimizer::kSgd:
       return "sgd";
-    case OptimizerKind::kAdagrad:
+    case Optimizer::kAdagrad:
       return "adagrad";
-    case OptimizerKind::kRowwiseAdagrad:
+    case Optimizer::kRowwiseAdagrad:
       return "rowwise_adagrad";
-    case OptimizerKind::kAdam:
+    case Optimizer::kAdam:
       return "adam";
-    case OptimizerKind::kFtrl:
+    case Optimizer::kFtrl:
       return "ftrl";
   }
   return "unknown";

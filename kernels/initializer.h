@@ -19,10 +19,8 @@
 
 namespace strata::kernels {
 
-enum class InitializerKind : uint8_t { kZeros, kUniform, kNormal };
-
 struct InitializerOptions {
-  InitializerKind kind = InitializerKind::kUniform;
+  Initializer kind = Initializer::kUniform;
   float scale = 0.01f;  // uniform: half-width; normal: standard deviation
   uint64_t seed = 0;    // the engine passes a hash of the table id
 };
@@ -37,14 +35,14 @@ STRATA_HD inline uint64_t InitBits(uint64_t seed, Key key, uint32_t index) {
 // Initial value of element `index` of `key`'s embedding.
 STRATA_HD inline float InitValue(const InitializerOptions& init, Key key, uint32_t index) {
   switch (init.kind) {
-    case InitializerKind::kZeros:
+    case Initializer::kZeros:
       return 0.0f;
-    case InitializerKind::kUniform: {
+    case Initializer::kUniform: {
       const uint64_t bits = InitBits(init.seed, key, index);
       const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
       return init.scale * (2.0f * u - 1.0f);
     }
-    case InitializerKind::kNormal: {
+    case Initializer::kNormal: {
       const uint64_t bits = InitBits(init.seed, key, index);
       const double u1 = (static_cast<double>(bits >> 32) + 1.0) * (1.0 / 4294967296.0);  // (0,1]
       const double u2 = static_cast<double>(bits & 0xffffffffULL) * (1.0 / 4294967296.0);

@@ -37,15 +37,15 @@ enum class Initializer : uint8_t { kZeros, kUniform, kNormal };
 
 struct OptimizerOptions {
   Optimizer kind = Optimizer::kAdagrad;
-  float learning_rate = 0.01f;
+  float learning_rate = 0.01f;       // SGD, AdaGrad, Adam step size
   float epsilon = 1e-8f;             // AdaGrad / Adam denominator guard
-  float initial_accumulator = 0.0f;  // AdaGrad
-  float beta1 = 0.9f;                // Adam
-  float beta2 = 0.999f;              // Adam
-  float ftrl_alpha = 0.05f;          // FTRL-Proximal
-  float ftrl_beta = 1.0f;
-  float ftrl_l1 = 0.0f;
-  float ftrl_l2 = 0.0f;
+  float initial_accumulator = 0.0f;  // AdaGrad acc and FTRL n start here
+  float beta1 = 0.9f;                // Adam first-moment decay
+  float beta2 = 0.999f;              // Adam second-moment decay
+  float ftrl_alpha = 0.05f;          // FTRL-Proximal per-coordinate learning rate alpha
+  float ftrl_beta = 1.0f;            // FTRL learning-rate smoothing beta
+  float ftrl_l1 = 0.0f;              // FTRL L1 strength (sparsity)
+  float ftrl_l2 = 0.0f;              // FTRL L2 strength
 };
 
 struct TableOptions {
