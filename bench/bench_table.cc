@@ -208,7 +208,7 @@ void RunTableBench(const TableBenchArgs& a) {
   if (a.dist != "uniform" && a.dist != "zipf") {
     return ReportFailure("bench table", Status::InvalidArgument("--dist: uniform or zipf"));
   }
-  auto dims = ParseUints(a.dims, "--dim", 1, kernels::kDimMax);
+  auto dims = ParseUints(a.dims, "--dim", 1, kTableDimMax);
   auto lfs = ParseDoubles(a.load_factors, "--load-factor");
   auto ops = SplitList(a.ops, "--op");
   auto opt = ParseOptimizer(a.optimizer);

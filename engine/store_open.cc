@@ -83,21 +83,11 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
         return Status::InvalidArgument("table name '" + t.name + "' given twice");
       }
     }
-    if (t.dim == 0 || t.dim > kDimMax) {
-      return Status::InvalidArgument("table '" + t.name + "': dim " + std::to_string(t.dim) +
-                                     " must be in [1, " + std::to_string(kDimMax) + "]");
-    }
-    // Any finite rate: a negative one turns descent into accumulation, which
-    // tests use to count pushes exactly.
-    if (!std::isfinite(t.optimizer.learning_rate)) {
-      return Status::InvalidArgument("table '" + t.name + "': learning_rate must be finite");
-    }
+    // dim, optimizer and init_scale: checked once, by DeviceTable::Create
+    // (Init names the table).
     if (!(t.device_rows_weight > 0) || !std::isfinite(t.device_rows_weight)) {
       return Status::InvalidArgument("table '" + t.name +
                                      "': device_rows_weight must be finite and > 0");
-    }
-    if (!(t.init_scale >= 0)) {
-      return Status::InvalidArgument("table '" + t.name + "': init_scale must be >= 0");
     }
   }
   return Status::Ok();
@@ -173,7 +163,7 @@ Status StoreImpl::Init() {
         std::min<uint64_t>(kBatchKeysMax, std::max<uint64_t>(table->t0_rows_cap, 1 << 16));
     dt.host_threads = 0;
     auto created = kernels::DeviceTable::Create(dt, runner_);
-    if (!created.ok()) return created.status().WithContext("table '" + opt.name + "' T0");
+    if (!created.ok()) return created.status().WithContext("table '" + opt.name + "'");
     {
       base::MutexLock table_lock(&table->mu);  // not shared yet; for the analysis
       table->t0 = std::move(created).value();

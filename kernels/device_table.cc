@@ -3,6 +3,7 @@
 #include "kernels/device_table.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "kernels/gpu_runtime.h"
@@ -15,40 +16,53 @@ using detail::kOpPin;
 using detail::kOpSetNextUse;
 using detail::kOpUnpin;
 
+std::string Show(float v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+Status Bad(const std::string& what) { return Status::InvalidArgument("DeviceTable: " + what); }
+
+// The one check of a table's row options (dim, optimizer, initializer): the
+// engine passes TableOptions through unchanged and names the table.
 Status CheckOptions(const DeviceTableOptions& o) {
   if (o.capacity_rows == 0 || o.capacity_rows > kCapacityRowsMax) {
-    return Status::InvalidArgument("DeviceTable: capacity_rows " + std::to_string(o.capacity_rows) +
-                                   " outside [1, " + std::to_string(kCapacityRowsMax) + "]");
+    return Bad("capacity_rows " + std::to_string(o.capacity_rows) + " must be in [1, " +
+               std::to_string(kCapacityRowsMax) + "]");
   }
-  if (o.dim == 0 || o.dim > kDimMax) {
-    return Status::InvalidArgument("DeviceTable: dim " + std::to_string(o.dim) + " outside [1, " +
-                                   std::to_string(kDimMax) + "]");
+  if (o.dim == 0 || o.dim > kTableDimMax) {
+    return Bad("dim " + std::to_string(o.dim) + " must be in [1, " + std::to_string(kTableDimMax) +
+               "]");
   }
   if (o.batch_keys_max == 0 || o.batch_keys_max > kBatchKeysMax) {
-    return Status::InvalidArgument("DeviceTable: batch_keys_max " +
-                                   std::to_string(o.batch_keys_max) + " outside [1, " +
-                                   std::to_string(kBatchKeysMax) + "]");
+    return Bad("batch_keys_max " + std::to_string(o.batch_keys_max) + " must be in [1, " +
+               std::to_string(kBatchKeysMax) + "]");
   }
   const OptimizerOptions& opt = o.optimizer;
+  const std::string name = OptimizerName(opt.kind);
   // A negative learning rate is allowed: it turns descent into accumulation
   // (exact push counting in tests).
-  if (!std::isfinite(opt.learning_rate) || !(opt.epsilon >= 0.0f) ||
-      !(opt.initial_accumulator >= 0.0f)) {
-    return Status::InvalidArgument(
-        "DeviceTable: optimizer learning_rate must be finite, epsilon and "
-        "initial_accumulator >= 0");
+  if (!std::isfinite(opt.learning_rate)) {
+    return Bad("optimizer.learning_rate " + Show(opt.learning_rate) + " must be finite");
+  }
+  if (!(opt.epsilon >= 0.0f) || !(opt.initial_accumulator >= 0.0f)) {
+    return Bad("optimizer.epsilon " + Show(opt.epsilon) + " and initial_accumulator " +
+               Show(opt.initial_accumulator) + " must be >= 0");
   }
   if (opt.kind == Optimizer::kAdam &&
       !(opt.beta1 >= 0.0f && opt.beta1 < 1.0f && opt.beta2 >= 0.0f && opt.beta2 < 1.0f)) {
-    return Status::InvalidArgument("DeviceTable: Adam beta1 and beta2 must be in [0, 1)");
+    return Bad("optimizer.beta1 " + Show(opt.beta1) + " and beta2 " + Show(opt.beta2) +
+               " must be in [0, 1) for " + name);
   }
   if (opt.kind == Optimizer::kFtrl && !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f &&
                                         opt.ftrl_l1 >= 0.0f && opt.ftrl_l2 >= 0.0f)) {
-    return Status::InvalidArgument(
-        "DeviceTable: FTRL needs ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0");
+    return Bad("optimizer.ftrl_alpha " + Show(opt.ftrl_alpha) + " must be > 0 and ftrl_beta " +
+               Show(opt.ftrl_beta) + ", ftrl_l1 " + Show(opt.ftrl_l1) + ", ftrl_l2 " +
+               Show(opt.ftrl_l2) + " >= 0 for " + name);
   }
   if (!(o.initializer.scale >= 0.0f)) {
-    return Status::InvalidArgument("DeviceTable: initializer scale must be >= 0");
+    return Bad("initializer scale (init_scale) " + Show(o.initializer.scale) + " must be >= 0");
   }
   return Status::Ok();
 }

@@ -35,6 +35,11 @@ enum class Optimizer : uint8_t {
 // (table, key), so runs with different tier sizes give the same values.
 enum class Initializer : uint8_t { kZeros, kUniform, kNormal };
 
+// Hyper-parameters of a table's optimizer (formulas: docs/device-table.md).
+// Store::Open checks them (InvalidArgument naming the table and field): a
+// finite learning_rate (a negative one turns descent into accumulation),
+// epsilon and initial_accumulator >= 0; Adam beta1, beta2 in [0, 1); FTRL
+// ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0.
 struct OptimizerOptions {
   Optimizer kind = Optimizer::kAdagrad;
   float learning_rate = 0.01f;       // SGD, AdaGrad, Adam step size
