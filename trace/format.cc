@@ -87,9 +87,9 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
   Put<uint32_t>(&bytes, header.worker_count);
   Put<uint64_t>(&bytes, 0);  // reserved
   for (const auto& t : header.tables) {
-    if (t.name.empty() || t.name.size() > kTableNameBytesMax) {
+    if (t.name.empty() || t.name.size() > kTraceTableNameBytesMax) {
       return Status::InvalidArgument("trace " + path + ": table name '" + t.name +
-                                     "' must have 1 to " + std::to_string(kTableNameBytesMax) +
+                                     "' must have 1 to " + std::to_string(kTraceTableNameBytesMax) +
                                      " bytes");
     }
     Put<uint16_t>(&bytes, static_cast<uint16_t>(t.name.size()));
@@ -276,7 +276,8 @@ Status TraceReader::ReadHeader() {
   for (uint32_t i = 0; i < table_count; ++i) {
     if (at + 2 > body_end) return Corrupt(at, "header ends inside table " + std::to_string(i));
     const uint16_t name_bytes = Get<uint16_t>(bytes.data() + at);
-    if (name_bytes == 0 || name_bytes > kTableNameBytesMax || at + 2 + name_bytes + 8 > body_end) {
+    if (name_bytes == 0 || name_bytes > kTraceTableNameBytesMax ||
+        at + 2 + name_bytes + 8 > body_end) {
       return Corrupt(
           at, "bad name length " + std::to_string(name_bytes) + " of table " + std::to_string(i));
     }

@@ -4,6 +4,7 @@
 // Thread safety: plain values, copied by Store::Open.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 namespace strata {
 
 // The largest values Store::Open accepts (InvalidArgument above them).
+// Tables of one store.
+inline constexpr uint32_t kTablesMax = 1024;
+// TableOptions::name: bytes, each of [A-Za-z0-9_.-].
+inline constexpr size_t kTableNameBytesMax = 128;
 // TableOptions::dim: embedding floats per row.
 inline constexpr uint32_t kTableDimMax = 4096;
 // StoreOptions::device_rows_max and dram_rows_max each: about 10^12 rows, so
@@ -54,7 +59,7 @@ struct OptimizerOptions {
 };
 
 struct TableOptions {
-  std::string name;   // unique within a store
+  std::string name;   // unique within a store, at most kTableNameBytesMax
   uint32_t dim = 16;  // embedding floats per row, at most kTableDimMax
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;

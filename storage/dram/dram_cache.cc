@@ -23,9 +23,9 @@ DramCache::~DramCache() = default;
 Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& options,
                                                      const std::vector<TableSpec>& tables,
                                                      RowStore* backing) {
-  if (tables.size() > kDramTablesMax) {
+  if (tables.size() > kTablesMax) {
     return Status::InvalidArgument("dram cache: " + std::to_string(tables.size()) +
-                                   " tables, at most " + std::to_string(kDramTablesMax));
+                                   " tables, at most " + std::to_string(kTablesMax));
   }
   if (options.lock_stripes == 0 || options.lock_stripes > kDramLockStripesMax) {
     return Status::InvalidArgument("dram cache: lock_stripes " +
@@ -36,9 +36,9 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   for (const TableSpec& spec : tables) {
     std::string name = "dram cache: table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
     if (!ids.insert(spec.id).second) return Status::InvalidArgument(name + ": duplicate table id");
-    if (spec.row_bytes == 0 || spec.row_bytes > kDramRowBytesMax) {
+    if (spec.row_bytes == 0 || spec.row_bytes > kRowBytesMax) {
       return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
-                                     " not in [1, " + std::to_string(kDramRowBytesMax) + "]");
+                                     " not in [1, " + std::to_string(kRowBytesMax) + "]");
     }
     if (spec.row_bytes > options.dram_bytes_max) {
       return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
