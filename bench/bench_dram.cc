@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/hash.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "storage/dram/dram_cache.h"
@@ -51,12 +52,9 @@ struct DramBenchArgs {
   bool json = false;
 };
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// Key of row i: the first splitmix64 output seeded with i, a bijection of i
+// (distinct rows, distinct keys) spread over all 64 bits.
+Key KeyOf(uint64_t i) { return SplitMix64(i).Next(); }
 
 // Runs body(thread) on `threads` threads started together; returns seconds
 // from the common start to the last finish.
@@ -86,7 +84,7 @@ int RunDramBench(const DramBenchArgs& a) {
       a.batches ? a.batches
                 : static_cast<uint32_t>(std::max<uint64_t>(8, 2 * a.rows / a.batch / a.threads));
   std::vector<Key> keys(a.rows);
-  for (uint64_t i = 0; i < a.rows; ++i) keys[i] = SplitMix(i);
+  for (uint64_t i = 0; i < a.rows; ++i) keys[i] = KeyOf(i);
 
   storage::DramCacheOptions o;
   o.dram_bytes_max = a.rows * rb;
@@ -216,7 +214,7 @@ int RunDramBench(const DramBenchArgs& a) {
   auto evict_start = SteadyClock::now();
   for (uint64_t i = 0; i < fresh; i += a.batch) {
     std::vector<Key> batch_keys(std::min<uint64_t>(a.batch, fresh - i));
-    for (uint64_t j = 0; j < batch_keys.size(); ++j) batch_keys[j] = SplitMix(a.rows + i + j);
+    for (uint64_t j = 0; j < batch_keys.size(); ++j) batch_keys[j] = KeyOf(a.rows + i + j);
     Status s = cache.Insert(1, batch_keys, {fill.data(), batch_keys.size() * rb}, {}, {});
     if (!s.ok()) {
       std::fprintf(stderr, "strata bench dram: insert with eviction: %s\n", s.ToString().c_str());

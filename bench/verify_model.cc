@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "base/hash.h"
 #include "strata/trace.h"
-#include "trace/zipf.h"
 
 namespace strata::bench {
 namespace {
@@ -65,7 +65,7 @@ uint32_t VerifyModel::Id(TableId table, Key key) const {
 }
 
 float VerifyModel::Sign(TableId table, Key key, uint32_t d) const {
-  const uint64_t h = trace::Mix64(key ^ (uint64_t{table} << 40) ^ (uint64_t{d / 64} << 20));
+  const uint64_t h = MixSplit64(key ^ (uint64_t{table} << 40) ^ (uint64_t{d / 64} << 20));
   return ((h >> (d % 64)) & 1) ? 1.0f : -1.0f;
 }
 

@@ -13,10 +13,11 @@
 //   overflow[buckets] 1 when a key passed this bucket to a later one
 // Occupancy lives in `states`, so every 64-bit key is a valid key.
 //
-// Probing: a key's home bucket is MulHi64(Mix64(key), num_buckets); it lives
-// in the first probe_buckets buckets of its double-hashing sequence (see
-// ProbeStep). A lookup scans a bucket and moves on only while that bucket's
-// overflow flag is set (some insert found it full and went on).
+// Probing: a key's home bucket is MulHi64(MixMurmur64(key), num_buckets)
+// (base/hash.h); it lives in the first probe_buckets buckets of its
+// double-hashing sequence (see ProbeStep). A lookup scans a bucket and moves
+// on only while that bucket's overflow flag is set (some insert found it full
+// and went on).
 //
 // Thread safety: within one batched call many threads use a ref at once.
 // Find is safe against concurrent readers; FindOrClaim is safe against
@@ -27,6 +28,7 @@
 
 #include <cstdint>
 
+#include "base/hash.h"
 #include "kernels/hd.h"
 #include "kernels/limits.h"
 #include "strata/types.h"
@@ -67,7 +69,7 @@ struct DeviceTableRef {
 
   STRATA_HD uint64_t slots() const { return num_buckets * kBucketSlots; }
   STRATA_HD uint64_t HomeBucket(Key key) const {
-    return detail::MulHi64(detail::Mix64(key), num_buckets);
+    return detail::MulHi64(MixMurmur64(key), num_buckets);
   }
   STRATA_HD float* Row(uint64_t slot) const { return rows + slot * row_floats; }
   // Double hashing over buckets: a key's probe sequence is home, home +
@@ -76,7 +78,7 @@ struct DeviceTableRef {
   // most probe_buckets buckets probe linearly and so reach every bucket.
   STRATA_HD uint64_t ProbeStep(Key key) const {
     if (num_buckets <= probe_buckets) return 1;
-    return 1 + detail::MulHi64(detail::Mix64(key ^ 0x2545f4914f6cdd1dULL), num_buckets - 1);
+    return 1 + detail::MulHi64(MixMurmur64(key ^ 0x2545f4914f6cdd1dULL), num_buckets - 1);
   }
   STRATA_HD uint64_t NextBucket(uint64_t bucket, uint64_t step) const {
     bucket += step;

@@ -1,6 +1,7 @@
 // Portability layer for code that runs both on the GPU (compiled by nvcc) and
 // on the host runner (compiled by the host compiler): the STRATA_HD marker, a
-// few atomics with the same meaning on both sides, and the key hash.
+// few atomics with the same meaning on both sides, and range reduction. Keys
+// are hashed with MixMurmur64 (base/hash.h, constexpr: callable on the device).
 //
 // Per-key logic of the kernels module (probing, initializer, optimizers) is
 // written once as STRATA_HD functions; CUDA kernels call them on the device,
@@ -11,8 +12,6 @@
 #pragma once
 
 #include <cstdint>
-
-#include "base/hash.h"
 
 #if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__
@@ -34,10 +33,6 @@ STRATA_HD inline uint64_t MulHi64(uint64_t a, uint64_t b) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 64);
 #endif
 }
-
-// MurmurHash3's 64-bit finalizer (base/hash.h): a bijection that mixes
-// every input bit.
-STRATA_HD inline uint64_t Mix64(uint64_t x) { return ::strata::MixMurmur64(x); }
 
 // A load that may race with atomic writers (no ordering; on the device a
 // plain load: a stale value is acceptable to its callers).

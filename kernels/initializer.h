@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/hash.h"
 #include "kernels/hd.h"
 #include "kernels/optimizer.h"
 #include "strata/types.h"
@@ -27,9 +28,9 @@ struct InitializerOptions {
 
 // 64 random bits for element `index` of `key` under `seed`.
 STRATA_HD inline uint64_t InitBits(uint64_t seed, Key key, uint32_t index) {
-  uint64_t x = detail::Mix64(seed ^ 0x9e3779b97f4a7c15ULL);
-  x = detail::Mix64(x ^ key);
-  return detail::Mix64(x + (static_cast<uint64_t>(index) + 1) * 0xbf58476d1ce4e5b9ULL);
+  uint64_t x = MixMurmur64(seed ^ 0x9e3779b97f4a7c15ULL);
+  x = MixMurmur64(x ^ key);
+  return MixMurmur64(x + (static_cast<uint64_t>(index) + 1) * 0xbf58476d1ce4e5b9ULL);
 }
 
 // Initial value of element `index` of `key`'s embedding.

@@ -123,7 +123,7 @@ Result<TraceTotals> Generate(const GenOptions& o, const std::string& path) {
       for (auto& key : entry.keys) {
         uint64_t id = samplers[t].Sample(rng) - 1 + rotation;
         if (id >= n) id -= n;
-        key = Mix64(id ^ salt);
+        key = MixSplit64(id ^ salt);
       }
     }
     STRATA_RETURN_IF_ERROR(writer->Append(batch));
