@@ -172,6 +172,20 @@ Status DeviceTable::CheckBatch(const char* op, const Key* keys, uint64_t n) cons
   return Status::Ok();
 }
 
+Status DeviceTable::NoRoom(const char* op, uint64_t failed, uint64_t n, Key first_key) const {
+  return Status::ResourceExhausted(std::string("DeviceTable::") + op + ": " +
+                                   std::to_string(failed) + " of " + std::to_string(n) +
+                                   " keys found no free slot within the probe bound (first key " +
+                                   std::to_string(first_key) + ", size " + std::to_string(Size()) +
+                                   " of " + std::to_string(slots()) + " slots)");
+}
+
+Status DeviceTable::NotResident(const char* op, uint64_t failed, Key first_key) {
+  return Status::NotFound(std::string("DeviceTable::") + op + ": key " + std::to_string(first_key) +
+                          " (and " + std::to_string(failed - 1) +
+                          " more) not resident; nothing applied");
+}
+
 #define STRATA_CHECK_ARG(cond, op, what)                                               \
   do {                                                                                 \
     if (n > 0 && !(cond)) {                                                            \

@@ -48,16 +48,6 @@ struct DeviceTableOptions {
   int gpu_device = 0;                 // kGpu: CUDA device ordinal
 };
 
-// Rows moving out of (EvictCandidates) or across (ExportAll) the table; all
-// arrays are runner memory with room for the requested number of rows.
-struct RowBatch {
-  Key* keys = nullptr;
-  float* rows = nullptr;  // count * row_floats
-  int64_t* next_use = nullptr;
-  uint8_t* dirty = nullptr;
-  uint64_t count = 0;
-};
-
 // FindOrInsert's per-key outcome.
 inline constexpr uint8_t kInsertFound = 0;    // the row existed
 inline constexpr uint8_t kInsertCreated = 1;  // the row was created by InitRow
@@ -146,6 +136,10 @@ class DeviceTable {
   DeviceTable(const DeviceTableOptions& options, Runner runner);
   Status Allocate();
   Status CheckBatch(const char* op, const Key* keys, uint64_t n) const;
+  // The errors the back ends report for a batch: `failed` of its `n` keys
+  // found no room (first_key the first of them) or were not resident.
+  Status NoRoom(const char* op, uint64_t failed, uint64_t n, Key first_key) const;
+  static Status NotResident(const char* op, uint64_t failed, Key first_key);
 
   // Runner back ends (device_table_host.cc, device_table_gpu.cu).
   Status HostFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats, uint8_t* found);

@@ -44,6 +44,16 @@ STRATA_HD inline uint32_t LoadRelaxed(const uint32_t* p) {
 #endif
 }
 
+// A store that may race with other stores of the same batch (no ordering;
+// any one of the values wins).
+STRATA_HD inline void StoreRelaxed(int64_t* p, int64_t v) {
+#if defined(__CUDA_ARCH__)
+  *p = v;
+#else
+  std::atomic_ref<int64_t>(*p).store(v, std::memory_order_relaxed);
+#endif
+}
+
 STRATA_HD inline uint32_t AtomicLoadAcquire(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)
   uint32_t v = *reinterpret_cast<const volatile uint32_t*>(p);
