@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cuda_status.h"
 #include "kernels/device_table.h"
 #include "kernels/gpu_runtime.h"
 
@@ -39,10 +40,7 @@ unsigned Blocks(uint64_t n) {
 }
 
 Status LaunchStatus(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status::Ok();
-  return Status::Internal(std::string("DeviceTable: launching ") + what + ": " +
-                          cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+  return base::CudaLaunchStatus(std::string("DeviceTable: launching ") + what);
 }
 
 __device__ inline uint64_t GlobalIndex() {
