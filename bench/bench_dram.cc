@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/hash.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "storage/dram/dram_cache.h"
@@ -51,12 +52,9 @@ struct DramBenchArgs {
   bool json = false;
 };
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// Key of row i: the first splitmix64 output seeded with i, a bijection of i
+// (distinct rows, distinct keys) spread over all 64 bits.
+Key KeyOf(uint64_t i) { return SplitMix64(i).Next(); }
 
 // Runs body(thread) on `threads` threads started together; returns seconds
 // from the common start to the last finish.
@@ -86,7 +84,7 @@ int RunDramBench(const DramBenchArgs& a) {
       a.batches ? a.batches
                 : static_cast<uint32_t>(std::max<uint64_t>(8, 2 * a.rows / a.batch / a.threads));
   std::vector<Key> keys(a.rows);
-  for (uint64_t i = 0; i < a.rows; ++i) keys[i] = SplitMix(i);
+  for (uint64_t i = 0; i < a.rows; ++i) keys[i] = KeyOf(i);
 
   storage::DramCacheOptions o;
   o.dram_bytes_max = a.rows * rb;
@@ -216,7 +214,7 @@ int RunDramBench(const DramBenchArgs& a) {
   auto evict_start = SteadyClock::now();
   for (uint64_t i = 0; i < fresh; i += a.batch) {
     std::vector<Key> batch_keys(std::min<uint64_t>(a.batch, fresh - i));
-    for (uint64_t j = 0; j < batch_keys.size(); ++j) batch_keys[j] = SplitMix(a.rows + i + j);
+    for (uint64_t j = 0; j < batch_keys.size(); ++j) batch_keys[j] = KeyOf(a.rows + i + j);
     Status s = cache.Insert(1, batch_keys, {fill.data(), batch_keys.size() * rb}, {}, {});
     if (!s.ok()) {
       std::fprintf(stderr, "strata bench dram: insert with eviction: %s\n", s.ToString().c_str());
@@ -253,10 +251,11 @@ int RunDramBench(const DramBenchArgs& a) {
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("strata bench dram: %llu rows x %u B, %u threads, batch %u, %u batches/thread, "
-                "%u stripes, %u writers, NUMA interleaved: %s\n",
-                static_cast<unsigned long long>(a.rows), rb, a.threads, a.batch, batches,
-                a.stripes, a.writers, cache.numa_interleaved() ? "yes" : "no");
+    std::printf(
+        "strata bench dram: %llu rows x %u B, %u threads, batch %u, %u batches/thread, "
+        "%u stripes, %u writers, NUMA interleaved: %s\n",
+        static_cast<unsigned long long>(a.rows), rb, a.threads, a.batch, batches, a.stripes,
+        a.writers, cache.numa_interleaved() ? "yes" : "no");
     std::printf("%-28s %14s %10s\n", "operation", "rows/s", "GB/s");
     std::printf("%-28s %14.3e %10.2f\n", "dram cache lookup+copy", total_rows / lookup_s,
                 total_gb / lookup_s);
@@ -267,10 +266,11 @@ int RunDramBench(const DramBenchArgs& a) {
                 total_gb / baseline_s);
     std::printf("lookup / memcpy bandwidth: %.2f; lookup / gather: %.2f\n", memcpy_s / lookup_s,
                 gather_s / lookup_s);
-    std::printf("insert into empty cache %.3e rows/s; insert evicting %.3e rows/s; "
-                "index+metadata %.1f B/row; writers %.3e rows/s\n",
-                a.rows / insert_s, fresh / evict_s,
-                double(stats.index_bytes) / double(stats.rows), written.load() / rounds_s);
+    std::printf(
+        "insert into empty cache %.3e rows/s; insert evicting %.3e rows/s; "
+        "index+metadata %.1f B/row; writers %.3e rows/s\n",
+        a.rows / insert_s, fresh / evict_s, double(stats.index_bytes) / double(stats.rows),
+        written.load() / rounds_s);
   }
   return misses.load() == 0 ? 0 : 1;
 }

@@ -84,17 +84,16 @@ std::vector<uint64_t> DrawRanks(const std::string& dist, uint64_t n, uint64_t co
   return ranks;
 }
 
-Result<kernels::OptimizerKind> ParseOptimizer(const std::string& name) {
-  for (auto k : {kernels::OptimizerKind::kSgd, kernels::OptimizerKind::kAdagrad,
-                 kernels::OptimizerKind::kRowwiseAdagrad, kernels::OptimizerKind::kAdam,
-                 kernels::OptimizerKind::kFtrl}) {
+Result<Optimizer> ParseOptimizer(const std::string& name) {
+  for (auto k : {Optimizer::kSgd, Optimizer::kAdagrad, Optimizer::kRowwiseAdagrad, Optimizer::kAdam,
+                 Optimizer::kFtrl}) {
     if (name == kernels::OptimizerName(k)) return k;
   }
   return Status::InvalidArgument("--optimizer: unknown '" + name +
                                  "' (sgd, adagrad, rowwise_adagrad, adam, ftrl)");
 }
 
-Result<BenchResult> RunOne(const TableBenchArgs& a, Runner runner, kernels::OptimizerKind opt,
+Result<BenchResult> RunOne(const TableBenchArgs& a, Runner runner, Optimizer opt,
                            const std::string& op, uint32_t dim, double load_factor) {
   kernels::DeviceTableOptions o;
   o.capacity_rows = a.capacity;
@@ -200,9 +199,8 @@ Result<double> MeasureCopyGbPerS(Runner runner) {
 void RunTableBench(const TableBenchArgs& a) {
   Runner runner = kernels::DefaultRunner(a.runner != "host");
   if (a.runner == "gpu" && runner != Runner::kGpu) {
-    return ReportFailure("bench table", Status::FailedPrecondition(
-                                            "--runner gpu: no GPU visible" +
-                                            kernels::CudaBuildInfo()));
+    return ReportFailure("bench table", Status::FailedPrecondition("--runner gpu: no GPU visible" +
+                                                                   kernels::CudaBuildInfo()));
   }
   if (a.runner != "gpu" && a.runner != "host" && a.runner != "auto") {
     return ReportFailure("bench table", Status::InvalidArgument("--runner: gpu, host or auto"));
@@ -210,7 +208,7 @@ void RunTableBench(const TableBenchArgs& a) {
   if (a.dist != "uniform" && a.dist != "zipf") {
     return ReportFailure("bench table", Status::InvalidArgument("--dist: uniform or zipf"));
   }
-  auto dims = ParseUints(a.dims, "--dim", 1, kernels::kDimMax);
+  auto dims = ParseUints(a.dims, "--dim", 1, kTableDimMax);
   auto lfs = ParseDoubles(a.load_factors, "--load-factor");
   auto ops = SplitList(a.ops, "--op");
   auto opt = ParseOptimizer(a.optimizer);
@@ -219,9 +217,10 @@ void RunTableBench(const TableBenchArgs& a) {
   }
   for (const auto& op : *ops) {
     if (op != "find" && op != "insert_or_assign" && op != "find_or_insert" && op != "push") {
-      return ReportFailure("bench table", Status::InvalidArgument(
-                                              "--op: find, insert_or_assign, find_or_insert or "
-                                              "push, not '" + op + "'"));
+      return ReportFailure(
+          "bench table", Status::InvalidArgument("--op: find, insert_or_assign, find_or_insert or "
+                                                 "push, not '" +
+                                                 op + "'"));
     }
   }
   for (double lf : *lfs) {
@@ -234,7 +233,8 @@ void RunTableBench(const TableBenchArgs& a) {
   const double copy_gb_per_s = *copy;
   nlohmann::json results = nlohmann::json::array();
   if (!a.json) {
-    if (copy_gb_per_s > 0) std::printf("device copy bandwidth %.0f GB/s (read + write)\n", copy_gb_per_s);
+    if (copy_gb_per_s > 0)
+      std::printf("device copy bandwidth %.0f GB/s (read + write)\n", copy_gb_per_s);
     std::printf("runner %s, capacity %llu rows, batch %llu keys, dist %s, optimizer %s, %u iters\n",
                 kernels::RunnerName(runner), static_cast<unsigned long long>(a.capacity),
                 static_cast<unsigned long long>(a.batch), a.dist.c_str(), a.optimizer.c_str(),
@@ -248,12 +248,15 @@ void RunTableBench(const TableBenchArgs& a) {
         auto r = RunOne(a, runner, *opt, op, static_cast<uint32_t>(dim), lf);
         if (!r.ok()) return ReportFailure("bench table", r.status());
         if (a.json) {
-          results.push_back({{"op", r->op}, {"dim", r->dim}, {"load_factor", r->load_factor},
-                             {"slot_load_factor", r->slot_load_factor},
-                             {"keys_per_s", r->keys_per_s}, {"seconds", r->seconds},
-                             {"payload_gb_per_s", r->payload_gb_per_s},
-                             {"copy_fraction",
-                              copy_gb_per_s > 0 ? r->payload_gb_per_s / copy_gb_per_s : 0.0}});
+          results.push_back(
+              {{"op", r->op},
+               {"dim", r->dim},
+               {"load_factor", r->load_factor},
+               {"slot_load_factor", r->slot_load_factor},
+               {"keys_per_s", r->keys_per_s},
+               {"seconds", r->seconds},
+               {"payload_gb_per_s", r->payload_gb_per_s},
+               {"copy_fraction", copy_gb_per_s > 0 ? r->payload_gb_per_s / copy_gb_per_s : 0.0}});
         } else {
           std::printf("%-17s %5u %6.2f %9.3f %14.0f %10.4f %12.2f\n", r->op.c_str(), r->dim,
                       r->load_factor, r->slot_load_factor, r->keys_per_s, r->keys_per_s / 1e9,
@@ -263,14 +266,10 @@ void RunTableBench(const TableBenchArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::json out = {{"bench", "table"},
-                          {"runner", kernels::RunnerName(runner)},
-                          {"capacity", a.capacity},
-                          {"batch", a.batch},
-                          {"dist", a.dist},
-                          {"optimizer", a.optimizer},
-                          {"iters", a.iters},
-                          {"copy_gb_per_s", copy_gb_per_s},
+    nlohmann::json out = {{"bench", "table"},       {"runner", kernels::RunnerName(runner)},
+                          {"capacity", a.capacity}, {"batch", a.batch},
+                          {"dist", a.dist},         {"optimizer", a.optimizer},
+                          {"iters", a.iters},       {"copy_gb_per_s", copy_gb_per_s},
                           {"results", results}};
     std::printf("%s\n", out.dump(2).c_str());
   }

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "base/hash.h"
 #include "strata/trace.h"
-#include "trace/zipf.h"
 
 namespace strata::bench {
 namespace {
@@ -18,9 +18,8 @@ constexpr double kStepTolerance = 0.25;
 
 }  // namespace
 
-Result<std::unique_ptr<VerifyModel>> VerifyModel::Build(const std::string& trace_path,
-                                                        uint32_t dim, uint32_t workers,
-                                                        uint64_t batches_max) {
+Result<std::unique_ptr<VerifyModel>> VerifyModel::Build(const std::string& trace_path, uint32_t dim,
+                                                        uint32_t workers, uint64_t batches_max) {
   std::unique_ptr<VerifyModel> m(new VerifyModel(dim, workers));
   STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(trace_path));
   for (const auto& t : reader->header().tables) m->table_names_.push_back(t.name);
@@ -66,7 +65,7 @@ uint32_t VerifyModel::Id(TableId table, Key key) const {
 }
 
 float VerifyModel::Sign(TableId table, Key key, uint32_t d) const {
-  const uint64_t h = trace::Mix64(key ^ (uint64_t{table} << 40) ^ (uint64_t{d / 64} << 20));
+  const uint64_t h = MixSplit64(key ^ (uint64_t{table} << 40) ^ (uint64_t{d / 64} << 20));
   return ((h >> (d % 64)) & 1) ? 1.0f : -1.0f;
 }
 
@@ -103,9 +102,9 @@ Status VerifyModel::Mismatch(const char* what, uint32_t worker, uint64_t batch, 
                 "replay --verify: %s: table %s key %llu batch %llu worker %u: row[0] = %.9g, "
                 "init[0] = %.9g, expected %lld..%lld pushes applied (step 2^-%u), recovered %lld",
                 what, table_names_[table].c_str(), static_cast<unsigned long long>(key),
-                static_cast<unsigned long long>(batch), worker,
-                static_cast<double>(row[0]), static_cast<double>(init_[uint64_t{id} * dim_]),
-                static_cast<long long>(lo), static_cast<long long>(hi), step_exponent_[id],
+                static_cast<unsigned long long>(batch), worker, static_cast<double>(row[0]),
+                static_cast<double>(init_[uint64_t{id} * dim_]), static_cast<long long>(lo),
+                static_cast<long long>(hi), step_exponent_[id],
                 static_cast<long long>(Recover(id, row)));
   return Status::Corruption(buf);
 }
@@ -137,14 +136,14 @@ Status VerifyModel::CheckPull(uint32_t worker, uint64_t batch, TableId table,
     }
     if (state != 2) continue;  // another pull is recording the initial value
     if (hi == 0 && std::memcmp(&init_[uint64_t{id} * dim_], row, dim_ * sizeof(float)) != 0) {
-      return Mismatch("initial value differs between pulls", worker, batch, table, keys[i], row,
-                      lo, hi);
+      return Mismatch("initial value differs between pulls", worker, batch, table, keys[i], row, lo,
+                      hi);
     }
     const int64_t n = Recover(id, row);
     if (n < lo || n > hi) {
-      return Mismatch(n < 0 ? "row is not the initial value plus whole pushes"
-                            : "pushes applied out of range",
-                      worker, batch, table, keys[i], row, lo, hi);
+      return Mismatch(
+          n < 0 ? "row is not the initial value plus whole pushes" : "pushes applied out of range",
+          worker, batch, table, keys[i], row, lo, hi);
     }
     ++checked;
   }
@@ -164,13 +163,13 @@ Status VerifyModel::CheckFinal(TableId table, Key key, std::span<const float> ro
   const uint32_t id = index_.Find(table, key);
   if (id == trace::KeyIndex::kNone) {
     return Status::Corruption("replay --verify: final scan: table " + table_names_[table] +
-                              " holds key " + std::to_string(key) + ", which the trace never touched");
+                              " holds key " + std::to_string(key) +
+                              ", which the trace never touched");
   }
   if (row.size() != dim_) {
     return Status::Corruption("replay --verify: final scan: table " + table_names_[table] +
-                              " key " + std::to_string(key) + " has " +
-                              std::to_string(row.size()) + " floats, expected " +
-                              std::to_string(dim_));
+                              " key " + std::to_string(key) + " has " + std::to_string(row.size()) +
+                              " floats, expected " + std::to_string(dim_));
   }
   if (seen_[id]) {
     return Status::Corruption("replay --verify: final scan: table " + table_names_[table] +

@@ -10,8 +10,8 @@ namespace strata::engine {
 
 // Workers one store accepts.
 inline constexpr uint32_t kWorkersMax = 256;
-// Tables one store accepts.
-inline constexpr uint32_t kTablesMax = 1024;
+// Tables one store accepts, bytes of a table name, embedding floats per row:
+// kTablesMax, kTableNameBytesMax, kTableDimMax (strata/options.h).
 // Keys one Pull, Push or Intent call accepts.
 inline constexpr uint64_t kBatchKeysMax = uint64_t{1} << 22;
 // Keys waiting in one worker's intent inbox before Intent answers
@@ -39,10 +39,6 @@ inline constexpr uint64_t kT0LimitFloorDivisor = 4;
 
 // Rows of T0 each table gets at least (device_rows_max is split evenly).
 inline constexpr uint64_t kTableT0RowsMin = 16;
-// Embedding floats per row.
-inline constexpr uint32_t kDimMax = kTableDimMax;
-// Bytes of a table name ([A-Za-z0-9_.-]).
-inline constexpr size_t kTableNameBytesMax = 128;
 // Version of the engine's checkpoint meta (tables, clocks).
 inline constexpr int kMetaVersion = 1;
 // Keys per T0 operation in the chunked path (batches larger than the room

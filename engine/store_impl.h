@@ -128,7 +128,7 @@ class StoreImpl final : public Store {
     uint64_t t0_share = 0;     // this table's weighted share of device_rows_max
     uint64_t t0_rows_cap = 0;  // the most rows its T0 slots take (share x (1 + growth))
     kernels::InitializerOptions init;
-    kernels::OptimizerOptions optimizer;
+    OptimizerOptions optimizer;
 
     // The rows it may keep in T0 now: starts at t0_share; the planner lends
     // quota from tables whose T0 evicts colder rows to tables whose T0

@@ -20,34 +20,6 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
 namespace engine {
 namespace {
 
-kernels::OptimizerKind ToKernel(Optimizer kind) {
-  switch (kind) {
-    case Optimizer::kSgd:
-      return kernels::OptimizerKind::kSgd;
-    case Optimizer::kAdagrad:
-      return kernels::OptimizerKind::kAdagrad;
-    case Optimizer::kRowwiseAdagrad:
-      return kernels::OptimizerKind::kRowwiseAdagrad;
-    case Optimizer::kAdam:
-      return kernels::OptimizerKind::kAdam;
-    case Optimizer::kFtrl:
-      return kernels::OptimizerKind::kFtrl;
-  }
-  return kernels::OptimizerKind::kSgd;
-}
-
-kernels::InitializerKind ToKernel(Initializer kind) {
-  switch (kind) {
-    case Initializer::kZeros:
-      return kernels::InitializerKind::kZeros;
-    case Initializer::kUniform:
-      return kernels::InitializerKind::kUniform;
-    case Initializer::kNormal:
-      return kernels::InitializerKind::kNormal;
-  }
-  return kernels::InitializerKind::kZeros;
-}
-
 // FNV-1a of the table name: the initializer's seed, so a table's rows are
 // the same whatever its position among the tables.
 uint64_t NameSeed(const std::string& name) {
@@ -111,21 +83,11 @@ Status ValidateOptions(const StoreOptions& options, const std::vector<TableOptio
         return Status::InvalidArgument("table name '" + t.name + "' given twice");
       }
     }
-    if (t.dim == 0 || t.dim > kDimMax) {
-      return Status::InvalidArgument("table '" + t.name + "': dim " + std::to_string(t.dim) +
-                                     " must be in [1, " + std::to_string(kDimMax) + "]");
-    }
-    // Any finite rate: a negative one turns descent into accumulation, which
-    // tests use to count pushes exactly.
-    if (!std::isfinite(t.optimizer.learning_rate)) {
-      return Status::InvalidArgument("table '" + t.name + "': learning_rate must be finite");
-    }
+    // dim, optimizer and init_scale: checked once, by DeviceTable::Create
+    // (Init names the table).
     if (!(t.device_rows_weight > 0) || !std::isfinite(t.device_rows_weight)) {
       return Status::InvalidArgument("table '" + t.name +
                                      "': device_rows_weight must be finite and > 0");
-    }
-    if (!(t.init_scale >= 0)) {
-      return Status::InvalidArgument("table '" + t.name + "': init_scale must be >= 0");
     }
   }
   return Status::Ok();
@@ -178,17 +140,8 @@ Status StoreImpl::Init() {
     table->id = static_cast<TableId>(i);
     table->name = opt.name;
     table->dim = opt.dim;
-    table->optimizer.kind = ToKernel(opt.optimizer.kind);
-    table->optimizer.learning_rate = opt.optimizer.learning_rate;
-    table->optimizer.epsilon = opt.optimizer.epsilon;
-    table->optimizer.initial_accumulator = opt.optimizer.initial_accumulator;
-    table->optimizer.beta1 = opt.optimizer.beta1;
-    table->optimizer.beta2 = opt.optimizer.beta2;
-    table->optimizer.ftrl_alpha = opt.optimizer.ftrl_alpha;
-    table->optimizer.ftrl_beta = opt.optimizer.ftrl_beta;
-    table->optimizer.ftrl_l1 = opt.optimizer.ftrl_l1;
-    table->optimizer.ftrl_l2 = opt.optimizer.ftrl_l2;
-    table->init.kind = ToKernel(opt.initializer);
+    table->optimizer = opt.optimizer;
+    table->init.kind = opt.initializer;
     table->init.scale = opt.init_scale;
     table->init.seed = NameSeed(opt.name);
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);
@@ -210,7 +163,7 @@ Status StoreImpl::Init() {
         std::min<uint64_t>(kBatchKeysMax, std::max<uint64_t>(table->t0_rows_cap, 1 << 16));
     dt.host_threads = 0;
     auto created = kernels::DeviceTable::Create(dt, runner_);
-    if (!created.ok()) return created.status().WithContext("table '" + opt.name + "' T0");
+    if (!created.ok()) return created.status().WithContext("table '" + opt.name + "'");
     {
       base::MutexLock table_lock(&table->mu);  // not shared yet; for the analysis
       table->t0 = std::move(created).value();

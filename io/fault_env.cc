@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "base/log.h"
 
 namespace strata::io {
 namespace {
@@ -154,7 +154,7 @@ Status FaultEnv::BeforeIo(FaultOp op, const std::string& path, uint64_t offset, 
 
 void FaultEnv::SetSeed(uint64_t seed) {
   base::MutexLock lock(&rules_mu_);
-  rng_state_ = seed;
+  rng_ = SplitMix64(seed);
 }
 
 Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, size_t* len) {
@@ -176,11 +176,7 @@ Status FaultEnv::Apply(FaultOp op, const std::string& path, uint64_t offset, siz
       ++state.calls;
       if (state.calls < rule.nth_call || state.fired >= rule.times_max) continue;
       if (rule.probability < 1.0) {
-        uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        if (double(z >> 11) * 0x1.0p-53 >= rule.probability) continue;
+        if (rng_.NextDouble() >= rule.probability) continue;
       }
       ++state.fired;
       faults_injected_.fetch_add(1, std::memory_order_relaxed);

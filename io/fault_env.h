@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/hash.h"
 #include "base/mutex.h"
 #include "io/env.h"
 #include "io/limits.h"
@@ -158,7 +159,7 @@ class FaultEnv final : public Env {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(FaultOp::kAny) + 1> op_calls_{};
   base::Mutex rules_mu_;
   std::vector<RuleState> rules_ GUARDED_BY(rules_mu_);
-  uint64_t rng_state_ GUARDED_BY(rules_mu_) = 1;  // splitmix64 for probabilities
+  SplitMix64 rng_ GUARDED_BY(rules_mu_) = SplitMix64(1);  // draws against probabilities
   base::Mutex crash_mu_;
   std::map<std::string, CrashState> files_ GUARDED_BY(crash_mu_);
 };

@@ -3,6 +3,7 @@
 #include "kernels/device_table.h"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "kernels/gpu_runtime.h"
@@ -15,41 +16,53 @@ using detail::kOpPin;
 using detail::kOpSetNextUse;
 using detail::kOpUnpin;
 
+std::string Show(float v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+Status Bad(const std::string& what) { return Status::InvalidArgument("DeviceTable: " + what); }
+
+// The one check of a table's row options (dim, optimizer, initializer): the
+// engine passes TableOptions through unchanged and names the table.
 Status CheckOptions(const DeviceTableOptions& o) {
   if (o.capacity_rows == 0 || o.capacity_rows > kCapacityRowsMax) {
-    return Status::InvalidArgument("DeviceTable: capacity_rows " + std::to_string(o.capacity_rows) +
-                                   " outside [1, " + std::to_string(kCapacityRowsMax) + "]");
+    return Bad("capacity_rows " + std::to_string(o.capacity_rows) + " must be in [1, " +
+               std::to_string(kCapacityRowsMax) + "]");
   }
-  if (o.dim == 0 || o.dim > kDimMax) {
-    return Status::InvalidArgument("DeviceTable: dim " + std::to_string(o.dim) + " outside [1, " +
-                                   std::to_string(kDimMax) + "]");
+  if (o.dim == 0 || o.dim > kTableDimMax) {
+    return Bad("dim " + std::to_string(o.dim) + " must be in [1, " + std::to_string(kTableDimMax) +
+               "]");
   }
   if (o.batch_keys_max == 0 || o.batch_keys_max > kBatchKeysMax) {
-    return Status::InvalidArgument("DeviceTable: batch_keys_max " +
-                                   std::to_string(o.batch_keys_max) + " outside [1, " +
-                                   std::to_string(kBatchKeysMax) + "]");
+    return Bad("batch_keys_max " + std::to_string(o.batch_keys_max) + " must be in [1, " +
+               std::to_string(kBatchKeysMax) + "]");
   }
   const OptimizerOptions& opt = o.optimizer;
+  const std::string name = OptimizerName(opt.kind);
   // A negative learning rate is allowed: it turns descent into accumulation
   // (exact push counting in tests).
-  if (!std::isfinite(opt.learning_rate) || !(opt.epsilon >= 0.0f) ||
-      !(opt.initial_accumulator >= 0.0f)) {
-    return Status::InvalidArgument(
-        "DeviceTable: optimizer learning_rate must be finite, epsilon and "
-        "initial_accumulator >= 0");
+  if (!std::isfinite(opt.learning_rate)) {
+    return Bad("optimizer.learning_rate " + Show(opt.learning_rate) + " must be finite");
   }
-  if (opt.kind == OptimizerKind::kAdam &&
+  if (!(opt.epsilon >= 0.0f) || !(opt.initial_accumulator >= 0.0f)) {
+    return Bad("optimizer.epsilon " + Show(opt.epsilon) + " and initial_accumulator " +
+               Show(opt.initial_accumulator) + " must be >= 0");
+  }
+  if (opt.kind == Optimizer::kAdam &&
       !(opt.beta1 >= 0.0f && opt.beta1 < 1.0f && opt.beta2 >= 0.0f && opt.beta2 < 1.0f)) {
-    return Status::InvalidArgument("DeviceTable: Adam beta1 and beta2 must be in [0, 1)");
+    return Bad("optimizer.beta1 " + Show(opt.beta1) + " and beta2 " + Show(opt.beta2) +
+               " must be in [0, 1) for " + name);
   }
-  if (opt.kind == OptimizerKind::kFtrl &&
-      !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f && opt.ftrl_l1 >= 0.0f &&
-        opt.ftrl_l2 >= 0.0f)) {
-    return Status::InvalidArgument(
-        "DeviceTable: FTRL needs ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0");
+  if (opt.kind == Optimizer::kFtrl && !(opt.ftrl_alpha > 0.0f && opt.ftrl_beta >= 0.0f &&
+                                        opt.ftrl_l1 >= 0.0f && opt.ftrl_l2 >= 0.0f)) {
+    return Bad("optimizer.ftrl_alpha " + Show(opt.ftrl_alpha) + " must be > 0 and ftrl_beta " +
+               Show(opt.ftrl_beta) + ", ftrl_l1 " + Show(opt.ftrl_l1) + ", ftrl_l2 " +
+               Show(opt.ftrl_l2) + " >= 0 for " + name);
   }
   if (!(o.initializer.scale >= 0.0f)) {
-    return Status::InvalidArgument("DeviceTable: initializer scale must be >= 0");
+    return Bad("initializer scale (init_scale) " + Show(o.initializer.scale) + " must be >= 0");
   }
   return Status::Ok();
 }
@@ -69,13 +82,18 @@ uint64_t NextPrime(uint64_t n) {
 
 }  // namespace
 
-const char* OptimizerName(OptimizerKind kind) {
+const char* OptimizerName(Optimizer kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kAdagrad: return "adagrad";
-    case OptimizerKind::kRowwiseAdagrad: return "rowwise_adagrad";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kFtrl: return "ftrl";
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kAdagrad:
+      return "adagrad";
+    case Optimizer::kRowwiseAdagrad:
+      return "rowwise_adagrad";
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kFtrl:
+      return "ftrl";
   }
   return "unknown";
 }
@@ -154,6 +172,20 @@ Status DeviceTable::CheckBatch(const char* op, const Key* keys, uint64_t n) cons
   return Status::Ok();
 }
 
+Status DeviceTable::NoRoom(const char* op, uint64_t failed, uint64_t n, Key first_key) const {
+  return Status::ResourceExhausted(std::string("DeviceTable::") + op + ": " +
+                                   std::to_string(failed) + " of " + std::to_string(n) +
+                                   " keys found no free slot within the probe bound (first key " +
+                                   std::to_string(first_key) + ", size " + std::to_string(Size()) +
+                                   " of " + std::to_string(slots()) + " slots)");
+}
+
+Status DeviceTable::NotResident(const char* op, uint64_t failed, Key first_key) {
+  return Status::NotFound(std::string("DeviceTable::") + op + ": key " + std::to_string(first_key) +
+                          " (and " + std::to_string(failed - 1) +
+                          " more) not resident; nothing applied");
+}
+
 #define STRATA_CHECK_ARG(cond, op, what)                                               \
   do {                                                                                 \
     if (n > 0 && !(cond)) {                                                            \
@@ -182,8 +214,8 @@ Status DeviceTable::FindRows(const Key* keys, uint64_t n, float* rows, uint8_t* 
   return Synchronize(nullptr);
 }
 
-Status DeviceTable::FindOrInsertAsync(const Key* keys, uint64_t n, float* values,
-                                      uint8_t* inserted, int64_t next_use, void* stream) {
+Status DeviceTable::FindOrInsertAsync(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                      int64_t next_use, void* stream) {
   STRATA_RETURN_IF_ERROR(CheckBatch("FindOrInsert", keys, n));
   STRATA_CHECK_ARG(inserted != nullptr, "FindOrInsert", "inserted is null");
   if (runner_ == Runner::kHost) return HostFindOrInsert(keys, n, values, inserted, next_use);

@@ -40,22 +40,12 @@ struct DeviceTableOptions {
   // rounded up to whole buckets (a prime count of them beyond 32). More rows
   // fit (0.9 of the slots is tested); none beyond the slots.
   uint64_t capacity_rows = 0;
-  uint32_t dim = 16;                // embedding floats per row
-  OptimizerOptions optimizer;       // decides the state floats per row
-  InitializerOptions initializer;   // rows created by FindOrInsert
+  uint32_t dim = 16;                  // embedding floats per row
+  OptimizerOptions optimizer;         // decides the state floats per row
+  InitializerOptions initializer;     // rows created by FindOrInsert
   uint64_t batch_keys_max = 1 << 20;  // most keys per call (scratch is sized by it)
-  uint32_t host_threads = 0;        // kHost: 0 = hardware threads (one shared pool)
-  int gpu_device = 0;               // kGpu: CUDA device ordinal
-};
-
-// Rows moving out of (EvictCandidates) or across (ExportAll) the table; all
-// arrays are runner memory with room for the requested number of rows.
-struct RowBatch {
-  Key* keys = nullptr;
-  float* rows = nullptr;        // count * row_floats
-  int64_t* next_use = nullptr;
-  uint8_t* dirty = nullptr;
-  uint64_t count = 0;
+  uint32_t host_threads = 0;          // kHost: 0 = hardware threads (one shared pool)
+  int gpu_device = 0;                 // kGpu: CUDA device ordinal
 };
 
 // FindOrInsert's per-key outcome.
@@ -86,8 +76,8 @@ class DeviceTable {
   // inserted[n] kInsertFound / kInsertCreated / kInsertNoRoom. Duplicate keys
   // share one row. ResourceExhausted (count and first key) when any key
   // found no room; all other keys are done.
-  [[nodiscard]] Status FindOrInsert(const Key* keys, uint64_t n, float* values,
-                                    uint8_t* inserted, int64_t next_use);
+  [[nodiscard]] Status FindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                    int64_t next_use);
   [[nodiscard]] Status FindOrInsertAsync(const Key* keys, uint64_t n, float* values,
                                          uint8_t* inserted, int64_t next_use, void* stream);
 
@@ -131,8 +121,8 @@ class DeviceTable {
   // *Async calls since the last Synchronize (kHost: OK).
   [[nodiscard]] Status Synchronize(void* stream);
 
-  uint64_t Size() const;               // resident rows (kGpu: reads the device counter)
-  double LoadFactor() const;           // Size() / slots()
+  uint64_t Size() const;      // resident rows (kGpu: reads the device counter)
+  double LoadFactor() const;  // Size() / slots()
   uint64_t capacity_rows() const { return options_.capacity_rows; }
   uint64_t slots() const { return ref_.slots(); }
   uint32_t dim() const { return options_.dim; }
@@ -146,13 +136,17 @@ class DeviceTable {
   DeviceTable(const DeviceTableOptions& options, Runner runner);
   Status Allocate();
   Status CheckBatch(const char* op, const Key* keys, uint64_t n) const;
+  // The errors the back ends report for a batch: `failed` of its `n` keys
+  // found no room (first_key the first of them) or were not resident.
+  Status NoRoom(const char* op, uint64_t failed, uint64_t n, Key first_key) const;
+  static Status NotResident(const char* op, uint64_t failed, Key first_key);
 
   // Runner back ends (device_table_host.cc, device_table_gpu.cu).
   Status HostFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats, uint8_t* found);
   Status HostFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
                           int64_t next_use);
-  Status HostInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
-                            const int64_t* next_use, const uint8_t* dirty);
+  Status HostInsertOrAssign(const Key* keys, uint64_t n, const float* rows, const int64_t* next_use,
+                            const uint8_t* dirty);
   Status HostForEachFound(const Key* keys, uint64_t n, int op, const int64_t* next_use,
                           uint8_t* found);
   Status HostPush(const Key* keys, uint64_t n, const float* grads);
@@ -165,8 +159,8 @@ class DeviceTable {
                  void* stream);
   Status GpuFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
                          int64_t next_use, void* stream);
-  Status GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
-                           const int64_t* next_use, const uint8_t* dirty, void* stream);
+  Status GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows, const int64_t* next_use,
+                           const uint8_t* dirty, void* stream);
   Status GpuForEachFound(const Key* keys, uint64_t n, int op, const int64_t* next_use,
                          uint8_t* found, void* stream);
   Status GpuPush(const Key* keys, uint64_t n, const float* grads, void* stream);

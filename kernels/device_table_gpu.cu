@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cuda_status.h"
 #include "kernels/device_table.h"
 #include "kernels/gpu_runtime.h"
 
@@ -15,17 +16,16 @@ namespace strata::kernels {
 namespace {
 
 constexpr int kBlockThreads = 256;
-constexpr uint32_t kNoSlot32 = ~uint32_t{0};
 
 // counters_ layout (uint64 words).
-constexpr int kSize = 0;        // resident rows
-constexpr int kErrCode = 1;     // first async error: 0 none, 1 no room, 2 missing key
-constexpr int kErrCount = 2;    // keys that failed in that call
-constexpr int kErrKey = 3;      // first failing key
-constexpr int kErrBatch = 4;    // keys in that call
-constexpr int kErrOp = 5;       // 0 FindOrInsert, 1 InsertOrAssign, 2 Push
-constexpr int kBatchFailed = 6; // failures of the running call
-constexpr int kBatchFirst = 7;  // lowest failing index of the running call
+constexpr int kSize = 0;         // resident rows
+constexpr int kErrCode = 1;      // first async error: 0 none, 1 no room, 2 missing key
+constexpr int kErrCount = 2;     // keys that failed in that call
+constexpr int kErrKey = 3;       // first failing key
+constexpr int kErrBatch = 4;     // keys in that call
+constexpr int kErrOp = 5;        // 0 FindOrInsert, 1 InsertOrAssign, 2 Push
+constexpr int kBatchFailed = 6;  // failures of the running call
+constexpr int kBatchFirst = 7;   // lowest failing index of the running call
 // Scratch words after the 8 counters: [8] unique count / export count,
 // [9] greater-than count, [10] tie count, [16..16+256) histogram.
 constexpr int kScratch0 = 8;
@@ -40,10 +40,7 @@ unsigned Blocks(uint64_t n) {
 }
 
 Status LaunchStatus(const char* what) {
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status::Ok();
-  return Status::Internal(std::string("DeviceTable: launching ") + what + ": " +
-                          cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+  return base::CudaLaunchStatus(std::string("DeviceTable: launching ") + what);
 }
 
 __device__ inline uint64_t GlobalIndex() {
@@ -54,10 +51,6 @@ __device__ inline uint64_t GridStride() { return static_cast<uint64_t>(gridDim.x
 __device__ inline void RecordFailure(uint64_t* counters, uint64_t i) {
   detail::AtomicAdd(&counters[kBatchFailed], uint64_t{1});
   detail::AtomicMin(&counters[kBatchFirst], i);
-}
-
-__device__ inline void CopyRow(float* dst, const float* src, uint32_t n) {
-  for (uint32_t d = 0; d < n; ++d) dst[d] = src[d];
 }
 
 // Find with a tile of kKeyTile = kBucketSlots threads per key (the other
@@ -103,19 +96,12 @@ __global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
                                    uint64_t* counters) {
   for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
     uint64_t s = kNoSlot;
-    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
+    const ClaimResult r = ref.FindOrInsert(keys[i], init, opt, next_use, &s);
     if (r == ClaimResult::kFull) {
       inserted[i] = kInsertNoRoom;
       slot_of[i] = kNoSlot32;
       RecordFailure(counters, i);
       continue;
-    }
-    if (r == ClaimResult::kClaimed) {
-      InitRow(init, opt, keys[i], ref.dim, ref.Row(s));
-      ref.next_use[s] = next_use;
-      ref.pins[s] = 0;
-      ref.dirty[s] = 0;
-      ref.Publish(s);
     }
     inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
     slot_of[i] = static_cast<uint32_t>(s);
@@ -141,40 +127,26 @@ __global__ void GatherKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slo
 __global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t n,
                                   uint32_t* slot_of, uint32_t* owner, uint64_t* counters) {
   for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
-    uint64_t s = kNoSlot;
-    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
-    if (r == ClaimResult::kFull) {
-      slot_of[i] = kNoSlot32;
-      RecordFailure(counters, i);
-      continue;
-    }
-    if (r == ClaimResult::kClaimed) {
-      ref.pins[s] = 0;
-      ref.Publish(s);
-    }
-    slot_of[i] = static_cast<uint32_t>(s);
-    detail::AtomicMax(&owner[s], static_cast<uint32_t>(i + 1));
+    slot_of[i] = ref.ClaimOwner(keys[i], i, owner);
+    if (slot_of[i] == kNoSlot32) RecordFailure(counters, i);
   }
 }
 
 // Owners write their rows, a tile per key (coalesced row copies).
 __global__ void AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
-                                  const uint32_t* owner, const float* rows,
-                                  const int64_t* next_use, const uint8_t* dirty) {
+                                  const uint32_t* owner, const float* rows, const int64_t* next_use,
+                                  const uint8_t* dirty) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
   const uint64_t tiles = GridStride() / kKeyTile;
   for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
     const uint32_t s = slot_of[i];
-    if (s == kNoSlot32 || owner[s] != i + 1) continue;
+    if (!ref.Owns(owner, s, i)) continue;
     float* dst = ref.Row(s);
     const float* src = rows + i * ref.row_floats;
     for (uint32_t d = lane; d < ref.row_floats; d += kKeyTile) dst[d] = src[d];
-    if (lane == 0) {
-      ref.next_use[s] = next_use != nullptr ? next_use[i] : kClockNever;
-      ref.dirty[s] = dirty != nullptr ? dirty[i] : 0;
-    }
+    if (lane == 0) ref.AssignMeta(s, next_use, dirty, i);
   }
 }
 
@@ -190,13 +162,7 @@ __global__ void ForEachFoundKernel(DeviceTableRef ref, const Key* keys, uint64_t
   for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
     const uint64_t s = ref.Find(keys[i]);
     if (found != nullptr) found[i] = s != kNoSlot;
-    if (s == kNoSlot) continue;
-    switch (op) {
-      case detail::kOpErase: (void)ref.Release(s); break;
-      case detail::kOpPin: detail::AtomicAdd(&ref.pins[s], 1u); break;
-      case detail::kOpUnpin: (void)detail::AtomicDecrementToZero(&ref.pins[s]); break;
-      case detail::kOpSetNextUse: ref.next_use[s] = next_use[i]; break;
-    }
+    if (s != kNoSlot) ref.ApplyOp(op, s, next_use != nullptr ? next_use[i] : 0);
   }
 }
 
@@ -204,9 +170,8 @@ __global__ void ForEachFoundKernel(DeviceTableRef ref, const Key* keys, uint64_t
 __global__ void LocateKernel(DeviceTableRef ref, const Key* keys, uint64_t n, uint32_t* slot_of,
                              uint64_t* counters) {
   for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
-    const uint64_t s = ref.Find(keys[i]);
-    slot_of[i] = s == kNoSlot ? kNoSlot32 : static_cast<uint32_t>(s);
-    if (s == kNoSlot) RecordFailure(counters, i);
+    slot_of[i] = ref.Locate(keys[i]);
+    if (slot_of[i] == kNoSlot32) RecordFailure(counters, i);
   }
 }
 
@@ -242,9 +207,8 @@ __global__ void RelabelKernel(const uint32_t* unique_slots, uint32_t* owner,
 }
 
 // Step 5: sum gradients per group (order of duplicates unspecified).
-__global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of,
-                          const uint32_t* owner, const float* grads, float* sums,
-                          const uint64_t* counters) {
+__global__ void SumKernel(uint64_t n, uint32_t dim, const uint32_t* slot_of, const uint32_t* owner,
+                          const float* grads, float* sums, const uint64_t* counters) {
   if (counters[kBatchFailed] != 0) return;
   const uint64_t total = n * dim;
   for (uint64_t e = GlobalIndex(); e < total; e += GridStride()) {
@@ -293,9 +257,6 @@ __global__ void FinishCallKernel(const Key* keys, uint64_t n, int op, uint64_t* 
   }
 }
 
-__device__ inline bool Candidate(const DeviceTableRef& ref, uint64_t s) {
-  return ref.states[s] == kSlotOccupied && ref.pins[s] == 0;
-}
 __device__ inline uint64_t OrderedNextUse(const DeviceTableRef& ref, uint64_t s) {
   return static_cast<uint64_t>(ref.next_use[s]) ^ (uint64_t{1} << 63);
 }
@@ -309,7 +270,7 @@ __global__ void HistogramKernel(DeviceTableRef ref, uint64_t prefix, uint64_t ma
   __syncthreads();
   const uint64_t slots = ref.slots();
   for (uint64_t s = GlobalIndex(); s < slots; s += GridStride()) {
-    if (!Candidate(ref, s)) continue;
+    if (!ref.Evictable(s)) continue;
     const uint64_t u = OrderedNextUse(ref, s);
     if ((u & mask) == prefix) atomicAdd(&local[(u >> shift) & 255], 1u);
   }
@@ -325,7 +286,7 @@ __global__ void EvictKernel(DeviceTableRef ref, uint64_t threshold, bool all, ui
                             uint64_t ties, RowBatch out, uint64_t* counters) {
   const uint64_t slots = ref.slots();
   for (uint64_t s = GlobalIndex(); s < slots; s += GridStride()) {
-    if (!Candidate(ref, s)) continue;
+    if (!ref.Evictable(s)) continue;
     const uint64_t u = OrderedNextUse(ref, s);
     uint64_t pos;
     if (all || u > threshold) {
@@ -337,10 +298,7 @@ __global__ void EvictKernel(DeviceTableRef ref, uint64_t threshold, bool all, ui
     } else {
       continue;
     }
-    out.keys[pos] = ref.keys[s];
-    CopyRow(out.rows + pos * ref.row_floats, ref.Row(s), ref.row_floats);
-    out.next_use[pos] = ref.next_use[s];
-    out.dirty[pos] = ref.dirty[s];
+    ref.Export(s, out, pos);
     (void)ref.Release(s);
   }
 }
@@ -348,12 +306,9 @@ __global__ void EvictKernel(DeviceTableRef ref, uint64_t threshold, bool all, ui
 __global__ void ExportRangeKernel(DeviceTableRef ref, uint64_t begin, uint64_t end, RowBatch out,
                                   uint64_t* counters) {
   for (uint64_t s = begin + GlobalIndex(); s < end; s += GridStride()) {
-    if (ref.states[s] != kSlotOccupied) continue;
+    if (!ref.Occupied(s)) continue;
     const uint64_t pos = detail::AtomicAdd(&counters[kScratch0], uint64_t{1});
-    out.keys[pos] = ref.keys[s];
-    CopyRow(out.rows + pos * ref.row_floats, ref.Row(s), ref.row_floats);
-    out.next_use[pos] = ref.next_use[s];
-    out.dirty[pos] = ref.dirty[s];
+    ref.Export(s, out, pos);
   }
 }
 
@@ -380,8 +335,8 @@ static Status BeginCall(uint64_t* counters, void* stream) {
 Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats,
                             uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
-  FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out,
-                                                                     out_floats, found);
+  FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out, out_floats,
+                                                                    found);
   return LaunchStatus("FindKernel");
 }
 
@@ -395,20 +350,19 @@ Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, 
       c);
   if (values != nullptr) {
     GatherKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(),
-                                                                         values);
+                                                                        values);
   }
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 0, c);
   return LaunchStatus("FindOrInsertKernel");
 }
 
 Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
-                                      const int64_t* next_use, const uint8_t* dirty,
-                                      void* stream) {
+                                      const int64_t* next_use, const uint8_t* dirty, void* stream) {
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
   ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
-                                                                  owner_.data(), c);
+                                                                owner_.data(), c);
   AssignOwnedKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
       ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
   ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
@@ -420,7 +374,7 @@ Status DeviceTable::GpuForEachFound(const Key* keys, uint64_t n, int op, const i
                                     uint8_t* found, void* stream) {
   if (n == 0) return Status::Ok();
   ForEachFoundKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, op, next_use,
-                                                                   found);
+                                                                 found);
   return LaunchStatus("ForEachFoundKernel");
 }
 
@@ -445,9 +399,8 @@ Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, voi
   RelabelKernel<<<blocks, kBlockThreads, 0, S(stream)>>>(unique_slots_.data(), owner, c);
   SumKernel<<<Blocks(n * dim), kBlockThreads, 0, S(stream)>>>(n, dim, slot_of, owner, grads,
                                                               grad_sums_.data(), c);
-  ApplyKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, options_.optimizer,
-                                                       unique_slots_.data(), owner,
-                                                       grad_sums_.data(), c);
+  ApplyKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
+      ref_, options_.optimizer, unique_slots_.data(), owner, grad_sums_.data(), c);
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 2, c);
   return LaunchStatus("Push kernels");
 }
@@ -520,20 +473,12 @@ Status DeviceTable::GpuSynchronize(void* stream) {
   STRATA_RETURN_IF_ERROR(detail::GpuCopy(err, counters_.data() + kErrCode, sizeof(err),
                                          detail::GpuCopyKind::kDeviceToHost, nullptr));
   if (err[0] == 0) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(
-      detail::GpuMemset(counters_.data() + kErrCode, 0, sizeof(err), nullptr));
+  STRATA_RETURN_IF_ERROR(detail::GpuMemset(counters_.data() + kErrCode, 0, sizeof(err), nullptr));
   STRATA_RETURN_IF_ERROR(detail::GpuSync(nullptr));
   static const char* kOps[] = {"FindOrInsert", "InsertOrAssign", "Push"};
-  const std::string op = std::string("DeviceTable::") + kOps[err[4] < 3 ? err[4] : 0];
-  if (err[0] == 2) {
-    return Status::NotFound(op + ": key " + std::to_string(err[2]) + " (and " +
-                            std::to_string(err[1] - 1) + " more) not resident; nothing applied");
-  }
-  return Status::ResourceExhausted(op + ": " + std::to_string(err[1]) + " of " +
-                                   std::to_string(err[3]) +
-                                   " keys found no free slot within the probe bound (first key " +
-                                   std::to_string(err[2]) + ", size " + std::to_string(GpuSize()) +
-                                   " of " + std::to_string(slots()) + " slots)");
+  const char* op = kOps[err[4] < 3 ? err[4] : 0];
+  if (err[0] == 2) return NotResident(op, err[1], err[2]);
+  return NoRoom(op, err[1], err[3], err[2]);
 }
 
 uint64_t DeviceTable::GpuSize() const {

@@ -14,8 +14,6 @@
 namespace strata::kernels {
 namespace {
 
-constexpr uint32_t kNoSlot32 = ~uint32_t{0};
-
 // Runs fn(i) for i in [0, n) on the shared pool.
 template <class Fn>
 void ForEachKey(uint64_t n, uint32_t threads, Fn&& fn) {
@@ -51,38 +49,25 @@ Status DeviceTable::HostFind(const Key* keys, uint64_t n, float* out, uint32_t o
   return Status::Ok();
 }
 
-Status DeviceTable::HostFindOrInsert(const Key* keys, uint64_t n, float* values,
-                                     uint8_t* inserted, int64_t next_use) {
+Status DeviceTable::HostFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
+                                     int64_t next_use) {
   const DeviceTableRef ref = ref_;
   const InitializerOptions init = options_.initializer;
   const OptimizerOptions opt = options_.optimizer;
   FailureRecord failed;
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
     uint64_t s = kNoSlot;
-    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
+    const ClaimResult r = ref.FindOrInsert(keys[i], init, opt, next_use, &s);
     if (r == ClaimResult::kFull) {
       inserted[i] = kInsertNoRoom;
       failed.Add(i);
       return;
     }
-    if (r == ClaimResult::kClaimed) {
-      InitRow(init, opt, keys[i], ref.dim, ref.Row(s));
-      ref.next_use[s] = next_use;
-      ref.pins[s] = 0;
-      ref.dirty[s] = 0;
-      ref.Publish(s);
-    }
     inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
     if (values != nullptr) CopyFloats(values + i * ref.dim, ref.Row(s), ref.dim);
   });
   const uint64_t count = failed.count.load();
-  if (count > 0) {
-    return Status::ResourceExhausted(
-        "DeviceTable::FindOrInsert: " + std::to_string(count) + " of " + std::to_string(n) +
-        " keys found no free slot within the probe bound (first key " +
-        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) +
-        " of " + std::to_string(slots()) + " slots)");
-  }
+  if (count > 0) return NoRoom("FindOrInsert", count, n, keys[failed.first_index]);
   return Status::Ok();
 }
 
@@ -94,43 +79,22 @@ Status DeviceTable::HostInsertOrAssign(const Key* keys, uint64_t n, const float*
   FailureRecord failed;
   // Pass 1: locate or claim; the last occurrence of a key owns its slot.
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
-    uint64_t s = kNoSlot;
-    const ClaimResult r = ref.FindOrClaim(keys[i], &s);
-    if (r == ClaimResult::kFull) {
-      slot_of[i] = kNoSlot32;
-      failed.Add(i);
-      return;
-    }
-    if (r == ClaimResult::kClaimed) {
-      ref.pins[s] = 0;
-      ref.Publish(s);
-    }
-    slot_of[i] = static_cast<uint32_t>(s);
-    detail::AtomicMax(&owner[s], static_cast<uint32_t>(i + 1));
+    slot_of[i] = ref.ClaimOwner(keys[i], i, owner);
+    if (slot_of[i] == kNoSlot32) failed.Add(i);
   });
   // Pass 2: owners write their rows and metadata.
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
     const uint32_t s = slot_of[i];
-    if (s == kNoSlot32 || detail::LoadRelaxed(&owner[s]) != i + 1) return;
+    if (!ref.Owns(owner, s, i)) return;
     CopyFloats(ref.Row(s), rows + i * ref.row_floats, ref.row_floats);
-    ref.next_use[s] = next_use != nullptr ? next_use[i] : kClockNever;
-    ref.dirty[s] = dirty != nullptr ? dirty[i] : 0;
+    ref.AssignMeta(s, next_use, dirty, i);
   });
   // Pass 3: owners clear the scratch.
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
-    const uint32_t s = slot_of[i];
-    if (s != kNoSlot32 && detail::LoadRelaxed(&owner[s]) == i + 1) {
-      detail::AtomicStoreRelease(&owner[s], 0);
-    }
+    if (ref.Owns(owner, slot_of[i], i)) detail::AtomicStoreRelease(&owner[slot_of[i]], 0);
   });
   const uint64_t count = failed.count.load();
-  if (count > 0) {
-    return Status::ResourceExhausted(
-        "DeviceTable::InsertOrAssign: " + std::to_string(count) + " of " + std::to_string(n) +
-        " keys found no free slot within the probe bound (first key " +
-        std::to_string(keys[failed.first_index]) + ", size " + std::to_string(Size()) +
-        " of " + std::to_string(slots()) + " slots)");
-  }
+  if (count > 0) return NoRoom("InsertOrAssign", count, n, keys[failed.first_index]);
   return Status::Ok();
 }
 
@@ -140,15 +104,7 @@ Status DeviceTable::HostForEachFound(const Key* keys, uint64_t n, int op, const 
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
     const uint64_t s = ref.Find(keys[i]);
     if (found != nullptr) found[i] = s != kNoSlot;
-    if (s == kNoSlot) return;
-    switch (op) {
-      case detail::kOpErase: (void)ref.Release(s); break;
-      case detail::kOpPin: detail::AtomicAdd(&ref.pins[s], 1u); break;
-      case detail::kOpUnpin: (void)detail::AtomicDecrementToZero(&ref.pins[s]); break;
-      case detail::kOpSetNextUse:
-        std::atomic_ref<int64_t>(ref.next_use[s]).store(next_use[i], std::memory_order_relaxed);
-        break;
-    }
+    if (s != kNoSlot) ref.ApplyOp(op, s, next_use != nullptr ? next_use[i] : 0);
   });
   return Status::Ok();
 }
@@ -158,14 +114,11 @@ Status DeviceTable::HostPush(const Key* keys, uint64_t n, const float* grads) {
   uint32_t* slot_of = slot_of_.data();
   FailureRecord missing;
   ForEachKey(n, options_.host_threads, [&](uint64_t i) {
-    const uint64_t s = ref.Find(keys[i]);
-    slot_of[i] = s == kNoSlot ? kNoSlot32 : static_cast<uint32_t>(s);
-    if (s == kNoSlot) missing.Add(i);
+    slot_of[i] = ref.Locate(keys[i]);
+    if (slot_of[i] == kNoSlot32) missing.Add(i);
   });
   if (missing.count.load() > 0) {
-    return Status::NotFound("DeviceTable::Push: key " + std::to_string(keys[missing.first_index]) +
-                            " (and " + std::to_string(missing.count.load() - 1) +
-                            " more) not resident; nothing applied");
+    return NotResident("Push", missing.count.load(), keys[missing.first_index]);
   }
   // Dedup: order (slot, batch index); each run of one slot is one key whose
   // gradients are summed in batch order.
@@ -180,20 +133,20 @@ Status DeviceTable::HostPush(const Key* keys, uint64_t n, const float* grads) {
   starts.push_back(n);
   const uint32_t dim = ref.dim;
   const OptimizerOptions opt = options_.optimizer;
-  ThreadPool::Shared().ParallelFor(
-      starts.size() - 1, kHostGrainKeys, options_.host_threads, [&](uint64_t begin, uint64_t end) {
-        std::vector<float> sum(dim);
-        for (uint64_t u = begin; u < end; ++u) {
-          std::fill(sum.begin(), sum.end(), 0.0f);
-          for (uint64_t j = starts[u]; j < starts[u + 1]; ++j) {
-            const float* g = grads + (order[j] & 0xffffffffULL) * dim;
-            for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
-          }
-          const uint64_t s = order[starts[u]] >> 32;
-          ApplyOptimizer(opt, dim, ref.Row(s), sum.data());
-          ref.dirty[s] = 1;
-        }
-      });
+  ThreadPool::Shared().ParallelFor(starts.size() - 1, kHostGrainKeys, options_.host_threads,
+                                   [&](uint64_t begin, uint64_t end) {
+                                     std::vector<float> sum(dim);
+                                     for (uint64_t u = begin; u < end; ++u) {
+                                       std::fill(sum.begin(), sum.end(), 0.0f);
+                                       for (uint64_t j = starts[u]; j < starts[u + 1]; ++j) {
+                                         const float* g = grads + (order[j] & 0xffffffffULL) * dim;
+                                         for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
+                                       }
+                                       const uint64_t s = order[starts[u]] >> 32;
+                                       ApplyOptimizer(opt, dim, ref.Row(s), sum.data());
+                                       ref.dirty[s] = 1;
+                                     }
+                                   });
   return Status::Ok();
 }
 
@@ -203,9 +156,7 @@ Status DeviceTable::HostEvict(uint64_t k, RowBatch* out) {
   std::vector<std::pair<int64_t, uint32_t>> candidates;
   const uint64_t slots = ref.slots();
   for (uint64_t s = 0; s < slots; ++s) {
-    if (ref.states[s] == kSlotOccupied && ref.pins[s] == 0) {
-      candidates.emplace_back(ref.next_use[s], static_cast<uint32_t>(s));
-    }
+    if (ref.Evictable(s)) candidates.emplace_back(ref.next_use[s], static_cast<uint32_t>(s));
   }
   const uint64_t take = std::min<uint64_t>(k, candidates.size());
   auto later = [](const auto& a, const auto& b) {
@@ -214,10 +165,7 @@ Status DeviceTable::HostEvict(uint64_t k, RowBatch* out) {
   std::partial_sort(candidates.begin(), candidates.begin() + take, candidates.end(), later);
   ForEachKey(take, options_.host_threads, [&](uint64_t i) {
     const uint32_t s = candidates[i].second;
-    out->keys[i] = ref.keys[s];
-    CopyFloats(out->rows + i * ref.row_floats, ref.Row(s), ref.row_floats);
-    out->next_use[i] = ref.next_use[s];
-    out->dirty[i] = ref.dirty[s];
+    ref.Export(s, *out, i);
     (void)ref.Release(s);
   });
   out->count = take;
@@ -234,12 +182,8 @@ Status DeviceTable::HostExportAll(const std::function<Status(const RowBatch&)>& 
   RowBatch batch{keys.data(), rows.data(), next_use.data(), dirty.data(), 0};
   const uint64_t slots = ref.slots();
   for (uint64_t s = 0; s < slots; ++s) {
-    if (ref.states[s] != kSlotOccupied) continue;
-    const uint64_t i = batch.count++;
-    keys[i] = ref.keys[s];
-    CopyFloats(rows.data() + i * ref.row_floats, ref.Row(s), ref.row_floats);
-    next_use[i] = ref.next_use[s];
-    dirty[i] = ref.dirty[s];
+    if (!ref.Occupied(s)) continue;
+    ref.Export(s, batch, batch.count++);
     if (batch.count == chunk_max) {
       STRATA_RETURN_IF_ERROR(fn(batch));
       batch.count = 0;

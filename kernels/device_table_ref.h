@@ -1,7 +1,9 @@
 // DeviceTableRef: the trivially copyable view of a DeviceTable that kernels
 // and host-runner tasks take by value (after cuCollections' device refs).
-// It holds raw pointers into the table's runner memory and the probing logic,
-// written once for both runners.
+// It holds raw pointers into the table's runner memory, the probing logic and
+// the per-key steps of every DeviceTable call (find-or-insert, assign, pin,
+// erase, export), written once: the CUDA kernels and the host runner's tasks
+// differ only in how they spread keys over threads.
 //
 // Layout (structure of arrays, `slots` = num_buckets * kBucketSlots):
 //   keys[slots]      uint64 key of a slot (meaningful only when occupied)
@@ -13,10 +15,11 @@
 //   overflow[buckets] 1 when a key passed this bucket to a later one
 // Occupancy lives in `states`, so every 64-bit key is a valid key.
 //
-// Probing: a key's home bucket is MulHi64(Mix64(key), num_buckets); it lives
-// in the first probe_buckets buckets of its double-hashing sequence (see
-// ProbeStep). A lookup scans a bucket and moves on only while that bucket's
-// overflow flag is set (some insert found it full and went on).
+// Probing: a key's home bucket is MulHi64(MixMurmur64(key), num_buckets)
+// (base/hash.h); it lives in the first probe_buckets buckets of its
+// double-hashing sequence (see ProbeStep). A lookup scans a bucket and moves
+// on only while that bucket's overflow flag is set (some insert found it full
+// and went on).
 //
 // Thread safety: within one batched call many threads use a ref at once.
 // Find is safe against concurrent readers; FindOrClaim is safe against
@@ -26,9 +29,13 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "base/hash.h"
 #include "kernels/hd.h"
+#include "kernels/initializer.h"
 #include "kernels/limits.h"
+#include "kernels/optimizer.h"
 #include "strata/types.h"
 
 namespace strata::kernels {
@@ -37,6 +44,8 @@ inline constexpr uint32_t kSlotEmpty = 0;
 inline constexpr uint32_t kSlotBusy = 1;
 inline constexpr uint32_t kSlotOccupied = 2;
 inline constexpr uint64_t kNoSlot = ~uint64_t{0};
+// A batch's per-key slot ids are 32-bit (slots < 2^32); this marks "none".
+inline constexpr uint32_t kNoSlot32 = ~uint32_t{0};
 
 namespace detail {
 // Per-key operations of DeviceTable's ForEachFound back ends.
@@ -50,6 +59,16 @@ inline constexpr int kTableCounterWords = 272;
 }  // namespace detail
 
 enum class ClaimResult : uint8_t { kFound, kClaimed, kFull };
+
+// Rows moving out of (EvictCandidates) or across (ExportAll) the table; all
+// arrays are runner memory with room for the requested number of rows.
+struct RowBatch {
+  Key* keys = nullptr;
+  float* rows = nullptr;  // count * row_floats
+  int64_t* next_use = nullptr;
+  uint8_t* dirty = nullptr;
+  uint64_t count = 0;
+};
 
 struct DeviceTableRef {
   Key* keys;
@@ -67,7 +86,7 @@ struct DeviceTableRef {
 
   STRATA_HD uint64_t slots() const { return num_buckets * kBucketSlots; }
   STRATA_HD uint64_t HomeBucket(Key key) const {
-    return detail::MulHi64(detail::Mix64(key), num_buckets);
+    return detail::MulHi64(MixMurmur64(key), num_buckets);
   }
   STRATA_HD float* Row(uint64_t slot) const { return rows + slot * row_floats; }
   // Double hashing over buckets: a key's probe sequence is home, home +
@@ -76,7 +95,7 @@ struct DeviceTableRef {
   // most probe_buckets buckets probe linearly and so reach every bucket.
   STRATA_HD uint64_t ProbeStep(Key key) const {
     if (num_buckets <= probe_buckets) return 1;
-    return 1 + detail::MulHi64(detail::Mix64(key ^ 0x2545f4914f6cdd1dULL), num_buckets - 1);
+    return 1 + detail::MulHi64(MixMurmur64(key ^ 0x2545f4914f6cdd1dULL), num_buckets - 1);
   }
   STRATA_HD uint64_t NextBucket(uint64_t bucket, uint64_t step) const {
     bucket += step;
@@ -168,6 +187,92 @@ struct DeviceTableRef {
     detail::AtomicAdd(size, ~uint64_t{0});  // -1
     return true;
   }
+
+  // ---- Per-key steps of DeviceTable's calls, the same on both runners ----
+
+  // FindOrInsert of one key: finds it, or claims a slot and publishes a fresh
+  // row (InitRow; next_use as given, clean, unpinned). kFull: no room within
+  // the probe bound, nothing changed.
+  STRATA_HD ClaimResult FindOrInsert(Key key, const InitializerOptions& init,
+                                     const OptimizerOptions& opt, int64_t next_use_value,
+                                     uint64_t* slot_out) const {
+    const ClaimResult r = FindOrClaim(key, slot_out);
+    if (r == ClaimResult::kClaimed) {
+      const uint64_t s = *slot_out;
+      InitRow(init, opt, key, dim, Row(s));
+      next_use[s] = next_use_value;
+      pins[s] = 0;
+      dirty[s] = 0;
+      Publish(s);
+    }
+    return r;
+  }
+
+  // InsertOrAssign, pass 1, for key i of the batch: finds the key or
+  // publishes a new unpinned slot for it (its row is written in pass 2), and
+  // bids for the slot's ownership: the last occurrence of a key wins.
+  // Returns the slot, or kNoSlot32 when there is no room.
+  STRATA_HD uint32_t ClaimOwner(Key key, uint64_t i, uint32_t* owner) const {
+    uint64_t s = kNoSlot;
+    const ClaimResult r = FindOrClaim(key, &s);
+    if (r == ClaimResult::kFull) return kNoSlot32;
+    if (r == ClaimResult::kClaimed) {
+      pins[s] = 0;
+      Publish(s);
+    }
+    detail::AtomicMax(&owner[s], static_cast<uint32_t>(i + 1));
+    return static_cast<uint32_t>(s);
+  }
+  // Pass 2: whether key i owns `slot` (it writes the row and metadata).
+  STRATA_HD bool Owns(const uint32_t* owner, uint32_t slot, uint64_t i) const {
+    return slot != kNoSlot32 && detail::LoadRelaxed(&owner[slot]) == i + 1;
+  }
+  // Pass 2, the owner's metadata: next_use[i] (null: kClockNever) and
+  // dirty[i] (null: clean).
+  STRATA_HD void AssignMeta(uint64_t slot, const int64_t* next_use_in, const uint8_t* dirty_in,
+                            uint64_t i) const {
+    next_use[slot] = next_use_in != nullptr ? next_use_in[i] : kClockNever;
+    dirty[slot] = dirty_in != nullptr ? dirty_in[i] : 0;
+  }
+
+  // Erase, Pin, Unpin or SetNextUse (detail::kOp*) of a resident slot.
+  STRATA_HD void ApplyOp(int op, uint64_t slot, int64_t next_use_value) const {
+    switch (op) {
+      case detail::kOpErase:
+        (void)Release(slot);
+        break;
+      case detail::kOpPin:
+        detail::AtomicAdd(&pins[slot], 1u);
+        break;
+      case detail::kOpUnpin:
+        (void)detail::AtomicDecrementToZero(&pins[slot]);
+        break;
+      case detail::kOpSetNextUse:
+        detail::StoreRelaxed(&next_use[slot], next_use_value);
+        break;
+    }
+  }
+
+  // Push, pass 1: the slot of a key that must be resident, or kNoSlot32.
+  STRATA_HD uint32_t Locate(Key key) const {
+    const uint64_t s = Find(key);
+    return s == kNoSlot ? kNoSlot32 : static_cast<uint32_t>(s);
+  }
+
+  // Scans (export, eviction) between batches: a resident row, and one that
+  // may be evicted (resident and unpinned).
+  STRATA_HD bool Occupied(uint64_t slot) const { return states[slot] == kSlotOccupied; }
+  STRATA_HD bool Evictable(uint64_t slot) const { return Occupied(slot) && pins[slot] == 0; }
+  // Copies slot's key, row, next_use and dirty flag to entry `pos` of out.
+  STRATA_HD void Export(uint64_t slot, const RowBatch& out, uint64_t pos) const {
+    out.keys[pos] = keys[slot];
+    const float* src = Row(slot);
+    float* dst = out.rows + pos * row_floats;
+    for (uint32_t d = 0; d < row_floats; ++d) dst[d] = src[d];
+    out.next_use[pos] = next_use[slot];
+    out.dirty[pos] = dirty[slot];
+  }
 };
+static_assert(std::is_trivially_copyable_v<DeviceTableRef>, "kernels take it by value");
 
 }  // namespace strata::kernels

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "base/cuda_status.h"
 #include "kernels/gpu_runtime.h"
 
 namespace strata::kernels {
@@ -27,13 +28,10 @@ std::string CudaBuildInfo() {
 namespace strata::kernels::detail {
 namespace {
 
-Status CudaStatus(cudaError_t err, const char* what, size_t bytes) {
+// A runtime call's error, naming the call and the bytes it moved.
+Status CallStatus(cudaError_t err, const char* what, size_t bytes) {
   if (err == cudaSuccess) return Status::Ok();
-  (void)cudaGetLastError();
-  std::string msg = std::string(what) + " (" + std::to_string(bytes) + " bytes): " +
-                    cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
-  if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(std::move(msg));
-  return Status::Internal(std::move(msg));
+  return base::CudaStatus(err, std::string(what) + " (" + std::to_string(bytes) + " bytes)");
 }
 
 }  // namespace
@@ -41,7 +39,7 @@ Status CudaStatus(cudaError_t err, const char* what, size_t bytes) {
 Status GpuAllocate(size_t bytes, void** out) {
   *out = nullptr;
   if (bytes == 0) return Status::Ok();
-  return CudaStatus(cudaMalloc(out, bytes), "cudaMalloc", bytes);
+  return CallStatus(cudaMalloc(out, bytes), "cudaMalloc", bytes);
 }
 
 void GpuFree(void* ptr) {
@@ -53,24 +51,22 @@ Status GpuCopy(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void*
   const cudaMemcpyKind k = kind == GpuCopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                            : kind == GpuCopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                                 : cudaMemcpyDeviceToDevice;
-  if (stream == nullptr) return CudaStatus(cudaMemcpy(dst, src, bytes, k), "cudaMemcpy", bytes);
-  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)),
+  if (stream == nullptr) return CallStatus(cudaMemcpy(dst, src, bytes, k), "cudaMemcpy", bytes);
+  return CallStatus(cudaMemcpyAsync(dst, src, bytes, k, static_cast<cudaStream_t>(stream)),
                     "cudaMemcpyAsync", bytes);
 }
 
 Status GpuMemset(void* dst, int value, size_t bytes, void* stream) {
   if (bytes == 0) return Status::Ok();
-  return CudaStatus(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)),
+  return CallStatus(cudaMemsetAsync(dst, value, bytes, static_cast<cudaStream_t>(stream)),
                     "cudaMemsetAsync", bytes);
 }
 
 Status GpuSync(void* stream) {
-  return CudaStatus(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+  return CallStatus(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
                     "cudaStreamSynchronize", 0);
 }
 
-Status GpuSetDevice(int device) {
-  return CudaStatus(cudaSetDevice(device), "cudaSetDevice", 0);
-}
+Status GpuSetDevice(int device) { return CallStatus(cudaSetDevice(device), "cudaSetDevice", 0); }
 
 }  // namespace strata::kernels::detail

@@ -23,7 +23,9 @@ namespace strata::kernels::detail {
 
 // CUDA runtime calls behind Runner::kGpu (gpu_runtime.cu; the host-only build
 // answers FailedPrecondition). Each turns a cudaError_t into a Status naming
-// the call. stream is a cudaStream_t (nullptr: default stream).
+// the call and its bytes, through base::CudaStatus (base/cuda_status.h), the
+// conversion every CUDA caller uses. stream is a cudaStream_t (nullptr:
+// default stream).
 enum class GpuCopyKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 [[nodiscard]] Status GpuAllocate(size_t bytes, void** out);
 void GpuFree(void* ptr);

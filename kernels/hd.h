@@ -1,6 +1,7 @@
 // Portability layer for code that runs both on the GPU (compiled by nvcc) and
 // on the host runner (compiled by the host compiler): the STRATA_HD marker, a
-// few atomics with the same meaning on both sides, and the key hash.
+// few atomics with the same meaning on both sides, and range reduction. Keys
+// are hashed with MixMurmur64 (base/hash.h, constexpr: callable on the device).
 //
 // Per-key logic of the kernels module (probing, initializer, optimizers) is
 // written once as STRATA_HD functions; CUDA kernels call them on the device,
@@ -11,8 +12,6 @@
 #pragma once
 
 #include <cstdint>
-
-#include "base/hash.h"
 
 #if defined(__CUDACC__)
 #define STRATA_HD __host__ __device__
@@ -35,10 +34,6 @@ STRATA_HD inline uint64_t MulHi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-// MurmurHash3's 64-bit finalizer (base/hash.h): a bijection that mixes
-// every input bit.
-STRATA_HD inline uint64_t Mix64(uint64_t x) { return ::strata::MixMurmur64(x); }
-
 // A load that may race with atomic writers (no ordering; on the device a
 // plain load: a stale value is acceptable to its callers).
 STRATA_HD inline uint32_t LoadRelaxed(const uint32_t* p) {
@@ -46,6 +41,16 @@ STRATA_HD inline uint32_t LoadRelaxed(const uint32_t* p) {
   return *p;
 #else
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
+#endif
+}
+
+// A store that may race with other stores of the same batch (no ordering;
+// any one of the values wins).
+STRATA_HD inline void StoreRelaxed(int64_t* p, int64_t v) {
+#if defined(__CUDA_ARCH__)
+  *p = v;
+#else
+  std::atomic_ref<int64_t>(*p).store(v, std::memory_order_relaxed);
 #endif
 }
 

@@ -13,37 +13,37 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/hash.h"
 #include "kernels/hd.h"
 #include "kernels/optimizer.h"
 #include "strata/types.h"
 
 namespace strata::kernels {
 
-enum class InitializerKind : uint8_t { kZeros, kUniform, kNormal };
-
 struct InitializerOptions {
-  InitializerKind kind = InitializerKind::kUniform;
+  Initializer kind = Initializer::kUniform;
   float scale = 0.01f;  // uniform: half-width; normal: standard deviation
   uint64_t seed = 0;    // the engine passes a hash of the table id
 };
 
 // 64 random bits for element `index` of `key` under `seed`.
 STRATA_HD inline uint64_t InitBits(uint64_t seed, Key key, uint32_t index) {
-  uint64_t x = detail::Mix64(seed ^ 0x9e3779b97f4a7c15ULL);
-  x = detail::Mix64(x ^ key);
-  return detail::Mix64(x + (static_cast<uint64_t>(index) + 1) * 0xbf58476d1ce4e5b9ULL);
+  uint64_t x = MixMurmur64(seed ^ 0x9e3779b97f4a7c15ULL);
+  x = MixMurmur64(x ^ key);
+  return MixMurmur64(x + (static_cast<uint64_t>(index) + 1) * 0xbf58476d1ce4e5b9ULL);
 }
 
 // Initial value of element `index` of `key`'s embedding.
 STRATA_HD inline float InitValue(const InitializerOptions& init, Key key, uint32_t index) {
   switch (init.kind) {
-    case InitializerKind::kZeros: return 0.0f;
-    case InitializerKind::kUniform: {
+    case Initializer::kZeros:
+      return 0.0f;
+    case Initializer::kUniform: {
       const uint64_t bits = InitBits(init.seed, key, index);
       const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);  // [0, 1)
       return init.scale * (2.0f * u - 1.0f);
     }
-    case InitializerKind::kNormal: {
+    case Initializer::kNormal: {
       const uint64_t bits = InitBits(init.seed, key, index);
       const double u1 = (static_cast<double>(bits >> 32) + 1.0) * (1.0 / 4294967296.0);  // (0,1]
       const double u2 = static_cast<double>(bits & 0xffffffffULL) * (1.0 / 4294967296.0);

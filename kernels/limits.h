@@ -15,8 +15,7 @@ inline constexpr uint32_t kBucketSlots = 16;
 inline constexpr uint32_t kProbeBucketsMax = 32;
 // Load factor the table is sized for: slots >= capacity_rows / kLoadFactorMax.
 inline constexpr double kLoadFactorMax = 0.85;
-// Widest embedding a table accepts.
-inline constexpr uint32_t kDimMax = 4096;
+// Widest embedding a table accepts: kTableDimMax (strata/options.h).
 // Most rows a table may be created for (2^32 slots keeps slot ids 32-bit).
 inline constexpr uint64_t kCapacityRowsMax = uint64_t{3} << 30;
 // Most keys one batched call may carry.

@@ -8,8 +8,10 @@
 //   Row-wise AdaGrad: w[d] acc
 //   Adam            : w[d] m[d] v[d] step
 //   FTRL-Proximal   : w[d] z[d] n[d]
-// Formulas: docs/device-table.md. ApplyOptimizer is STRATA_HD: the GPU and
-// the host runner run this very code, in the same arithmetic order.
+// The options are the public OptimizerOptions (strata/options.h), checked by
+// DeviceTable::Create. Formulas: docs/device-table.md. ApplyOptimizer is
+// STRATA_HD: the GPU and the host runner run this very code, in the same
+// arithmetic order.
 //
 // Thread safety: pure functions of their arguments; one caller per row.
 #pragma once
@@ -18,54 +20,48 @@
 #include <cstdint>
 
 #include "kernels/hd.h"
+#include "strata/options.h"
 
 namespace strata::kernels {
 
-enum class OptimizerKind : uint8_t { kSgd, kAdagrad, kRowwiseAdagrad, kAdam, kFtrl };
-
-struct OptimizerOptions {
-  OptimizerKind kind = OptimizerKind::kAdagrad;
-  float learning_rate = 0.01f;        // SGD, AdaGrad, Adam step size
-  float epsilon = 1e-8f;              // AdaGrad / Adam denominator guard
-  float initial_accumulator = 0.0f;   // AdaGrad acc and FTRL n start here
-  float beta1 = 0.9f;                 // Adam first-moment decay
-  float beta2 = 0.999f;               // Adam second-moment decay
-  float ftrl_alpha = 0.05f;           // FTRL per-coordinate learning rate alpha
-  float ftrl_beta = 1.0f;             // FTRL learning-rate smoothing beta
-  float ftrl_l1 = 0.0f;               // FTRL L1 strength (sparsity)
-  float ftrl_l2 = 0.0f;               // FTRL L2 strength
-};
-
 // Floats of optimizer state per row: SGD 0, AdaGrad dim, row-wise AdaGrad 1,
 // Adam 2*dim+1, FTRL 2*dim.
-STRATA_HD inline uint32_t StateFloats(OptimizerKind kind, uint32_t dim) {
+STRATA_HD inline uint32_t StateFloats(Optimizer kind, uint32_t dim) {
   switch (kind) {
-    case OptimizerKind::kSgd: return 0;
-    case OptimizerKind::kAdagrad: return dim;
-    case OptimizerKind::kRowwiseAdagrad: return 1;
-    case OptimizerKind::kAdam: return 2 * dim + 1;
-    case OptimizerKind::kFtrl: return 2 * dim;
+    case Optimizer::kSgd:
+      return 0;
+    case Optimizer::kAdagrad:
+      return dim;
+    case Optimizer::kRowwiseAdagrad:
+      return 1;
+    case Optimizer::kAdam:
+      return 2 * dim + 1;
+    case Optimizer::kFtrl:
+      return 2 * dim;
   }
   return 0;
 }
 
 // Name for messages and benchmark output ("adagrad").
-const char* OptimizerName(OptimizerKind kind);
+const char* OptimizerName(Optimizer kind);
 
 // Initial optimizer state of a fresh row (writes the StateFloats floats
 // that follow the dim weights).
 STRATA_HD inline void InitOptimizerState(const OptimizerOptions& opt, uint32_t dim, float* row) {
   float* state = row + dim;
   switch (opt.kind) {
-    case OptimizerKind::kSgd: break;
-    case OptimizerKind::kAdagrad:
+    case Optimizer::kSgd:
+      break;
+    case Optimizer::kAdagrad:
       for (uint32_t i = 0; i < dim; ++i) state[i] = opt.initial_accumulator;
       break;
-    case OptimizerKind::kRowwiseAdagrad: state[0] = opt.initial_accumulator; break;
-    case OptimizerKind::kAdam:
+    case Optimizer::kRowwiseAdagrad:
+      state[0] = opt.initial_accumulator;
+      break;
+    case Optimizer::kAdam:
       for (uint32_t i = 0; i < 2 * dim + 1; ++i) state[i] = 0.0f;
       break;
-    case OptimizerKind::kFtrl:
+    case Optimizer::kFtrl:
       for (uint32_t i = 0; i < dim; ++i) state[i] = 0.0f;
       for (uint32_t i = 0; i < dim; ++i) state[dim + i] = opt.initial_accumulator;
       break;
@@ -86,13 +82,13 @@ STRATA_HD inline RowStep BeginRowStep(const OptimizerOptions& opt, uint32_t dim,
                                       const float* grad) {
   RowStep r;
   float* state = row + dim;
-  if (opt.kind == OptimizerKind::kRowwiseAdagrad) {
+  if (opt.kind == Optimizer::kRowwiseAdagrad) {
     float sum_sq = 0.0f;
     for (uint32_t i = 0; i < dim; ++i) sum_sq = sum_sq + grad[i] * grad[i];
     const float acc = state[0] + sum_sq / static_cast<float>(dim);
     state[0] = acc;
     r.denom = sqrtf(acc) + opt.epsilon;
-  } else if (opt.kind == OptimizerKind::kAdam) {
+  } else if (opt.kind == Optimizer::kAdam) {
     const float step = state[2 * dim] + 1.0f;
     state[2 * dim] = step;
     // Bias corrections in double, rounded once: 1 - beta^t.
@@ -111,15 +107,19 @@ STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, fl
   float* state = row + dim;
   const float lr = opt.learning_rate;
   switch (opt.kind) {
-    case OptimizerKind::kSgd: w[i] = w[i] - lr * g; break;
-    case OptimizerKind::kAdagrad: {
+    case Optimizer::kSgd:
+      w[i] = w[i] - lr * g;
+      break;
+    case Optimizer::kAdagrad: {
       const float acc = state[i] + g * g;
       state[i] = acc;
       w[i] = w[i] - lr * g / (sqrtf(acc) + opt.epsilon);
       break;
     }
-    case OptimizerKind::kRowwiseAdagrad: w[i] = w[i] - lr * g / r.denom; break;
-    case OptimizerKind::kAdam: {
+    case Optimizer::kRowwiseAdagrad:
+      w[i] = w[i] - lr * g / r.denom;
+      break;
+    case Optimizer::kAdam: {
       float* m = state;
       float* v = state + dim;
       const float mi = opt.beta1 * m[i] + (1.0f - opt.beta1) * g;
@@ -131,7 +131,7 @@ STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, fl
       w[i] = w[i] - lr * m_hat / (sqrtf(v_hat) + opt.epsilon);
       break;
     }
-    case OptimizerKind::kFtrl: {
+    case Optimizer::kFtrl: {
       float* z = state;
       float* n = state + dim;
       const float n_old = n[i];

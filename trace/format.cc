@@ -87,9 +87,9 @@ Result<std::unique_ptr<TraceWriter>> TraceWriter::Create(const std::string& path
   Put<uint32_t>(&bytes, header.worker_count);
   Put<uint64_t>(&bytes, 0);  // reserved
   for (const auto& t : header.tables) {
-    if (t.name.empty() || t.name.size() > kTableNameBytesMax) {
+    if (t.name.empty() || t.name.size() > kTraceTableNameBytesMax) {
       return Status::InvalidArgument("trace " + path + ": table name '" + t.name +
-                                     "' must have 1 to " + std::to_string(kTableNameBytesMax) +
+                                     "' must have 1 to " + std::to_string(kTraceTableNameBytesMax) +
                                      " bytes");
     }
     Put<uint16_t>(&bytes, static_cast<uint16_t>(t.name.size()));
@@ -231,8 +231,8 @@ Status TraceReader::CheckAvailable(size_t len, const char* what) const {
 Status TraceReader::ReadExact(void* buf, size_t len, const char* what) {
   STRATA_RETURN_IF_ERROR(CheckAvailable(len, what));
   if (std::fread(buf, 1, len, file_) != len) {
-    return Status::FromErrno(errno, "trace: read " + path_ + " at byte offset " +
-                                        std::to_string(offset_));
+    return Status::FromErrno(errno,
+                             "trace: read " + path_ + " at byte offset " + std::to_string(offset_));
   }
   offset_ += len;
   return Status::Ok();
@@ -276,9 +276,10 @@ Status TraceReader::ReadHeader() {
   for (uint32_t i = 0; i < table_count; ++i) {
     if (at + 2 > body_end) return Corrupt(at, "header ends inside table " + std::to_string(i));
     const uint16_t name_bytes = Get<uint16_t>(bytes.data() + at);
-    if (name_bytes == 0 || name_bytes > kTableNameBytesMax || at + 2 + name_bytes + 8 > body_end) {
-      return Corrupt(at, "bad name length " + std::to_string(name_bytes) + " of table " +
-                             std::to_string(i));
+    if (name_bytes == 0 || name_bytes > kTraceTableNameBytesMax ||
+        at + 2 + name_bytes + 8 > body_end) {
+      return Corrupt(
+          at, "bad name length " + std::to_string(name_bytes) + " of table " + std::to_string(i));
     }
     TraceTable t;
     t.name.assign(reinterpret_cast<const char*>(bytes.data() + at + 2), name_bytes);
@@ -317,14 +318,14 @@ Result<bool> TraceReader::Next(TraceBatch* batch) {
   const size_t payload_min = magic == kRecordMagicEnd ? kEndPayloadBytes : kBatchPayloadFixedBytes;
   if (payload_bytes < payload_min || payload_bytes > kTraceRecordBytesMax ||
       (magic == kRecordMagicEnd && payload_bytes != kEndPayloadBytes)) {
-    return Corrupt(record_offset + 4, "record payload size " + std::to_string(payload_bytes) +
-                                          " out of range");
+    return Corrupt(record_offset + 4,
+                   "record payload size " + std::to_string(payload_bytes) + " out of range");
   }
   STRATA_RETURN_IF_ERROR(CheckAvailable(payload_bytes + kChecksumBytes, "a record"));
   record_.resize(kRecordPrefixBytes + payload_bytes + kChecksumBytes);
   std::memcpy(record_.data(), prefix, sizeof(prefix));
-  STRATA_RETURN_IF_ERROR(ReadExact(record_.data() + kRecordPrefixBytes,
-                                   payload_bytes + kChecksumBytes, "a record"));
+  STRATA_RETURN_IF_ERROR(
+      ReadExact(record_.data() + kRecordPrefixBytes, payload_bytes + kChecksumBytes, "a record"));
   const size_t sum_at = kRecordPrefixBytes + payload_bytes;
   if (Checksum(record_.data(), sum_at) != Get<uint64_t>(record_.data() + sum_at)) {
     return Corrupt(record_offset, "record checksum mismatch");
@@ -333,9 +334,8 @@ Result<bool> TraceReader::Next(TraceBatch* batch) {
     const uint64_t batches = Get<uint64_t>(record_.data() + kRecordPrefixBytes);
     const uint64_t keys = Get<uint64_t>(record_.data() + kRecordPrefixBytes + 8);
     if (batches != totals_.batches || keys != totals_.keys) {
-      return Corrupt(record_offset, "end record counts " + std::to_string(batches) +
-                                        " batches, " + std::to_string(keys) +
-                                        " keys; the file holds " +
+      return Corrupt(record_offset, "end record counts " + std::to_string(batches) + " batches, " +
+                                        std::to_string(keys) + " keys; the file holds " +
                                         std::to_string(totals_.batches) + " batches, " +
                                         std::to_string(totals_.keys) + " keys");
     }
@@ -373,14 +373,14 @@ Status TraceReader::DecodeBatch(uint64_t record_offset, TraceBatch* batch) const
     const uint32_t table = Get<uint32_t>(p + at);
     const uint32_t key_count = Get<uint32_t>(p + at + 4);
     if (table >= header_.tables.size() || static_cast<int64_t>(table) <= previous) {
-      return Corrupt(base + at, "table id " + std::to_string(table) +
-                                    " unknown or not in increasing order");
+      return Corrupt(base + at,
+                     "table id " + std::to_string(table) + " unknown or not in increasing order");
     }
     previous = table;
     at += kTableEntryFixedBytes;
     if (uint64_t{key_count} * sizeof(Key) > payload_bytes - at) {
-      return Corrupt(base + at - 4, "key count " + std::to_string(key_count) +
-                                        " overruns the record");
+      return Corrupt(base + at - 4,
+                     "key count " + std::to_string(key_count) + " overruns the record");
     }
     auto& keys = batch->tables[e].keys;
     batch->tables[e].table = table;

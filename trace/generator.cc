@@ -10,13 +10,13 @@ namespace strata::trace {
 namespace {
 
 const std::vector<uint64_t> kCriteoKaggle = {
-    1460,    583,   10131227, 2202608, 305, 24,      12517, 633,     3,  93145,  5683,   8351593, 3194,
-    27,      14992, 5461306,  10,      5652, 2173,   4,     7046547, 18, 15,     286181, 105,     142572};
+    1460, 583,   10131227, 2202608, 305,  24,   12517, 633,     3,  93145, 5683,   8351593, 3194,
+    27,   14992, 5461306,  10,      5652, 2173, 4,     7046547, 18, 15,    286181, 105,     142572};
 const std::vector<uint64_t> kCriteo1Tb = {
-    39884406, 39043, 17289,    7420,   20263,    3,        7120,     1543,   63,
-    38532951, 2953546, 403346, 10,     2208,     11938,    155,      4,      976,
-    14,       39979771, 25641295, 39664984, 585935, 12972, 108,      36};
-const std::vector<uint32_t> kMlperfHotness = {3, 2, 1, 2, 6, 1,   1,  1,  1, 7, 3, 8, 1,
+    39884406, 39043,    17289,    7420,     20263,  3,     7120, 1543, 63,
+    38532951, 2953546,  403346,   10,       2208,   11938, 155,  4,    976,
+    14,       39979771, 25641295, 39664984, 585935, 12972, 108,  36};
+const std::vector<uint32_t> kMlperfHotness = {3, 2, 1, 2, 6, 1, 1,  1,   1,  7,  3, 8, 1,
                                               6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
 
 }  // namespace
@@ -46,8 +46,8 @@ uint64_t ScaledKeySpace(const GenOptions& options, size_t table) {
 Status ValidateGenOptions(const GenOptions& o) {
   const size_t tables = o.cardinalities.size();
   if (tables == 0 || tables > kTraceTablesMax) {
-    return Status::InvalidArgument("--cardinalities: need 1 to " +
-                                   std::to_string(kTraceTablesMax) + " tables");
+    return Status::InvalidArgument("--cardinalities: need 1 to " + std::to_string(kTraceTablesMax) +
+                                   " tables");
   }
   if (o.exponents.size() != tables) {
     return Status::InvalidArgument("--exponent: give one value or one per table (" +
@@ -123,7 +123,7 @@ Result<TraceTotals> Generate(const GenOptions& o, const std::string& path) {
       for (auto& key : entry.keys) {
         uint64_t id = samplers[t].Sample(rng) - 1 + rotation;
         if (id >= n) id -= n;
-        key = Mix64(id ^ salt);
+        key = MixSplit64(id ^ salt);
       }
     }
     STRATA_RETURN_IF_ERROR(writer->Append(batch));

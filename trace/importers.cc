@@ -195,9 +195,9 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
   }
   if (columns.empty()) return lines.Error("no categorical columns to import");
   for (size_t c : columns) {  // each becomes a table, named after its column
-    if (names[c].empty() || names[c].size() > kTableNameBytesMax) {
+    if (names[c].empty() || names[c].size() > kTraceTableNameBytesMax) {
       return lines.Error("column " + std::to_string(c + 1) + ": a table name needs 1 to " +
-                         std::to_string(kTableNameBytesMax) + " bytes, the header has " +
+                         std::to_string(kTraceTableNameBytesMax) + " bytes, the header has " +
                          std::to_string(names[c].size()));
     }
   }

@@ -6,23 +6,17 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "base/hash.h"
 #include "examples/train/limits.h"
 
 namespace strata::train {
 namespace {
 
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // Fisher-Yates with splitmix64: the same permutation on every platform.
 void Shuffle(std::vector<uint32_t>* rows, uint64_t seed) {
-  uint64_t state = seed;
+  SplitMix64 rng(seed);
   for (size_t i = rows->size(); i > 1; --i) {
-    size_t j = static_cast<size_t>(SplitMix(&state) % i);
+    size_t j = static_cast<size_t>(rng.Next() % i);
     std::swap((*rows)[i - 1], (*rows)[j]);
   }
 }

@@ -7,6 +7,7 @@
 #include <istream>
 #include <sstream>
 
+#include "base/hash.h"
 #include "examples/train/limits.h"
 
 namespace strata::train {
@@ -96,10 +97,7 @@ Key HashFeature(uint32_t column, std::string_view value) {
     h *= 1099511628211ull;
   }
   // splitmix64 finalizer over the hash mixed with the column.
-  uint64_t z = h + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(column) + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return MixSplit64(h + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(column) + 1));
 }
 
 float TransformDense(double x) {

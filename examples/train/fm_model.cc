@@ -4,17 +4,10 @@
 #include <cmath>
 
 #include "base/assert.h"
+#include "base/hash.h"
 
 namespace strata::train {
 namespace {
-
-// splitmix64: a tiny deterministic generator, identical on every platform.
-uint64_t NextRandom(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 double Sigmoid(double z) {
   if (z >= 0) return 1.0 / (1.0 + std::exp(-z));
@@ -34,9 +27,9 @@ FmModel::FmModel(uint32_t dense_columns, const FmConfig& config)
   STRATA_ASSERT(config.dim > 0, "FM dimension must be positive");
   dense_.weights.assign(dense_columns, 0.0f);
   dense_.factors.resize(static_cast<size_t>(dense_columns) * config.dim);
-  uint64_t state = config.seed;
+  SplitMix64 rng(config.seed);
   for (float& v : dense_.factors) {
-    double unit = static_cast<double>(NextRandom(&state) >> 11) * 0x1.0p-53;  // [0, 1)
+    const double unit = rng.NextDouble();  // [0, 1)
     v = static_cast<float>((2.0 * unit - 1.0) * config.init_scale);
   }
   accumulators_.weights.assign(dense_columns, 0.0f);

@@ -4,19 +4,11 @@
 
 #if defined(STRATA_HAVE_CUDA)
 #include <cuda_runtime_api.h>
+
+#include "base/cuda_status.h"
 #endif
 
 namespace strata::train {
-namespace {
-
-#if defined(STRATA_HAVE_CUDA)
-Status CudaStatus(cudaError_t error, const char* what) {
-  if (error == cudaSuccess) return Status::Ok();
-  return Status::Internal(std::string("train: ") + what + ": " + cudaGetErrorString(error));
-}
-#endif
-
-}  // namespace
 
 RowStaging::~RowStaging() {
 #if defined(STRATA_HAVE_CUDA)
@@ -38,11 +30,14 @@ Status RowStaging::Check() const {
 Result<float*> RowStaging::Device(size_t floats) {
 #if defined(STRATA_HAVE_CUDA)
   if (floats > device_floats_) {
-    if (device_ != nullptr) STRATA_RETURN_IF_ERROR(CudaStatus(cudaFree(device_), "cudaFree"));
+    if (device_ != nullptr) {
+      STRATA_RETURN_IF_ERROR(base::CudaStatus(cudaFree(device_), "train: cudaFree"));
+    }
     device_ = nullptr;
     device_floats_ = 0;
     void* ptr = nullptr;
-    STRATA_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ptr, floats * sizeof(float)), "cudaMalloc"));
+    STRATA_RETURN_IF_ERROR(
+        base::CudaStatus(cudaMalloc(&ptr, floats * sizeof(float)), "train: cudaMalloc"));
     device_ = static_cast<float*>(ptr);
     device_floats_ = floats;
   }
@@ -61,8 +56,8 @@ Result<float*> RowStaging::PullTarget(float* host, size_t floats) {
 Status RowStaging::FinishPull(float* host, size_t floats) {
   if (!on_device_ || floats == 0) return Status::Ok();
 #if defined(STRATA_HAVE_CUDA)
-  return CudaStatus(cudaMemcpy(host, device_, floats * sizeof(float), cudaMemcpyDeviceToHost),
-                    "cudaMemcpy device to host");
+  return base::CudaStatus(cudaMemcpy(host, device_, floats * sizeof(float), cudaMemcpyDeviceToHost),
+                          "train: cudaMemcpy device to host");
 #else
   (void)host;
   return Check();
@@ -75,8 +70,8 @@ Result<const float*> RowStaging::PushSource(const float* host, size_t floats) {
 #if defined(STRATA_HAVE_CUDA)
   if (floats > 0) {
     STRATA_RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpy(device, host, floats * sizeof(float), cudaMemcpyHostToDevice),
-                   "cudaMemcpy host to device"));
+        base::CudaStatus(cudaMemcpy(device, host, floats * sizeof(float), cudaMemcpyHostToDevice),
+                         "train: cudaMemcpy host to device"));
   }
 #endif
   return static_cast<const float*>(device);

@@ -4,6 +4,7 @@
 // Thread safety: plain values, copied by Store::Open.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 namespace strata {
 
 // The largest values Store::Open accepts (InvalidArgument above them).
+// Tables of one store.
+inline constexpr uint32_t kTablesMax = 1024;
+// TableOptions::name: bytes, each of [A-Za-z0-9_.-].
+inline constexpr size_t kTableNameBytesMax = 128;
 // TableOptions::dim: embedding floats per row.
 inline constexpr uint32_t kTableDimMax = 4096;
 // StoreOptions::device_rows_max and dram_rows_max each: about 10^12 rows, so
@@ -35,25 +40,30 @@ enum class Optimizer : uint8_t {
 // (table, key), so runs with different tier sizes give the same values.
 enum class Initializer : uint8_t { kZeros, kUniform, kNormal };
 
+// Hyper-parameters of a table's optimizer (formulas: docs/device-table.md).
+// Store::Open checks them (InvalidArgument naming the table and field): a
+// finite learning_rate (a negative one turns descent into accumulation),
+// epsilon and initial_accumulator >= 0; Adam beta1, beta2 in [0, 1); FTRL
+// ftrl_alpha > 0 and ftrl_beta, ftrl_l1, ftrl_l2 >= 0.
 struct OptimizerOptions {
   Optimizer kind = Optimizer::kAdagrad;
-  float learning_rate = 0.01f;
-  float epsilon = 1e-8f;          // AdaGrad / Adam denominator guard
-  float initial_accumulator = 0.0f;  // AdaGrad
-  float beta1 = 0.9f;             // Adam
-  float beta2 = 0.999f;           // Adam
-  float ftrl_alpha = 0.05f;       // FTRL-Proximal
-  float ftrl_beta = 1.0f;
-  float ftrl_l1 = 0.0f;
-  float ftrl_l2 = 0.0f;
+  float learning_rate = 0.01f;       // SGD, AdaGrad, Adam step size
+  float epsilon = 1e-8f;             // AdaGrad / Adam denominator guard
+  float initial_accumulator = 0.0f;  // AdaGrad acc and FTRL n start here
+  float beta1 = 0.9f;                // Adam first-moment decay
+  float beta2 = 0.999f;              // Adam second-moment decay
+  float ftrl_alpha = 0.05f;          // FTRL-Proximal per-coordinate learning rate alpha
+  float ftrl_beta = 1.0f;            // FTRL learning-rate smoothing beta
+  float ftrl_l1 = 0.0f;              // FTRL L1 strength (sparsity)
+  float ftrl_l2 = 0.0f;              // FTRL L2 strength
 };
 
 struct TableOptions {
-  std::string name;              // unique within a store
-  uint32_t dim = 16;             // embedding floats per row, at most kTableDimMax
+  std::string name;   // unique within a store, at most kTableNameBytesMax
+  uint32_t dim = 16;  // embedding floats per row, at most kTableDimMax
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;
-  float init_scale = 0.01f;      // uniform in [-s, s] or normal with stddev s
+  float init_scale = 0.01f;  // uniform in [-s, s] or normal with stddev s
   // Share of StoreOptions::device_rows_max this table starts with, relative
   // to the other tables' weights (lending then moves it: see
   // StoreOptions::device_share_growth_max). Best: the distinct keys a batch
@@ -71,11 +81,11 @@ enum class SsdBackend : uint8_t { kNative, kRocksDb };
 enum class FallbackPolicy : uint8_t { kLru, kLfu };
 
 struct StoreOptions {
-  std::string dir;                       // created when missing
+  std::string dir;  // created when missing
   // Tier capacities, in rows summed over all tables, at most kTierRowsMax.
   // Bigger tiers stall less and cost more memory.
-  uint64_t device_rows_max = 1 << 20;    // T0 (GPU memory, or its host twin)
-  uint64_t dram_rows_max = 1 << 22;      // T1
+  uint64_t device_rows_max = 1 << 20;  // T0 (GPU memory, or its host twin)
+  uint64_t dram_rows_max = 1 << 22;    // T1
   SsdBackend ssd_backend = SsdBackend::kNative;
   // T0 quota lending: a table starts with its weighted share of
   // device_rows_max and may grow to (1 + this) x that share while tables

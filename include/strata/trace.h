@@ -39,13 +39,15 @@ inline constexpr uint64_t kChecksumSeed = 0;               // XXH64 seed of ever
 inline constexpr size_t kHeaderFixedBytes = 32;            // magic .. reserved
 inline constexpr size_t kRecordPrefixBytes = 8;            // magic, payload_bytes
 inline constexpr size_t kChecksumBytes = 8;
-inline constexpr size_t kBatchPayloadFixedBytes = 16;      // worker, entries, clock
-inline constexpr size_t kTableEntryFixedBytes = 8;         // table, key_count
-inline constexpr size_t kEndPayloadBytes = 16;             // batch_count, key_count
+inline constexpr size_t kBatchPayloadFixedBytes = 16;  // worker, entries, clock
+inline constexpr size_t kTableEntryFixedBytes = 8;     // table, key_count
+inline constexpr size_t kEndPayloadBytes = 16;         // batch_count, key_count
 // Limits: a reader rejects files beyond them before allocating.
 inline constexpr uint32_t kTraceTablesMax = 4096;
 inline constexpr uint32_t kTraceWorkersMax = 1 << 16;
-inline constexpr size_t kTableNameBytesMax = 255;
+// Bytes of a table name in the header (a u16 length field, capped): a
+// format limit, above the Store's kTableNameBytesMax (strata/options.h).
+inline constexpr size_t kTraceTableNameBytesMax = 255;
 inline constexpr size_t kTraceHeaderBytesMax = 1 << 20;
 inline constexpr size_t kTraceRecordBytesMax = size_t{256} << 20;
 
@@ -86,7 +88,7 @@ struct TraceTotals {
 // Finish, so a failed or abandoned write leaves no partial trace at `path`.
 class TraceWriter {
  public:
-  // REQUIRES: header.tables non-empty, names at most kTableNameBytesMax bytes.
+  // REQUIRES: header.tables non-empty, names at most kTraceTableNameBytesMax bytes.
   static Result<std::unique_ptr<TraceWriter>> Create(const std::string& path,
                                                      const TraceHeader& header);
   ~TraceWriter();

@@ -23,9 +23,9 @@ DramCache::~DramCache() = default;
 Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& options,
                                                      const std::vector<TableSpec>& tables,
                                                      RowStore* backing) {
-  if (tables.size() > kDramTablesMax) {
+  if (tables.size() > kTablesMax) {
     return Status::InvalidArgument("dram cache: " + std::to_string(tables.size()) +
-                                   " tables, at most " + std::to_string(kDramTablesMax));
+                                   " tables, at most " + std::to_string(kTablesMax));
   }
   if (options.lock_stripes == 0 || options.lock_stripes > kDramLockStripesMax) {
     return Status::InvalidArgument("dram cache: lock_stripes " +
@@ -36,9 +36,9 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   for (const TableSpec& spec : tables) {
     std::string name = "dram cache: table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
     if (!ids.insert(spec.id).second) return Status::InvalidArgument(name + ": duplicate table id");
-    if (spec.row_bytes == 0 || spec.row_bytes > kDramRowBytesMax) {
+    if (spec.row_bytes == 0 || spec.row_bytes > kRowBytesMax) {
       return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
-                                     " not in [1, " + std::to_string(kDramRowBytesMax) + "]");
+                                     " not in [1, " + std::to_string(kRowBytesMax) + "]");
     }
     if (spec.row_bytes > options.dram_bytes_max) {
       return Status::InvalidArgument(name + ": row_bytes " + std::to_string(spec.row_bytes) +
@@ -53,13 +53,12 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     auto t = std::make_unique<Table>();
     t->spec = spec;
     t->pos = static_cast<uint32_t>(cache->tables_.size());
-    t->slots_max = std::min<uint64_t>(options.dram_bytes_max / spec.row_bytes,
-                                      kDramSlotsPerTableMax);
-    STRATA_ASSIGN_OR_RETURN(t->rows,
-                            DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
-                                              options.huge_pages));
-    STRATA_ASSIGN_OR_RETURN(t->meta_arena, DramArena::Create(t->slots_max, sizeof(SlotMeta),
-                                                             options.huge_pages));
+    t->slots_max =
+        std::min<uint64_t>(options.dram_bytes_max / spec.row_bytes, kDramSlotsPerTableMax);
+    STRATA_ASSIGN_OR_RETURN(t->rows, DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
+                                                       options.huge_pages));
+    STRATA_ASSIGN_OR_RETURN(t->meta_arena,
+                            DramArena::Create(t->slots_max, sizeof(SlotMeta), options.huge_pages));
     t->meta = reinterpret_cast<SlotMeta*>(t->meta_arena->base());
     t->index = std::make_unique<DramIndex>(stripes, options.huge_pages);
     cache->table_pos_[spec.id] = t->pos;
@@ -185,7 +184,8 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
     ++starts[index.StripeOf(hashes[i]) + 1];
   }
   for (uint32_t s = 0; s < stripes; ++s) starts[s + 1] += starts[s];
-  for (size_t i = 0; i < n; ++i) by_stripe[starts[index.StripeOf(hashes[i])]++] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < n; ++i)
+    by_stripe[starts[index.StripeOf(hashes[i])]++] = static_cast<uint32_t>(i);
   for (uint32_t s = stripes; s > 0; --s) starts[s] = starts[s - 1];
   starts[0] = 0;
 
@@ -299,10 +299,9 @@ Status DramCache::Unpin(TableId table, std::span<const Key> keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot == kDramNoSlot) continue;
     if (++releases[slot] > t->meta[slot].pins) {
-      return Status::FailedPrecondition("dram cache Unpin of " + t->Name() + ": key " +
-                                        std::to_string(key) + " has " +
-                                        std::to_string(t->meta[slot].pins) +
-                                        " pins, fewer than this call releases");
+      return Status::FailedPrecondition(
+          "dram cache Unpin of " + t->Name() + ": key " + std::to_string(key) + " has " +
+          std::to_string(t->meta[slot].pins) + " pins, fewer than this call releases");
     }
   }
   for (auto [slot, count] : releases) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "storage/ssd/limits.h"
+
 namespace strata::storage {
 
 // Slots of one table are addressed by uint32; the last value marks "empty".
@@ -18,10 +20,8 @@ inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
 // quarter of the order's size or more since the last rebuild, it rebuilds
 // the whole eviction order in one sorted pass (cheaper than random inserts).
 inline constexpr uint64_t kDramRefilesBeforeRebuildMin = 1024;
-// Tables one cache serves.
-inline constexpr uint64_t kDramTablesMax = 1024;
-// Largest row a table may declare.
-inline constexpr uint32_t kDramRowBytesMax = 1u << 20;
+// Tables one cache serves and the largest row a table may declare:
+// kTablesMax (strata/options.h) and kRowBytesMax (storage/ssd/limits.h).
 // Arena mappings are rounded up to this (the huge-page size on x86-64).
 inline constexpr uint64_t kDramArenaAlignBytes = 2ull << 20;
 

@@ -5,14 +5,23 @@
 
 #include <cstdint>
 
+#include "strata/options.h"
+
 namespace strata::storage {
 
-// Tables in one row store.
-inline constexpr uint32_t kTablesMax = 1024;
-// Bytes of one row (embedding plus optimizer state).
+// Tables in one row store or DRAM cache: the store's kTablesMax
+// (strata/options.h). The native MANIFEST reader rejects more, so raising it
+// keeps old stores readable and lowering it would not.
+// Bytes of one row (embedding plus optimizer state), T1 and T2 alike.
 inline constexpr uint32_t kRowBytesMax = 1u << 20;
-// Bytes of a table name.
-inline constexpr uint32_t kTableNameBytesMax = 256;
+// Bytes of a table name in a row store (the native MANIFEST stores it with a
+// u32 length). Row stores have accepted names this long since format
+// version 1 (the Store's own limit, kTableNameBytesMax, is lower), so the
+// MANIFEST reader keeps accepting them: lowering this would make stores
+// written directly through storage/ (benchmarks, tests) unreadable.
+inline constexpr uint32_t kRowStoreTableNameBytesMax = 256;
+static_assert(kTableNameBytesMax <= kRowStoreTableNameBytesMax,
+              "every Store table name must fit a row store");
 // Bytes of the opaque checkpoint meta.
 inline constexpr uint64_t kCheckpointMetaBytesMax = 64ull << 20;
 // Leaf pages one native write or read round touches at most (bounds the

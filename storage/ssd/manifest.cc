@@ -61,8 +61,9 @@ Status CheckHeader(const ssd::ManifestHeader& h, uint64_t file_bytes, const std:
                     std::to_string(ssd::kFormatVersion) + ")");
   }
   if (h.table_count > kTablesMax) {
-    return Fail(path, offsetof(ssd::ManifestHeader, table_count),
-                "table count " + std::to_string(h.table_count) + " above kTablesMax");
+    return Fail(
+        path, offsetof(ssd::ManifestHeader, table_count),
+        "table count " + std::to_string(h.table_count) + " above " + std::to_string(kTablesMax));
   }
   if (file_bytes < sizeof(h) + kChecksumBytes ||
       h.body_bytes != file_bytes - sizeof(h) - kChecksumBytes) {
@@ -93,9 +94,10 @@ Status CheckTableRecord(const ssd::TableRecord& r, uint64_t at, const std::strin
                     std::to_string(r.row_bytes) + " bytes take " +
                     std::to_string(ssd::PageBytes(r.row_bytes)));
   }
-  if (r.name_bytes > kTableNameBytesMax) {
+  if (r.name_bytes > kRowStoreTableNameBytesMax) {
     return Fail(path, at + offsetof(ssd::TableRecord, name_bytes),
-                "name length " + std::to_string(r.name_bytes) + " above kTableNameBytesMax");
+                "name length " + std::to_string(r.name_bytes) + " above " +
+                    std::to_string(kRowStoreTableNameBytesMax));
   }
   if (r.leaf_count == 0 || r.leaf_count > kPagesPerFileMax) {
     return Fail(path, at + offsetof(ssd::TableRecord, leaf_count),
@@ -221,7 +223,7 @@ Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& pat
     ManifestTable t;
     t.spec.id = r.table_id;
     t.spec.row_bytes = r.row_bytes;
-    t.spec.name.resize(r.name_bytes);  // CheckTableRecord: at most kTableNameBytesMax
+    t.spec.name.resize(r.name_bytes);  // CheckTableRecord: at most kRowStoreTableNameBytesMax
     STRATA_RETURN_IF_ERROR(in.GetBytes(t.spec.name.data(), r.name_bytes, "table name"));
     t.page_bytes = r.page_bytes;
     t.file_number = r.file_number;

@@ -12,14 +12,15 @@ Status ValidateTableSpecs(const std::vector<TableSpec>& tables) {
   if (tables.empty()) return Status::InvalidArgument("row store: no tables given");
   if (tables.size() > kTablesMax) {
     return Status::InvalidArgument("row store: " + std::to_string(tables.size()) +
-                                   " tables, more than kTablesMax");
+                                   " tables, more than " + std::to_string(kTablesMax));
   }
   std::set<TableId> ids;
   std::set<std::string> names;
   for (const TableSpec& t : tables) {
     const std::string what = "table '" + t.name + "' (id " + std::to_string(t.id) + ")";
-    if (t.name.empty() || t.name.size() > kTableNameBytesMax) {
-      return Status::InvalidArgument(what + ": name empty or longer than kTableNameBytesMax");
+    if (t.name.empty() || t.name.size() > kRowStoreTableNameBytesMax) {
+      return Status::InvalidArgument(what + ": name must have 1 to " +
+                                     std::to_string(kRowStoreTableNameBytesMax) + " bytes");
     }
     if (t.row_bytes == 0 || t.row_bytes > kRowBytesMax) {
       return Status::InvalidArgument(what + ": row_bytes " + std::to_string(t.row_bytes) +

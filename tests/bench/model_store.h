@@ -11,8 +11,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "base/hash.h"
 #include "strata/store.h"
-#include "trace/zipf.h"
 
 namespace strata::bench::testing {
 
@@ -125,7 +125,7 @@ class ModelStore : public Store {
   std::vector<float>& Row(TableId t, Key k) {
     auto [it, fresh] = rows_[t].try_emplace(k);
     if (fresh) {  // deterministic initializer per (table, key)
-      trace::SplitMix64 rng(k * 31 + t);
+      SplitMix64 rng(k * 31 + t);
       it->second.resize(tables_[t].dim);
       for (auto& v : it->second) v = static_cast<float>(rng.NextDouble() * 0.02 - 0.01);
     }

@@ -17,7 +17,7 @@ namespace {
 using testing::Harness;
 using testing::MakeTable;
 
-class GpuHostAgreementTest : public ::testing::TestWithParam<OptimizerKind> {
+class GpuHostAgreementTest : public ::testing::TestWithParam<Optimizer> {
  protected:
   void SetUp() override {
     if (VisibleGpuCount() == 0) GTEST_SKIP() << "no CUDA device visible" << CudaBuildInfo();
@@ -68,9 +68,9 @@ TEST_P(GpuHostAgreementTest, SameRowsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptimizers, GpuHostAgreementTest,
-                         ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
-                                           OptimizerKind::kRowwiseAdagrad, OptimizerKind::kAdam,
-                                           OptimizerKind::kFtrl),
+                         ::testing::Values(Optimizer::kSgd, Optimizer::kAdagrad,
+                                           Optimizer::kRowwiseAdagrad, Optimizer::kAdam,
+                                           Optimizer::kFtrl),
                          [](const auto& info) { return std::string(OptimizerName(info.param)); });
 
 TEST(GpuHostInitializerTest, NormalInitializerWithinOneUlp) {
@@ -78,7 +78,7 @@ TEST(GpuHostInitializerTest, NormalInitializerWithinOneUlp) {
   DeviceTableOptions o;
   o.capacity_rows = 20000;
   o.dim = 16;
-  o.initializer.kind = InitializerKind::kNormal;
+  o.initializer.kind = Initializer::kNormal;
   o.initializer.scale = 1.0f;
   auto host = MakeTable(Runner::kHost, o);
   auto gpu = MakeTable(Runner::kGpu, o);

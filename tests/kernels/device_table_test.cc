@@ -30,8 +30,7 @@ class DeviceTableTest : public ::testing::Test {
       GTEST_SKIP() << "no CUDA device visible" << CudaBuildInfo();
     }
   }
-  DeviceTableOptions Options(uint64_t capacity, uint32_t dim,
-                             OptimizerKind kind = OptimizerKind::kSgd) {
+  DeviceTableOptions Options(uint64_t capacity, uint32_t dim, Optimizer kind = Optimizer::kSgd) {
     DeviceTableOptions o;
     o.capacity_rows = capacity;
     o.dim = dim;
@@ -87,7 +86,7 @@ TYPED_TEST(DeviceTableTest, RoundTripOverwriteAndMisses) {
 }
 
 TYPED_TEST(DeviceTableTest, ExtremeKeysAreOrdinaryKeys) {
-  auto t = MakeTable(this->kRunner, this->Options(64, 4, OptimizerKind::kAdagrad));
+  auto t = MakeTable(this->kRunner, this->Options(64, 4, Optimizer::kAdagrad));
   ASSERT_NE(t, nullptr);
   Harness h(t.get());
   const std::vector<Key> keys = {0, ~Key{0}, 1, ~Key{0} - 1};
@@ -249,7 +248,7 @@ TYPED_TEST(DeviceTableTest, HoldsNinetyPercentOfSlots) {
 }
 
 TYPED_TEST(DeviceTableTest, EraseThenReinsertRecreatesTheSameRow) {
-  auto t = MakeTable(this->kRunner, this->Options(1000, 4, OptimizerKind::kAdam));
+  auto t = MakeTable(this->kRunner, this->Options(1000, 4, Optimizer::kAdam));
   ASSERT_NE(t, nullptr);
   Harness h(t.get());
   std::vector<Key> keys(800);
@@ -352,8 +351,8 @@ TYPED_TEST(DeviceTableTest, SetNextUseAndAssignKeepPins) {
 }
 
 TYPED_TEST(DeviceTableTest, InitializerIndependentOfOrderAndCapacity) {
-  for (InitializerKind kind : {InitializerKind::kUniform, InitializerKind::kNormal}) {
-    auto o = this->Options(5000, 16, OptimizerKind::kAdagrad);
+  for (Initializer kind : {Initializer::kUniform, Initializer::kNormal}) {
+    auto o = this->Options(5000, 16, Optimizer::kAdagrad);
     o.initializer.kind = kind;
     auto a = MakeTable(this->kRunner, o);
     o.capacity_rows = 100000;
@@ -379,14 +378,14 @@ TYPED_TEST(DeviceTableTest, InitializerIndependentOfOrderAndCapacity) {
     EXPECT_EQ(va, vb);
     std::vector<float> expect(a->row_floats());
     InitRow(o.initializer, o.optimizer, keys[17], 16, expect.data());
-    if (kind == InitializerKind::kUniform || this->kRunner == Runner::kHost) {
+    if (kind == Initializer::kUniform || this->kRunner == Runner::kHost) {
       EXPECT_TRUE(std::equal(expect.begin(), expect.end(), va.begin() + 17 * a->row_floats()));
     }
   }
 }
 
 TYPED_TEST(DeviceTableTest, ExportAllMatchesModelAfter100kRandomOps) {
-  auto o = this->Options(6000, 4, OptimizerKind::kAdagrad);
+  auto o = this->Options(6000, 4, Optimizer::kAdagrad);
   o.batch_keys_max = 1000;  // ExportAll in several chunks
   auto t = MakeTable(this->kRunner, o);
   ASSERT_NE(t, nullptr);

@@ -12,7 +12,7 @@ namespace {
 
 std::vector<float> Row(const InitializerOptions& init, Key key, uint32_t dim) {
   OptimizerOptions opt;
-  opt.kind = OptimizerKind::kAdagrad;
+  opt.kind = Optimizer::kAdagrad;
   opt.initial_accumulator = 0.5f;
   std::vector<float> row(2 * dim);
   InitRow(init, opt, key, dim, row.data());
@@ -38,8 +38,7 @@ TEST(InitializerTest, DeterministicPerSeedAndKey) {
 }
 
 TEST(InitializerTest, Distributions) {
-  for (InitializerKind kind :
-       {InitializerKind::kZeros, InitializerKind::kUniform, InitializerKind::kNormal}) {
+  for (Initializer kind : {Initializer::kZeros, Initializer::kUniform, Initializer::kNormal}) {
     InitializerOptions init;
     init.kind = kind;
     init.scale = 0.1f;
@@ -47,7 +46,7 @@ TEST(InitializerTest, Distributions) {
     const int n = 200000;
     for (int i = 0; i < n; ++i) {
       const float v = InitValue(init, static_cast<Key>(i) * 7, i % 64);
-      if (kind == InitializerKind::kUniform) {
+      if (kind == Initializer::kUniform) {
         ASSERT_GE(v, -0.1f);
         ASSERT_LT(v, 0.1f);
       }
@@ -56,8 +55,9 @@ TEST(InitializerTest, Distributions) {
     }
     const double mean = sum / n, var = sum_sq / n - mean * mean;
     EXPECT_NEAR(mean, 0.0, 0.002);
-    const double want_var =
-        kind == InitializerKind::kZeros ? 0.0 : kind == InitializerKind::kUniform ? 0.01 / 3 : 0.01;
+    const double want_var = kind == Initializer::kZeros     ? 0.0
+                            : kind == Initializer::kUniform ? 0.01 / 3
+                                                            : 0.01;
     EXPECT_NEAR(var, want_var, want_var * 0.03 + 1e-12) << static_cast<int>(kind);
   }
 }

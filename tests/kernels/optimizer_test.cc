@@ -19,23 +19,23 @@ void ReferenceStep(const OptimizerOptions& o, uint32_t dim, std::vector<double>&
   double* st = row.data() + dim;
   const double lr = o.learning_rate, eps = o.epsilon;
   switch (o.kind) {
-    case OptimizerKind::kSgd:
+    case Optimizer::kSgd:
       for (uint32_t i = 0; i < dim; ++i) w[i] -= lr * g[i];
       break;
-    case OptimizerKind::kAdagrad:
+    case Optimizer::kAdagrad:
       for (uint32_t i = 0; i < dim; ++i) {
         st[i] += g[i] * g[i];
         w[i] -= lr * g[i] / (std::sqrt(st[i]) + eps);
       }
       break;
-    case OptimizerKind::kRowwiseAdagrad: {
+    case Optimizer::kRowwiseAdagrad: {
       double mean = 0;
       for (uint32_t i = 0; i < dim; ++i) mean += g[i] * g[i];
       st[0] += mean / dim;
       for (uint32_t i = 0; i < dim; ++i) w[i] -= lr * g[i] / (std::sqrt(st[0]) + eps);
       break;
     }
-    case OptimizerKind::kAdam: {
+    case Optimizer::kAdam: {
       const double b1 = o.beta1, b2 = o.beta2;
       const double t = st[2 * dim] += 1;
       for (uint32_t i = 0; i < dim; ++i) {
@@ -48,7 +48,7 @@ void ReferenceStep(const OptimizerOptions& o, uint32_t dim, std::vector<double>&
       }
       break;
     }
-    case OptimizerKind::kFtrl: {
+    case Optimizer::kFtrl: {
       const double a = o.ftrl_alpha, b = o.ftrl_beta, l1 = o.ftrl_l1, l2 = o.ftrl_l2;
       for (uint32_t i = 0; i < dim; ++i) {
         double& z = st[i];
@@ -64,7 +64,7 @@ void ReferenceStep(const OptimizerOptions& o, uint32_t dim, std::vector<double>&
   }
 }
 
-class OptimizerTest : public ::testing::TestWithParam<OptimizerKind> {};
+class OptimizerTest : public ::testing::TestWithParam<Optimizer> {};
 
 TEST_P(OptimizerTest, MatchesFloat64Reference) {
   OptimizerOptions o;
@@ -96,7 +96,7 @@ TEST_P(OptimizerTest, MatchesFloat64Reference) {
         // update that cancels to ~0 is judged against its operands' size.
         // FTRL's z = z + g - sigma * w may cancel: its operands are of size |g|.
         double operand = 1e-30;
-        if (o.kind == OptimizerKind::kFtrl && i >= dim && i < 2 * dim) operand = std::fabs(g[i - dim]);
+        if (o.kind == Optimizer::kFtrl && i >= dim && i < 2 * dim) operand = std::fabs(g[i - dim]);
         const double scale = std::max({std::fabs(ref[i]), std::fabs(double{before[i]}), operand});
         const double rel = std::fabs(row[i] - ref[i]) / scale;
         worst = std::max(worst, rel);
@@ -109,19 +109,19 @@ TEST_P(OptimizerTest, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOptimizers, OptimizerTest,
-                         ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdagrad,
-                                           OptimizerKind::kRowwiseAdagrad, OptimizerKind::kAdam,
-                                           OptimizerKind::kFtrl),
+                         ::testing::Values(Optimizer::kSgd, Optimizer::kAdagrad,
+                                           Optimizer::kRowwiseAdagrad, Optimizer::kAdam,
+                                           Optimizer::kFtrl),
                          [](const auto& info) { return std::string(OptimizerName(info.param)); });
 
 TEST(OptimizerStateTest, StateFloatsAndInitialState) {
-  EXPECT_EQ(StateFloats(OptimizerKind::kSgd, 8), 0u);
-  EXPECT_EQ(StateFloats(OptimizerKind::kAdagrad, 8), 8u);
-  EXPECT_EQ(StateFloats(OptimizerKind::kRowwiseAdagrad, 8), 1u);
-  EXPECT_EQ(StateFloats(OptimizerKind::kAdam, 8), 17u);
-  EXPECT_EQ(StateFloats(OptimizerKind::kFtrl, 8), 16u);
+  EXPECT_EQ(StateFloats(Optimizer::kSgd, 8), 0u);
+  EXPECT_EQ(StateFloats(Optimizer::kAdagrad, 8), 8u);
+  EXPECT_EQ(StateFloats(Optimizer::kRowwiseAdagrad, 8), 1u);
+  EXPECT_EQ(StateFloats(Optimizer::kAdam, 8), 17u);
+  EXPECT_EQ(StateFloats(Optimizer::kFtrl, 8), 16u);
   OptimizerOptions o;
-  o.kind = OptimizerKind::kFtrl;
+  o.kind = Optimizer::kFtrl;
   o.initial_accumulator = 0.25f;
   std::vector<float> row(2 + 4, -1.0f);
   InitOptimizerState(o, 2, row.data());
@@ -130,7 +130,7 @@ TEST(OptimizerStateTest, StateFloatsAndInitialState) {
 
 TEST(OptimizerStateTest, AdamKeepsItsStepInTheRow) {
   OptimizerOptions o;
-  o.kind = OptimizerKind::kAdam;
+  o.kind = Optimizer::kAdam;
   std::vector<float> row(1 + 3, 0.0f);
   const float g = 0.5f;
   ApplyOptimizer(o, 1, row.data(), &g);
