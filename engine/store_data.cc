@@ -29,7 +29,6 @@ std::vector<Key> SortedUnique(std::span<const Key> keys) {
 
 }  // namespace
 
-
 uint64_t StoreImpl::PullRoom(const Table& table) const {
   const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
   return limit - std::min(limit, table.intent_pinned.load(std::memory_order_relaxed));
@@ -82,7 +81,8 @@ Status StoreImpl::RefreshNextUse(Table& table, std::span<const Key> keys, bool w
   std::vector<int64_t> next_use;
   RunnerStaging& st = table.staging;
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-    std::span<const Key> chunk = keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
+    std::span<const Key> chunk =
+        keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
     STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
     STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, chunk.size()));
@@ -123,8 +123,7 @@ Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector
   rows->resize(n * table.row_floats);
   dirty->assign(n, 0);
   from_t1->assign(n, 0);
-  std::span<std::byte> row_bytes(reinterpret_cast<std::byte*>(rows->data()),
-                                 n * table.row_bytes);
+  std::span<std::byte> row_bytes(reinterpret_cast<std::byte*>(rows->data()), n * table.row_bytes);
   STRATA_RETURN_IF_ERROR(dram_->Lookup(table.id, keys, row_bytes, *from_t1, *dirty));
   std::vector<Key> below;
   std::vector<size_t> below_at;
@@ -139,11 +138,11 @@ Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector
   if (below.empty()) return Status::Ok();
   std::vector<float> ssd_rows(below.size() * table.row_floats);
   std::vector<uint8_t> found(below.size(), 0);
-  STRATA_RETURN_IF_ERROR(ssd_->MultiGet(
-      table.id, below,
-      std::span<std::byte>(reinterpret_cast<std::byte*>(ssd_rows.data()),
-                           ssd_rows.size() * sizeof(float)),
-      found));
+  STRATA_RETURN_IF_ERROR(
+      ssd_->MultiGet(table.id, below,
+                     std::span<std::byte>(reinterpret_cast<std::byte*>(ssd_rows.data()),
+                                          ssd_rows.size() * sizeof(float)),
+                     found));
   counters_.ssd_row_reads.fetch_add(below.size(), std::memory_order_relaxed);
   uint64_t created = 0;
   for (size_t j = 0; j < below.size(); ++j) {
@@ -170,39 +169,27 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   STRATA_RETURN_IF_ERROR(table.t0->EvictCandidates(count, &batch));
   const uint64_t n = batch.count;
   if (n == 0) return Status::Ok();
-  std::vector<Key> keys(n);
-  std::vector<float> rows(n * table.row_floats);
-  std::vector<int64_t> next_use(n);
-  std::vector<uint8_t> dirty(n);
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, keys.data(), st.keys.data(),
-                                                n * sizeof(Key)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, rows.data(), st.rows.data(),
-                                                rows.size() * sizeof(float)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, next_use.data(), st.next_use.data(),
-                                                n * sizeof(int64_t)));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, dirty.data(), st.dirty.data(), n));
-  std::vector<Clock> dram_next_use(n);
+  HostRows out;
+  STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &out));
   uint64_t dirty_rows = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    dram_next_use[i] = next_use[i];  // T1 keeps the engine's order, fallback values included
-    dirty_rows += dirty[i] ? 1 : 0;
-  }
-  Status s = dram_->Insert(
-      table.id, keys,
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(rows.data()),
-                                 rows.size() * sizeof(float)),
-      dirty, dram_next_use);
+  for (uint8_t d : out.dirty) dirty_rows += d ? 1 : 0;
+  // T1 keeps the engine's order, fallback values included.
+  Status s =
+      dram_->Insert(table.id, out.keys,
+                    std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.rows.data()),
+                                               out.rows.size() * sizeof(float)),
+                    out.dirty, out.next_use);
   if (!s.ok()) {
     // T1 could not take them (its write-back failed): the rows go back to T0,
     // so none is lost, and the error reaches the caller.
-    Status back = table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(),
-                                           st.next_use.data(), st.dirty.data());
+    Status back = table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(), st.next_use.data(),
+                                           st.dirty.data());
     STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
     return s.WithContext("evicting " + std::to_string(n) + " rows of table '" + table.name +
                          "' from T0 to T1");
   }
   KickCleaner();
-  table.evict_frontier.store(*std::min_element(next_use.begin(), next_use.end()),
+  table.evict_frontier.store(*std::min_element(out.next_use.begin(), out.next_use.end()),
                              std::memory_order_relaxed);
   counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
   counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
@@ -214,7 +201,8 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
 Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
   RunnerStaging& st = table.staging;
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-    std::span<const Key> chunk = keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
+    std::span<const Key> chunk =
+        keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
     STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
     STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), chunk.size(), st.flags.data())
@@ -223,8 +211,8 @@ Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
   return Status::Ok();
 }
 
-Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
-                               bool count_access, uint64_t* brought_in) {
+Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
+                               uint64_t* brought_in) {
   *brought_in = 0;
   const size_t n = unique_keys.size();
   if (n == 0) return Status::Ok();
@@ -269,8 +257,8 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
   STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
   const size_t m = missing.size();
   STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
-  Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(),
-                                             st.next_use.data(), st.dirty.data());
+  Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
+                                             st.dirty.data());
   if (inserted.IsResourceExhausted()) {
     // Some key found no slot within the table's probe bound (a crowded
     // neighbourhood, rare below the load factor T0 is sized for): evict more
@@ -279,8 +267,7 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys,
     Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_share / 16));
     STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
     STRATA_RETURN_IF_ERROR(evicted);
-    STRATA_RETURN_IF_ERROR(
-        StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
+    STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
     inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
                                         st.dirty.data());
   }
@@ -384,7 +371,8 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
   std::vector<float> values(unique_keys.size() * table.dim);
   RunnerStaging& st = table.staging;
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
-    std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
+    std::span<const Key> chunk =
+        unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
     STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/true, &brought_in));
     STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
@@ -409,8 +397,7 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
 }
 
 Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
-                              std::span<const Key> unique_keys, const float* grads,
-                              void* stream) {
+                              std::span<const Key> unique_keys, const float* grads, void* stream) {
   const uint64_t room = PullRoom(table);
   if (room == 0) {
     return Status::ResourceExhausted("Push on table '" + table.name +
@@ -433,7 +420,8 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
   }
   RunnerStaging& st = table.staging;
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
-    std::span<const Key> chunk = unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
+    std::span<const Key> chunk =
+        unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
     // Once a chunk has been applied the Push cannot be undone, so a later
     // chunk's transient I/O error is retried here rather than returned (a
@@ -444,9 +432,8 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
       resident = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
     }
     if (!resident.ok() && off > 0) {
-      return Status::Internal("Push on table '" + table.name + "' applied " +
-                              std::to_string(off) + " of " +
-                              std::to_string(unique_keys.size()) +
+      return Status::Internal("Push on table '" + table.name + "' applied " + std::to_string(off) +
+                              " of " + std::to_string(unique_keys.size()) +
                               " keys, then failed: " + resident.ToString());
     }
     STRATA_RETURN_IF_ERROR(resident);

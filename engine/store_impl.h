@@ -36,6 +36,7 @@
 #include "engine/frequency_sketch.h"
 #include "engine/intent_index.h"
 #include "engine/limits.h"
+#include "engine/runner_staging.h"
 #include "io/fault_env.h"
 #include "kernels/device_table.h"
 #include "storage/dram/dram_cache.h"
@@ -60,28 +61,6 @@ struct StoreCounters {
   std::atomic<uint64_t> cleaned_ahead{0}, cleaner_io_errors{0};
   std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
 };
-
-// Staging buffers of one table in runner memory (device memory on a GPU),
-// grown on demand and reused; guarded by the table's mutex.
-struct RunnerStaging {
-  kernels::RunnerBuffer<Key> keys;
-  kernels::RunnerBuffer<float> rows;
-  kernels::RunnerBuffer<float> values;
-  kernels::RunnerBuffer<uint8_t> flags;
-  kernels::RunnerBuffer<int64_t> next_use;
-  kernels::RunnerBuffer<uint8_t> dirty;
-};
-
-// Grows `buffer` to at least `count` elements (doubling), keeping none of its
-// contents: staging only.
-template <class T>
-[[nodiscard]] Status ReserveRunner(kernels::RunnerBuffer<T>& buffer, kernels::Runner runner,
-                                   size_t count) {
-  if (buffer.size() >= count && buffer.runner() == runner && buffer.data() != nullptr) {
-    return Status::Ok();
-  }
-  return buffer.Allocate(runner, std::max<size_t>(count, buffer.size() * 2));
-}
 
 // The file access of the SSD tier, replaced by tests that inject faults or
 // simulate a power loss. Not owned; each must outlive the store.
