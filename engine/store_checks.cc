@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "engine/fault_options.h"
 #include "engine/store_impl.h"
 
 namespace strata::engine {
@@ -53,6 +54,12 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
     return Status::InvalidArgument(
         "StoreOptions: timing_alpha must be in (0, 1], timing_quantile in (0, 1), "
         "timing_lambda0 >= 0");
+  }
+  STRATA_RETURN_IF_ERROR(CheckFaultOptions(options.faults, "StoreOptions.faults"));
+  if (options.faults.enabled() && options.ssd_backend != SsdBackend::kNative) {
+    return Status::InvalidArgument(
+        "StoreOptions.faults: fault injection needs the native SSD backend (RocksDB does its "
+        "own file access)");
   }
   return Status::Ok();
 }

@@ -3,11 +3,10 @@
 // the checkpoint meta read back, the planner and cleaner threads started;
 // Close stops the threads and writes every dirty row down.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 
 #include "base/log.h"
-#include "engine/fault_spec.h"
+#include "engine/fault_options.h"
 #include "engine/store_impl.h"
 #include "kernels/limits.h"
 #include "storage/ssd/row_store_factory.h"
@@ -67,7 +66,7 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                const SsdEnvs& envs) {
   STRATA_RETURN_IF_ERROR(ValidateOptions(options, tables));
-  if (envs.env != nullptr && !options.faults.empty()) {
+  if (envs.env != nullptr && options.faults.enabled()) {
     return Status::InvalidArgument("Store::Open: StoreOptions.faults with an explicit SSD Env");
   }
   std::unique_ptr<StoreImpl> store(new StoreImpl(options, tables));
@@ -181,36 +180,18 @@ Status StoreImpl::Init() {
   return Status::Ok();
 }
 
-// The SSD tier's Env: the default one, or a FaultEnv over it injecting the
-// faults of options_.faults into every read and write of the SSD files.
+// The SSD tier's Env: the one given to Open, the default one, or a FaultEnv
+// over the default injecting options_.faults into every read and write of
+// the SSD files.
 Result<io::Env*> StoreImpl::MakeSsdEnv() {
   if (ssd_envs_.env != nullptr) return ssd_envs_.env;
-  STRATA_ASSIGN_OR_RETURN(FaultSpec spec, ParseFaultSpec(options_.faults));
-  if (!spec.active()) return io::Env::Default();
-  if (options_.ssd_backend != SsdBackend::kNative) {
-    return Status::InvalidArgument(
-        "StoreOptions.faults: fault injection needs the native SSD "
-        "backend (RocksDB does its own file access)");
-  }
-  fault_env_ = std::make_unique<io::FaultEnv>(io::Env::Default());
-  fault_env_->SetSeed(spec.seed);
-  for (io::FaultOp op : {io::FaultOp::kRead, io::FaultOp::kWrite}) {
-    if (spec.eio_probability > 0) {
-      STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
-          {.op = op, .error_number = EIO, .probability = spec.eio_probability}));
-    }
-    if (spec.delay_us > 0) {
-      STRATA_RETURN_IF_ERROR(fault_env_->AddRule(
-          {.op = op, .kind = io::FaultKind::kLatency, .latency_us = spec.delay_us}));
-    }
-  }
-  if (spec.enospc_probability > 0) {
-    STRATA_RETURN_IF_ERROR(fault_env_->AddRule({.op = io::FaultOp::kWrite,
-                                                .error_number = ENOSPC,
-                                                .probability = spec.enospc_probability}));
-  }
-  STRATA_LOG_WARN("store %s: injecting SSD faults '%s'", options_.dir.c_str(),
-                  options_.faults.c_str());
+  if (!options_.faults.enabled()) return io::Env::Default();
+  STRATA_ASSIGN_OR_RETURN(fault_env_, MakeFaultEnv(options_.faults, io::Env::Default()));
+  const FaultOptions& f = options_.faults;
+  STRATA_LOG_WARN("store %s: injecting SSD faults: EIO %g, ENOSPC %g, delay %llu us, seed %llu",
+                  options_.dir.c_str(), f.eio_probability, f.enospc_probability,
+                  static_cast<unsigned long long>(f.delay_us),
+                  static_cast<unsigned long long>(f.seed));
   return static_cast<io::Env*>(fault_env_.get());
 }
 
