@@ -36,8 +36,8 @@
 //                        other way round
 //   fallback_.mu, cleaner_.mu, planner_.mu, Worker::inbox_mu,
 //   workers_.register_mu leaves: nothing is taken while one is held
-// The order is declared with ACQUIRED_AFTER/ACQUIRED_BEFORE; clang checks it
-// only under -Wthread-safety-beta (make lint builds with -Wthread-safety).
+// The order is declared with ACQUIRED_AFTER/ACQUIRED_BEFORE, which clang
+// checks with -Wthread-safety-beta (an error in make lint).
 // T1 and T2 take their own locks inside their calls, under Table::mu.
 #pragma once
 
