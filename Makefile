@@ -55,7 +55,8 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) JOBS=$(JOBS) bash scripts/fuzz.sh build-fuzz
 
 # Static checks, each an error: a clang build in build-lint/ with
-# -Werror=thread-safety (the GUARDED_BY/REQUIRES annotations of base/mutex.h),
+# -Werror=thread-safety (the GUARDED_BY/REQUIRES annotations of base/mutex.h,
+# and with -Wthread-safety-beta the ACQUIRED_BEFORE/AFTER lock order),
 # make format-check, and clang-tidy (.clang-tidy) over the non-test sources.
 lint:
 	@bash scripts/deps.sh lint

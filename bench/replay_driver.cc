@@ -277,7 +277,8 @@ Status Worker(Run& run, uint32_t w) {
       run.pulls.fetch_add(n, std::memory_order_relaxed);
       if (run.model != nullptr) {
         run.model->ReadStarted(t.table, t.keys, &started);
-        STRATA_RETURN_IF_ERROR(run.model->CheckPull(w, index, t.table, t.keys, rows.data(), started));
+        STRATA_RETURN_IF_ERROR(
+            run.model->CheckPull(w, index, t.table, t.keys, rows.data(), started));
         run.model->Gradients(t.table, t.keys, grads[i].data());
       } else {
         // Deterministic synthetic gradients: a small fraction of the row.
@@ -287,7 +288,8 @@ Status Worker(Run& run, uint32_t w) {
     // The model's compute: simulated work, not synchronisation (nothing
     // waits on it); the planner prefetches meanwhile.
     if (run.options.compute_us > 0) {
-      std::this_thread::sleep_until(batch_start + std::chrono::microseconds(run.options.compute_us));
+      std::this_thread::sleep_until(batch_start +
+                                    std::chrono::microseconds(run.options.compute_us));
     }
     // Backward: push every table's gradients.
     for (size_t i = 0; i < batch.tables.size(); ++i) {
@@ -435,9 +437,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
       run.done_cv.SignalAll();
     });
   }
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(SteadyClock::now() - start).count();
-  };
+  auto elapsed = [&] { return std::chrono::duration<double>(SteadyClock::now() - start).count(); };
   {
     base::MutexLock lock(&run.mu);
     while (run.workers_done < workers) {
@@ -467,7 +467,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   if (model != nullptr) {
     for (TableId t = 0; t < tables.size(); ++t) {
       uint64_t table_rows = 0;
-      if (o.faults.empty()) {
+      if (!o.faults.enabled()) {
         // Every row exactly once, from every tier.
         auto scan = [&] {
           table_rows = 0;
@@ -488,7 +488,8 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
         const std::vector<Key> keys = model->Keys(t);
         std::vector<float> rows;
         for (size_t off = 0; off < keys.size(); off += kFinalPullKeys) {
-          std::span<const Key> chunk(keys.data() + off, std::min(kFinalPullKeys, keys.size() - off));
+          std::span<const Key> chunk(keys.data() + off,
+                                     std::min(kFinalPullKeys, keys.size() - off));
           rows.resize(chunk.size() * o.dim);
           STRATA_RETURN_IF_ERROR(PullRetried(run, run.ids[0], t, chunk, rows.data())
                                      .WithContext("replay: final check"));

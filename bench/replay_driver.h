@@ -42,13 +42,13 @@ struct ReplayOptions {
   uint64_t dram_rows = 1 << 18;    // T1 rows
   uint64_t lookahead = 2;          // batches intents run ahead of the worker
   bool intents = true;
-  uint32_t workers = 0;            // 0: the trace's worker count
+  uint32_t workers = 0;  // 0: the trace's worker count
   bool verify = false;
   uint32_t dim = 16;
   FallbackPolicy fallback = FallbackPolicy::kLru;
   SsdBackend ssd_backend = SsdBackend::kNative;
-  std::string faults;              // fault spec for the store's Env (empty: none)
-  uint64_t batches_max = 0;        // stop after this many batches (0: all)
+  FaultOptions faults;       // injected into the store's SSD I/O (default: none)
+  uint64_t batches_max = 0;  // stop after this many batches (0: all)
   // Simulated model compute per batch, between the pulls and the pushes (a
   // trainer's forward and backward pass): the time the planner has to
   // prefetch the next batches. 0: the worker only calls the store.
@@ -62,26 +62,26 @@ struct ReplayOptions {
 
 struct ReplayReport {
   uint64_t batches = 0;
-  uint64_t pulls = 0;              // keys pulled
+  uint64_t pulls = 0;  // keys pulled
   uint64_t stall_pulls = 0;
   double stall_fraction = 0;
   uint64_t ssd_row_reads = 0;
   uint64_t ssd_row_writes = 0;
-  double rows_per_s = 0;           // keys pulled per second of replay
+  double rows_per_s = 0;  // keys pulled per second of replay
   double elapsed_s = 0;
-  uint64_t cache_rows = 0;         // rows that fit above SSD (T0 + T1)
+  uint64_t cache_rows = 0;  // rows that fit above SSD (T0 + T1)
   uint64_t t0_hits = 0;
   uint64_t t1_hits = 0;
-  uint64_t t2_hits = 0;            // lookups served from SSD
-  uint64_t verified_rows = 0;      // pulled rows checked against the model (0 without verify)
-  uint64_t scanned_rows = 0;       // rows checked at the end (scan, or pulls under faults)
-  uint64_t retried_errors = 0;     // store calls retried after IOError / ResourceExhausted
+  uint64_t t2_hits = 0;         // lookups served from SSD
+  uint64_t verified_rows = 0;   // pulled rows checked against the model (0 without verify)
+  uint64_t scanned_rows = 0;    // rows checked at the end (scan, or pulls under faults)
+  uint64_t retried_errors = 0;  // store calls retried after IOError / ResourceExhausted
   StoreStats stats;
 };
 
 struct ReplayProgress {
   uint64_t batches_done = 0;
-  uint64_t batches_total = 0;      // 0 when unknown
+  uint64_t batches_total = 0;  // 0 when unknown
   double elapsed_s = 0;
   uint64_t pulls = 0;
 };
@@ -89,8 +89,8 @@ struct ReplayProgress {
 using ProgressFn = std::function<void(const ReplayProgress&)>;
 // Opens the store to replay against: Store::Open for the CLI, a model store
 // in the driver's own tests.
-using StoreOpener = std::function<Result<std::unique_ptr<Store>>(
-    const StoreOptions&, const std::vector<TableOptions>&)>;
+using StoreOpener = std::function<Result<std::unique_ptr<Store>>(const StoreOptions&,
+                                                                 const std::vector<TableOptions>&)>;
 
 // Runs the replay; `progress` (may be empty) is called about every 200 ms.
 Result<ReplayReport> RunReplay(const ReplayOptions& options, const StoreOpener& open,

@@ -3,12 +3,11 @@
 // (bench/replay_driver.h).
 #include <unistd.h>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 
-#include <memory>
-
-#include "cli/cli_util.h"
 #include "bench/replay_driver.h"
+#include "cli/cli_util.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 
@@ -18,6 +17,7 @@ namespace {
 struct ReplayArgs {
   bench::ReplayOptions options;
   bool no_intents = false;
+  std::string faults;  // the --faults spelling of options.faults
   std::string fallback = "lru";
   std::string ssd_backend = "native";
   bool progress = false;
@@ -37,7 +37,8 @@ void DrawProgress(const bench::ReplayProgress& p) {
                p.elapsed_s > 0 ? p.pulls / p.elapsed_s : 0.0);
 }
 
-nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayReport& r) {
+nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
+  const bench::ReplayOptions& o = a.options;
   return {{"trace", o.trace},
           {"lookahead", o.intents ? o.lookahead : 0},
           {"intents", o.intents},
@@ -69,10 +70,11 @@ nlohmann::json ReportJson(const bench::ReplayOptions& o, const bench::ReplayRepo
           {"verified_rows", r.verified_rows},
           {"scanned_rows", r.scanned_rows},
           {"retried_errors", r.retried_errors},
-          {"faults", o.faults}};
+          {"faults", a.faults}};
 }
 
-Status ParseEnums(ReplayArgs* a) {
+// The options given as words: enums and the fault spelling.
+Status ParseWords(ReplayArgs* a) {
   if (a->fallback == "lru") {
     a->options.fallback = FallbackPolicy::kLru;
   } else if (a->fallback == "lfu") {
@@ -88,11 +90,12 @@ Status ParseEnums(ReplayArgs* a) {
     return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
   }
   a->options.intents = !a->no_intents;
+  STRATA_ASSIGN_OR_RETURN(a->options.faults, ParseFaultOptions(a->faults));
   return Status::Ok();
 }
 
 void Run(ReplayArgs a) {
-  if (Status s = ParseEnums(&a); !s.ok()) return ReportFailure("replay", s);
+  if (Status s = ParseWords(&a); !s.ok()) return ReportFailure("replay", s);
   const bool bar = a.progress || ::isatty(2);
   auto report = bench::RunReplay(a.options, Store::Open,
                                  bar ? bench::ProgressFn(DrawProgress) : bench::ProgressFn());
@@ -100,18 +103,18 @@ void Run(ReplayArgs a) {
   if (!report.ok()) return ReportFailure("replay", report.status());
   const auto& r = *report;
   if (a.json) {
-    std::printf("%s\n", ReportJson(a.options, r).dump(2).c_str());
+    std::printf("%s\n", ReportJson(a, r).dump(2).c_str());
     return;
   }
   std::printf("replay %s: %llu batches, %llu pulls in %.2f s (%.0f rows/s)\n",
               a.options.trace.c_str(), static_cast<unsigned long long>(r.batches),
               static_cast<unsigned long long>(r.pulls), r.elapsed_s, r.rows_per_s);
-  std::printf("intents %s, cache_rows %llu (T0 %llu + T1 %llu)\n",
-              a.options.intents ? ("lookahead " + std::to_string(a.options.lookahead)).c_str()
-                                : "off",
-              static_cast<unsigned long long>(r.cache_rows),
-              static_cast<unsigned long long>(a.options.device_rows),
-              static_cast<unsigned long long>(a.options.dram_rows));
+  std::printf(
+      "intents %s, cache_rows %llu (T0 %llu + T1 %llu)\n",
+      a.options.intents ? ("lookahead " + std::to_string(a.options.lookahead)).c_str() : "off",
+      static_cast<unsigned long long>(r.cache_rows),
+      static_cast<unsigned long long>(a.options.device_rows),
+      static_cast<unsigned long long>(a.options.dram_rows));
   std::printf("%-16s %14s\n", "counter", "value");
   auto row = [](const char* name, uint64_t v) {
     std::printf("%-16s %14llu\n", name, static_cast<unsigned long long>(v));
@@ -156,8 +159,8 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--workers", o.workers, "workers (default: the trace's)", 0,
                             trace::kTraceWorkersMax);
       c->add_flag("--verify", o.verify, "check every pulled row against a model of all pushes");
-      c->add_option("--faults", o.faults,
-                    "fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200");
+      c->add_option("--faults", args->faults,
+                    "SSD fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200,seed=7");
       AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
           ->capture_default_str();
       AddReal(c, "--device-share-growth", o.device_share_growth,

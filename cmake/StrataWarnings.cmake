@@ -1,11 +1,13 @@
 # Warnings and sanitizer flags for every target of ours.
 add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wall> $<$<COMPILE_LANGUAGE:CXX>:-Wextra>
                     $<$<COMPILE_LANGUAGE:CXX>:-Wno-missing-field-initializers>)
-# Clang checks the lock annotations of base/thread_annotations.h; make lint
-# (STRATA_LINT=ON) turns what it finds into errors.
+# Clang checks the lock annotations of base/thread_annotations.h (the beta
+# part checks the lock order declared with ACQUIRED_BEFORE/ACQUIRED_AFTER);
+# make lint (STRATA_LINT=ON) turns what it finds into errors.
 option(STRATA_LINT "Clang build for make lint: thread-safety warnings are errors" OFF)
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety>
+                      $<$<COMPILE_LANGUAGE:CXX>:-Wthread-safety-beta>)
   if(STRATA_LINT)
     add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Werror=thread-safety>)
   endif()

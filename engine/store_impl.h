@@ -13,16 +13,34 @@
 // the known future); a row without has next_use >= kFallbackBase, ordered by
 // the fallback policy (LRU: older accesses are larger), so it goes first.
 //
-// Locking: each table has a mutex guarding its T0 table and every movement of
-// its rows between tiers; intent_mu_ guards the IntentIndex. Order: a table
-// mutex before intent_mu_; never two table mutexes at once except in
-// Checkpoint/Close (ascending ids). Worker inboxes have their own leaf mutex.
-// Files: store_open.cc (open, workers, meta, close), store_intent.cc (intents
-// and the planner), store_data.cc (pull, push, tier movement),
-// store_checkpoint.cc (checkpoint, scan, stats).
+// Files, one concern each (all define StoreImpl members):
+//   store_open.cc        Open: tables, tiers, the SSD Env, threads; Close
+//   store_checks.cc      what Open and every call accept: options, ids, batches
+//   store_workers.cc     workers and clocks, FindTable, the checkpoint meta
+//   store_data.cc        the foreground data path: Pull, Push, chunked batches
+//   store_tiers.cc       moving rows between tiers (MakeResident, EvictFromT0,
+//                        staging) and the cleaner thread
+//   store_eviction.cc    the eviction order: next uses, fallback values, T0
+//                        quota lending between tables (RebalanceT0)
+//   store_intent.cc      Intent, DrainIntents and the planner thread
+//   store_checkpoint.cc  Checkpoint, T0 write-back, ScanTable
+//   store_stats.cc       Stats
+//   runner_staging.h     staging buffers and the copy of T0 rows to the host
+//
+// Locking, outermost first:
+//   close_.mu            held by Close throughout
+//   Table::mu            a table's T0, its staging and every move of its rows
+//                        between tiers; one at a time, except Checkpoint
+//                        (every table, ascending ids)
+//   intent_mu_           the IntentIndex; taken under a Table::mu, never the
+//                        other way round
+//   fallback_.mu, cleaner_.mu, planner_.mu, Worker::inbox_mu,
+//   workers_.register_mu leaves: nothing is taken while one is held
+// The order is declared with ACQUIRED_AFTER/ACQUIRED_BEFORE, which clang
+// checks with -Wthread-safety-beta (an error in make lint).
+// T1 and T2 take their own locks inside their calls, under Table::mu.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -32,10 +50,10 @@
 
 #include "base/mutex.h"
 #include "engine/action_timing.h"
-#include "engine/fault_spec.h"
 #include "engine/frequency_sketch.h"
 #include "engine/intent_index.h"
 #include "engine/limits.h"
+#include "engine/runner_staging.h"
 #include "io/fault_env.h"
 #include "kernels/device_table.h"
 #include "storage/dram/dram_cache.h"
@@ -61,28 +79,6 @@ struct StoreCounters {
   std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
 };
 
-// Staging buffers of one table in runner memory (device memory on a GPU),
-// grown on demand and reused; guarded by the table's mutex.
-struct RunnerStaging {
-  kernels::RunnerBuffer<Key> keys;
-  kernels::RunnerBuffer<float> rows;
-  kernels::RunnerBuffer<float> values;
-  kernels::RunnerBuffer<uint8_t> flags;
-  kernels::RunnerBuffer<int64_t> next_use;
-  kernels::RunnerBuffer<uint8_t> dirty;
-};
-
-// Grows `buffer` to at least `count` elements (doubling), keeping none of its
-// contents: staging only.
-template <class T>
-[[nodiscard]] Status ReserveRunner(kernels::RunnerBuffer<T>& buffer, kernels::Runner runner,
-                                   size_t count) {
-  if (buffer.size() >= count && buffer.runner() == runner && buffer.data() != nullptr) {
-    return Status::Ok();
-  }
-  return buffer.Allocate(runner, std::max<size_t>(count, buffer.size() * 2));
-}
-
 // The file access of the SSD tier, replaced by tests that inject faults or
 // simulate a power loss. Not owned; each must outlive the store.
 struct SsdEnvs {
@@ -98,7 +94,7 @@ class StoreImpl final : public Store {
                                              const SsdEnvs& envs = {});
   ~StoreImpl() override;
 
-  Result<WorkerId> RegisterWorker(int device) override EXCLUDES(register_mu_);
+  Result<WorkerId> RegisterWorker(int device) override EXCLUDES(workers_.register_mu);
   Status Intent(WorkerId worker, TableId table, std::span<const Key> keys, Clock start,
                 Clock end) override;
   Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start, Clock end) override;
@@ -108,14 +104,14 @@ class StoreImpl final : public Store {
               void* stream) override;
   Status Push(WorkerId worker, TableId table, std::span<const Key> keys, const float* grads,
               void* stream) override;
-  Status DrainIntents() override EXCLUDES(planner_mu_);
+  Status DrainIntents() override EXCLUDES(planner_.mu);
   Status ScanTable(TableId table,
                    const std::function<Status(Key, std::span<const float>)>& fn) override;
   Status Checkpoint() override;
   StoreStats Stats() const override;
   Result<TableId> FindTable(const std::string& name) const override;
   const std::vector<TableOptions>& Tables() const override { return table_options_; }
-  Status Close() override EXCLUDES(close_mu_);
+  Status Close() override EXCLUDES(close_.mu);
 
  private:
   struct Table {
@@ -156,10 +152,18 @@ class StoreImpl final : public Store {
   struct Worker {
     std::atomic<Clock> clock{0};
     int device = -1;
-    base::Mutex inbox_mu;
+    base::Mutex inbox_mu;  // a leaf
     std::vector<PendingIntent> inbox GUARDED_BY(inbox_mu);
     std::vector<Key> inbox_keys GUARDED_BY(inbox_mu);
     std::unique_ptr<RateEstimator> estimator;  // planner thread only
+  };
+  // Workers are registered once and never removed: slots [0, count) are set
+  // and stay, so readers index them after an acquire load of count.
+  struct Workers {
+    std::array<std::unique_ptr<Worker>, kWorkersMax> slots;
+    std::atomic<uint32_t> count{0};
+    base::Mutex register_mu;                                     // a leaf
+    std::vector<Clock> restored_clocks GUARDED_BY(register_mu);  // from the checkpoint meta
   };
   // Unpins and next-use changes collected under intent_mu_, applied per table.
   struct KeyUpdate {
@@ -168,10 +172,61 @@ class StoreImpl final : public Store {
     Clock next_use;  // kClockNever: no intent left
     bool unpin;
   };
+  // The fallback order of rows without intent, store-wide so that T1 (shared
+  // by all tables) compares rows of different tables on one scale: an access
+  // sequence for recency and, with FallbackPolicy::kLfu, one frequency sketch
+  // over (table, key).
+  struct Fallback {
+    std::atomic<uint64_t> access_seq{0};
+    base::Mutex mu ACQUIRED_AFTER(Table::mu);                   // a leaf
+    std::unique_ptr<FrequencySketch> sketch PT_GUARDED_BY(mu);  // kLfu only; set at Open
+  };
+  // A background thread and the leaf mutex it waits on. Its loop returns once
+  // it sees `stop`.
+  struct BackgroundThread {
+    std::thread thread;
+    base::Mutex mu ACQUIRED_AFTER(Table::mu);  // a leaf
+    base::CondVar cv;                          // with mu: work to do, or stop
+    bool stop GUARDED_BY(mu) = false;
+
+    // Sets stop, wakes the thread and joins it.
+    void Stop() EXCLUDES(mu) {
+      {
+        base::MutexLock lock(&mu);
+        stop = true;
+      }
+      cv.SignalAll();
+      if (thread.joinable()) thread.join();
+    }
+  };
+  // The planner thread and what it shares with DrainIntents and Checkpoint.
+  struct Planner : BackgroundThread {
+    uint64_t requested GUARDED_BY(mu) = 0;  // drains asked for
+    uint64_t completed GUARDED_BY(mu) = 0;  // drains done
+    Status error GUARDED_BY(mu);            // sticky background error
+    uint64_t rebalanced_at_clocks = 0;      // planner thread only: clocks summed at RebalanceT0
+  };
+  // The cleaner thread: writes T1's dirty rows ahead of their eviction so the
+  // inserts that evict them do no SSD writes. Kicked by every demotion.
+  struct Cleaner : BackgroundThread {
+    uint64_t kicks GUARDED_BY(mu) = 0;  // T1 inserts since start
+  };
+  struct CloseState {
+    base::Mutex mu ACQUIRED_BEFORE(Table::mu, BackgroundThread::mu);
+    std::atomic<bool> closed{false};       // no new calls; set first
+    bool finished GUARDED_BY(mu) = false;  // Close wrote everything down
+  };
 
   StoreImpl(const StoreOptions& options, const std::vector<TableOptions>& tables);
-  Status Init();
+
+  // Open and Close (store_open.cc).
+  Status Init() EXCLUDES(workers_.register_mu);
   Result<io::Env*> MakeSsdEnv();
+
+  // Argument checks (store_checks.cc): InvalidArgument or FailedPrecondition
+  // naming what is wrong, nothing changed.
+  static Status ValidateOptions(const StoreOptions& options,
+                                const std::vector<TableOptions>& tables);
   Status CheckOpen() const;
   Status CheckWorker(WorkerId worker) const;
   Status CheckTable(TableId table) const;
@@ -179,55 +234,60 @@ class StoreImpl final : public Store {
   Status CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys, const void* data,
                        const char* what) const;
 
-  // Planner (store_intent.cc).
-  void PlannerLoop() EXCLUDES(planner_mu_);
+  // The checkpoint meta (store_workers.cc): tables and worker clocks.
+  std::vector<std::byte> EncodeMeta() const;
+  Status RestoreMeta(std::span<const std::byte> meta) EXCLUDES(workers_.register_mu);
+
+  // The data path (store_data.cc). REQUIRES: table.mu held.
+  bool NeedsChunks(const Table& table, size_t unique_keys) const REQUIRES(table.mu);
+  uint64_t PullRoom(const Table& table) const REQUIRES(table.mu);
+  Status CheckAllFound(Table& table, std::span<const Key> keys) REQUIRES(table.mu);
+  Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
+                     float* out, void* stream) REQUIRES(table.mu);
+  Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
+                     const float* grads, void* stream) REQUIRES(table.mu);
+
+  // Tier movement (store_tiers.cc). REQUIRES: table.mu held.
+  // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
+  // Push (hits, misses and stalls counted) rather than a prefetch.
+  Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
+                      uint64_t* brought_in) REQUIRES(table.mu);
+  Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
+                   std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
+  Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu) EXCLUDES(cleaner_.mu);
+  // Pins or unpins.
+  Status PinKeys(Table& table, std::span<const Key> keys, bool pin) REQUIRES(table.mu);
+  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr)
+      REQUIRES(table.mu);
+  Status StageRows(Table& table, std::span<const Key> keys, const float* rows,
+                   const int64_t* next_use, const uint8_t* dirty) REQUIRES(table.mu);
+
+  // The cleaner thread (store_tiers.cc).
+  void CleanerLoop() EXCLUDES(cleaner_.mu);
+  void KickCleaner() EXCLUDES(cleaner_.mu);
+
+  // The eviction order (store_eviction.cc).
+  int64_t FallbackValue(uint64_t freq, uint64_t seq) const;
+  Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use)
+      REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
+  Status Touch(Table& table, std::span<const Key> unique_keys) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
+  Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
+  void RebalanceT0();
+
+  // Intents and the planner (store_intent.cc).
+  void PlannerLoop() EXCLUDES(planner_.mu);
   Result<bool> PlannerRound() EXCLUDES(intent_mu_);  // true: due work is left for another round
   void DrainInboxes(std::vector<IntentWindow*>* added) EXCLUDES(intent_mu_);
   Status ApplyNewIntents(const std::vector<IntentWindow*>& added) EXCLUDES(intent_mu_);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates) EXCLUDES(intent_mu_);
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
       EXCLUDES(table.mu, intent_mu_);
-  void RebalanceT0();
+  Status PlannerError() EXCLUDES(planner_.mu);
 
-  // Tier movement (store_data.cc). REQUIRES: table.mu held.
-  // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
-  // Push (hits, misses and stalls counted) rather than a prefetch.
-  Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
-                      uint64_t* brought_in) REQUIRES(table.mu);
-  Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu);
-  // Pins or unpins.
-  Status PinKeys(Table& table, std::span<const Key> keys, bool pin) REQUIRES(table.mu);
-  Status CheckAllFound(Table& table, std::span<const Key> keys) REQUIRES(table.mu);
-  Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
-                   std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
-  Status Touch(Table& table, std::span<const Key> unique_keys) REQUIRES(table.mu);
-  Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu);
-  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr)
-      REQUIRES(table.mu);
-  Status StageRows(Table& table, std::span<const Key> keys, const float* rows,
-                   const int64_t* next_use, const uint8_t* dirty) REQUIRES(table.mu);
-  bool NeedsChunks(const Table& table, size_t unique_keys) const REQUIRES(table.mu);
-  Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     float* out, void* stream) REQUIRES(table.mu);
-  Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     const float* grads, void* stream) REQUIRES(table.mu);
-  Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use)
-      REQUIRES(table.mu) EXCLUDES(intent_mu_, sketch_mu_);
-  int64_t FallbackValue(uint64_t freq, uint64_t seq) const;
-  uint64_t PullRoom(const Table& table) const REQUIRES(table.mu);
-
-  // Cleaner thread (store_intent.cc): writes T1's dirty rows ahead of their
-  // eviction so the inserts that evict them do no SSD writes.
-  void CleanerLoop() EXCLUDES(cleaner_mu_);
-  void KickCleaner() EXCLUDES(cleaner_mu_);
-  void StopCleaner() EXCLUDES(cleaner_mu_);
-
-  // Checkpoint (store_checkpoint.cc). REQUIRES: table.mu held.
+  // Checkpoint (store_checkpoint.cc).
   Status WriteBackT0(Table& table) REQUIRES(table.mu);
-  std::vector<std::byte> EncodeMeta() const;
-  Status RestoreMeta(std::span<const std::byte> meta) EXCLUDES(register_mu_);
-  Status StopPlanner() EXCLUDES(planner_mu_);
-  Status PlannerError() EXCLUDES(planner_mu_);
 
   // Constant after Open.
   StoreOptions options_;
@@ -239,41 +299,16 @@ class StoreImpl final : public Store {
   std::unique_ptr<storage::RowStore> ssd_;
   std::unique_ptr<storage::DramCache> dram_;
 
-  std::array<std::unique_ptr<Worker>, kWorkersMax> workers_;
-  std::atomic<uint32_t> num_workers_{0};
-  base::Mutex register_mu_;
-  std::vector<Clock> restored_clocks_ GUARDED_BY(register_mu_);
+  Workers workers_;
 
-  base::Mutex intent_mu_;
+  base::Mutex intent_mu_ ACQUIRED_AFTER(Table::mu);
   IntentIndex intents_ GUARDED_BY(intent_mu_);
   std::atomic<uint64_t> tracked_keys_{0};  // intents_.TrackedKeys(), for lock-free fast paths
 
-  // The fallback order, store-wide so that T1 (shared by all tables) compares
-  // rows of different tables on one scale: an access sequence for recency
-  // and, with FallbackPolicy::kLfu, one frequency sketch over (table, key).
-  std::atomic<uint64_t> access_seq_{0};
-  mutable base::Mutex sketch_mu_;                                      // a leaf lock
-  std::unique_ptr<FrequencySketch> sketch_ PT_GUARDED_BY(sketch_mu_);  // kLfu only; set at Open
-
-  uint64_t rebalanced_at_clocks_ = 0;  // planner thread only: sum of clocks at the last RebalanceT0
-
-  std::thread planner_;
-  base::Mutex planner_mu_;
-  base::CondVar planner_cv_;
-  bool planner_stop_ GUARDED_BY(planner_mu_) = false;
-  uint64_t planner_requested_ GUARDED_BY(planner_mu_) = 0;  // drains asked for
-  uint64_t planner_completed_ GUARDED_BY(planner_mu_) = 0;  // drains done
-  Status planner_error_ GUARDED_BY(planner_mu_);            // sticky background error
-
-  std::thread cleaner_;
-  base::Mutex cleaner_mu_;
-  base::CondVar cleaner_cv_;
-  bool cleaner_stop_ GUARDED_BY(cleaner_mu_) = false;
-  uint64_t cleaner_kicks_ GUARDED_BY(cleaner_mu_) = 0;  // T1 inserts since start
-
-  base::Mutex close_mu_;
-  std::atomic<bool> closed_{false};
-  bool close_finished_ GUARDED_BY(close_mu_) = false;  // Close wrote everything down
+  Fallback fallback_;
+  Planner planner_;
+  Cleaner cleaner_;
+  CloseState close_;
   mutable StoreCounters counters_;
 };
 

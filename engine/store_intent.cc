@@ -1,17 +1,17 @@
-// Intents, clocks and the planner thread.
+// Intents, DrainIntents and the planner thread.
 //
 // Intent() only appends to the worker's inbox (a mutex held for one memcpy;
 // never I/O). The planner runs rounds: it moves inboxes into the IntentIndex,
 // re-ranks resident rows by their new next use, expires windows (unpinning),
 // and acts on the windows AdaPM's timing says are due, a bounded number of
-// keys per round.
+// keys per round, then lends T0 quota between tables (store_eviction.cc).
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
 
 #include "base/assert.h"
-#include "engine/store_impl.h"
 #include "base/log.h"
+#include "engine/store_impl.h"
 
 namespace strata::engine {
 
@@ -21,8 +21,7 @@ Status StoreImpl::Intent(WorkerId worker, TableId table, std::span<const Key> ke
   return Intent(worker, std::span<const TableKeys>(&one, 1), start, end);
 }
 
-Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,
-                         Clock end) {
+Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start, Clock end) {
   STRATA_RETURN_IF_ERROR(CheckOpen());
   STRATA_RETURN_IF_ERROR(CheckWorker(worker));
   if (start >= end) {
@@ -35,17 +34,16 @@ Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock
     STRATA_RETURN_IF_ERROR(CheckBatch(tk.keys, tk.keys.data(), "Intent"));
     total += tk.keys.size();
   }
-  Worker& w = *workers_[worker];
+  Worker& w = *workers_.slots[worker];
   if (end <= w.clock.load(std::memory_order_acquire)) {
     counters_.expired_intents.fetch_add(total, std::memory_order_relaxed);
     return Status::Ok();
   }
   base::MutexLock lock(&w.inbox_mu);
   if (w.inbox_keys.size() + total > kInboxKeysMax) {
-    return Status::ResourceExhausted("Intent: worker " + std::to_string(worker) + " has " +
-                                     std::to_string(w.inbox_keys.size()) +
-                                     " keys waiting for the planner (at most " +
-                                     std::to_string(kInboxKeysMax) + ")");
+    return Status::ResourceExhausted(
+        "Intent: worker " + std::to_string(worker) + " has " + std::to_string(w.inbox_keys.size()) +
+        " keys waiting for the planner (at most " + std::to_string(kInboxKeysMax) + ")");
   }
   for (const TableKeys& tk : keys) {
     if (tk.keys.empty()) continue;
@@ -56,27 +54,21 @@ Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock
   return Status::Ok();
 }
 
-Status StoreImpl::AdvanceClock(WorkerId worker) {
-  if (worker >= num_workers_.load(std::memory_order_acquire)) return CheckWorker(worker);
-  workers_[worker]->clock.fetch_add(1, std::memory_order_acq_rel);
-  return Status::Ok();
-}
-
 Status StoreImpl::PlannerError() {
-  base::MutexLock lock(&planner_mu_);
-  return planner_error_;
+  base::MutexLock lock(&planner_.mu);
+  return planner_.error;
 }
 
 Status StoreImpl::DrainIntents() {
   STRATA_RETURN_IF_ERROR(CheckOpen());
-  base::MutexLock lock(&planner_mu_);
-  uint64_t ticket = ++planner_requested_;
-  planner_cv_.SignalAll();
-  while (planner_completed_ < ticket && !planner_stop_ && planner_error_.ok()) {
-    planner_cv_.Wait(&planner_mu_);
+  base::MutexLock lock(&planner_.mu);
+  uint64_t ticket = ++planner_.requested;
+  planner_.cv.SignalAll();
+  while (planner_.completed < ticket && !planner_.stop && planner_.error.ok()) {
+    planner_.cv.Wait(&planner_.mu);
   }
-  if (!planner_error_.ok()) return planner_error_;
-  if (planner_completed_ < ticket) return Status::FailedPrecondition("store is closing");
+  if (!planner_.error.ok()) return planner_.error;
+  if (planner_.completed < ticket) return Status::FailedPrecondition("store is closing");
   return Status::Ok();
 }
 
@@ -86,19 +78,19 @@ void StoreImpl::PlannerLoop() {
   while (true) {
     uint64_t target = 0;
     {
-      base::MutexLock lock(&planner_mu_);
+      base::MutexLock lock(&planner_.mu);
       if (!more) {
         const auto deadline = std::chrono::steady_clock::now() + period;
-        while (!planner_stop_ && planner_requested_ <= planner_completed_ &&
-               planner_cv_.WaitUntil(&planner_mu_, deadline)) {
+        while (!planner_.stop && planner_.requested <= planner_.completed &&
+               planner_.cv.WaitUntil(&planner_.mu, deadline)) {
         }
       }
-      if (planner_stop_) return;
-      if (!planner_error_.ok()) {  // sticky: stop working, keep answering
-        while (!planner_stop_) planner_cv_.Wait(&planner_mu_);
+      if (planner_.stop) return;
+      if (!planner_.error.ok()) {  // sticky: stop working, keep answering
+        while (!planner_.stop) planner_.cv.Wait(&planner_.mu);
         return;
       }
-      target = planner_requested_;
+      target = planner_.requested;
     }
     auto t_start = std::chrono::steady_clock::now();
     Result<bool> round = PlannerRound();
@@ -111,38 +103,40 @@ void StoreImpl::PlannerLoop() {
     while (us > prev && !counters_.planner_round_us_max.compare_exchange_weak(prev, us)) {
     }
     {
-      base::MutexLock lock(&planner_mu_);
+      base::MutexLock lock(&planner_.mu);
       if (!round.ok() && round.status().IsIOError()) {
         // A prefetch that hit an I/O error changed nothing (its rows stayed
         // where they were, its window stays due): retried next round, and a
         // Pull fetches what is still missing. Not sticky.
         if (counters_.planner_io_errors.fetch_add(1, std::memory_order_relaxed) == 0) {
-          STRATA_LOG_WARN("planner of %s: %s (retried; further errors only counted in "
-                          "Stats().planner_io_errors)",
-                          options_.dir.c_str(), round.status().ToString().c_str());
+          STRATA_LOG_WARN(
+              "planner of %s: %s (retried; further errors only counted in "
+              "Stats().planner_io_errors)",
+              options_.dir.c_str(), round.status().ToString().c_str());
         }
         more = false;
-        planner_completed_ = std::max(planner_completed_, target);  // a drain never hangs on a bad disk
+        planner_.completed =
+            std::max(planner_.completed, target);  // a drain never hangs on a bad disk
       } else if (!round.ok()) {
         STRATA_LOG_ERROR("planner of %s: %s", options_.dir.c_str(),
                          round.status().ToString().c_str());
-        planner_error_ = round.status();
+        planner_.error = round.status();
         more = false;
       } else {
         more = round.value();
-        if (!more) planner_completed_ = std::max(planner_completed_, target);
+        if (!more) planner_.completed = std::max(planner_.completed, target);
       }
     }
-    planner_cv_.SignalAll();
+    planner_.cv.SignalAll();
   }
 }
 
 void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
-  uint32_t n = num_workers_.load(std::memory_order_acquire);
+  uint32_t n = workers_.count.load(std::memory_order_acquire);
   std::vector<PendingIntent> inbox;
   std::vector<Key> inbox_keys;
   for (uint32_t w = 0; w < n; ++w) {
-    Worker& worker = *workers_[w];
+    Worker& worker = *workers_.slots[w];
     {
       base::MutexLock lock(&worker.inbox_mu);
       inbox.swap(worker.inbox);
@@ -212,9 +206,9 @@ Result<bool> StoreImpl::PlannerRound() {
 
   bool more = false;
   uint64_t budget = options_.planner_keys_per_round_max;
-  uint32_t n = num_workers_.load(std::memory_order_acquire);
+  uint32_t n = workers_.count.load(std::memory_order_acquire);
   for (uint32_t w = 0; w < n; ++w) {
-    Worker& worker = *workers_[w];
+    Worker& worker = *workers_.slots[w];
     Clock clock = worker.clock.load(std::memory_order_acquire);
     int64_t horizon = worker.estimator->Update(clock);
     std::vector<KeyUpdate> updates;
@@ -222,8 +216,13 @@ Result<bool> StoreImpl::PlannerRound() {
     {
       base::MutexLock lock(&intent_mu_);
       intents_.Expire(
-          w, clock, [&](TableId t, Key k) { updates.push_back({t, k, kClockNever, true}); },
-          [&](TableId t, Key k, Clock next) { updates.push_back({t, k, next, false}); });
+          w, clock,
+          [&](TableId t, Key k) {
+            updates.push_back({t, k, kClockNever, true});
+          },
+          [&](TableId t, Key k, Clock next) {
+            updates.push_back({t, k, next, false});
+          });
       tracked_keys_.store(intents_.TrackedKeys(), std::memory_order_release);
       Clock act_before = horizon > kClockNever - clock ? kClockNever : clock + horizon;
       due = intents_.Due(w, act_before);
@@ -241,7 +240,8 @@ Result<bool> StoreImpl::PlannerRound() {
       by_table[window->table].push_back(window);
     }
     for (size_t t = 0; t < by_table.size(); ++t) {
-      if (!by_table[t].empty()) STRATA_RETURN_IF_ERROR(ActOnWindows(*tables_[t], by_table[t], clock));
+      if (!by_table[t].empty())
+        STRATA_RETURN_IF_ERROR(ActOnWindows(*tables_[t], by_table[t], clock));
     }
   }
   RebalanceT0();
@@ -302,123 +302,6 @@ Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> wind
     for (IntentWindow* window : accepted) intents_.MarkActed(window);
   }
   return Status::Ok();
-}
-
-// Lends T0 quota between tables once per clock advance: tables are ranked
-// by their eviction frontier (the nearest next use among the rows they had
-// to evict last); the hottest gains a step from the coldest, the second
-// hottest from the second coldest, and so on while the taker's frontier is
-// hotter than the giver's. A table that did not evict and has unused room
-// gives first. The static split by weight is where every table starts; this
-// moves T0 toward one Belady order across tables (T1 has one already).
-void StoreImpl::RebalanceT0() {
-  if (tables_.size() < 2 || options_.device_share_growth_max <= 0) return;
-  uint64_t clocks = 0;
-  const uint32_t n = num_workers_.load(std::memory_order_acquire);
-  for (uint32_t w = 0; w < n; ++w) clocks += workers_[w]->clock.load(std::memory_order_acquire);
-  if (clocks == rebalanced_at_clocks_) return;
-  rebalanced_at_clocks_ = clocks;
-  struct Rank {
-    int64_t frontier;
-    Table* table;
-  };
-  std::vector<Rank> ranks;
-  for (auto& t : tables_) {
-    int64_t f = t->evict_frontier.load(std::memory_order_relaxed);
-    if (f == kNoFrontier) {
-      // Not evicting: a giver only if it leaves room unused. Its size needs
-      // its lock (one table lock at a time; a busy table is skipped).
-      if (!t->mu.TryLock()) continue;
-      const bool full = t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load();
-      t->mu.Unlock();
-      if (full) continue;
-    }
-    ranks.push_back({f, t.get()});
-  }
-  std::sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) {
-    return a.frontier < b.frontier;
-  });
-  const uint64_t step = std::max<uint64_t>(1, options_.device_rows_max / kT0QuotaStepDivisor);
-  size_t lo = 0, hi = ranks.size();
-  while (lo + 1 < hi && ranks[lo].frontier < ranks[hi - 1].frontier) {
-    Table& taker = *ranks[lo].table;
-    Table& giver = *ranks[hi - 1].table;
-    const uint64_t giver_limit = giver.t0_limit.load(std::memory_order_relaxed);
-    const uint64_t taker_limit = taker.t0_limit.load(std::memory_order_relaxed);
-    // A giver keeps a floor and room for its pins (pin cap of the new limit).
-    const uint64_t floor = std::max<uint64_t>(
-        {giver.t0_share / kT0LimitFloorDivisor, kTableT0RowsMin,
-         static_cast<uint64_t>(double(giver.intent_pinned.load()) / kPinFractionMax) + 1});
-    const uint64_t give = giver_limit > floor ? giver_limit - floor : 0;
-    const uint64_t take = taker.t0_rows_cap > taker_limit ? taker.t0_rows_cap - taker_limit : 0;
-    const uint64_t moved = std::min({step, give, take});
-    if (give == 0) {
-      --hi;
-      continue;
-    }
-    if (take == 0) {
-      ++lo;
-      continue;
-    }
-    giver.t0_limit.store(giver_limit - moved, std::memory_order_relaxed);
-    taker.t0_limit.store(taker_limit + moved, std::memory_order_relaxed);
-    giver.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
-    taker.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
-    ++lo;
-    --hi;
-  }
-}
-
-void StoreImpl::KickCleaner() {
-  {
-    base::MutexLock lock(&cleaner_mu_);
-    ++cleaner_kicks_;
-  }
-  cleaner_cv_.Signal();
-}
-
-void StoreImpl::StopCleaner() {
-  {
-    base::MutexLock lock(&cleaner_mu_);
-    cleaner_stop_ = true;
-  }
-  cleaner_cv_.SignalAll();
-  if (cleaner_.joinable()) cleaner_.join();
-}
-
-// Runs after T1 took rows (kicked) or every planner period: writes the dirty
-// rows among T1's next victims in bounded passes. An I/O error costs nothing
-// but the head start: the rows stay dirty and their eviction writes them (and
-// reports an error that persists).
-void StoreImpl::CleanerLoop() {
-  const auto period =
-      std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1) * 10);
-  const uint64_t window = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
-  const uint64_t passes_max = window / kCleanBatchRowsMax + 1;
-  uint64_t seen = 0;
-  while (true) {
-    {
-      base::MutexLock lock(&cleaner_mu_);
-      const auto deadline = std::chrono::steady_clock::now() + period;
-      while (!cleaner_stop_ && cleaner_kicks_ == seen &&
-             cleaner_cv_.WaitUntil(&cleaner_mu_, deadline)) {
-      }
-      if (cleaner_stop_) return;
-      seen = cleaner_kicks_;
-    }
-    for (uint64_t pass = 0; pass < passes_max; ++pass) {
-      Result<uint64_t> cleaned = dram_->CleanAhead(window, kCleanBatchRowsMax);
-      if (!cleaned.ok()) {
-        if (counters_.cleaner_io_errors.fetch_add(1, std::memory_order_relaxed) == 0) {
-          STRATA_LOG_WARN("cleaner of %s: %s (retried; further errors only counted)",
-                          options_.dir.c_str(), cleaned.status().ToString().c_str());
-        }
-        break;
-      }
-      if (cleaned.value() == 0) break;
-      counters_.cleaned_ahead.fetch_add(cleaned.value(), std::memory_order_relaxed);
-    }
-  }
 }
 
 }  // namespace strata::engine

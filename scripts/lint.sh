@@ -9,8 +9,9 @@ build="${1:-build-lint}"
 jobs="${JOBS:-$(nproc)}"
 failed=()
 
-# 1. Clang build of the libraries, tools and tests: -Wthread-safety with
-#    -Werror=thread-safety (STRATA_LINT, cmake/StrataWarnings.cmake).
+# 1. Clang build of the libraries, tools and tests: -Wthread-safety and
+#    -Wthread-safety-beta (lock order) with -Werror=thread-safety
+#    (STRATA_LINT, cmake/StrataWarnings.cmake).
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DSTRATA_CUDA=OFF -DSTRATA_LINT=ON || exit 1

@@ -1,14 +1,17 @@
 // Options for a Store and its tables. One struct per concern; every field has
 // a unit in its name where it has one, a default, and a one-line trade-off.
 //
-// Thread safety: plain values, copied by Store::Open.
+// Thread safety: plain values, copied by Store::Open; ParseFaultOptions is a
+// pure function.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "strata/status.h"
 #include "strata/types.h"
 
 namespace strata {
@@ -25,6 +28,8 @@ inline constexpr uint32_t kTableDimMax = 4096;
 inline constexpr uint64_t kTierRowsMax = uint64_t{1} << 40;
 // StoreOptions::device_share_growth_max.
 inline constexpr double kDeviceShareGrowthMax = 16.0;
+// FaultOptions::delay_us: a longer delay per I/O is a hang, not a test.
+inline constexpr uint64_t kFaultDelayUsMax = 1'000'000;
 
 // The optimizer applied by Push, in place, where the row lives. Its state is
 // part of the row and moves with it between tiers.
@@ -80,6 +85,33 @@ enum class SsdBackend : uint8_t { kNative, kRocksDb };
 // rows of skewed (Zipf) tables that a scan of cold keys would flush from LRU.
 enum class FallbackPolicy : uint8_t { kLru, kLfu };
 
+// Fault injection into the SSD tier's I/O, for stress tests and replays: the
+// native backend only (RocksDB does its own file access). Off by default, at
+// no cost. Injected errors surface as a Status; no row is lost. Store::Open
+// refuses values out of range (InvalidArgument naming the field).
+struct FaultOptions {
+  // Probability per read or write of the SSD files that it fails with EIO,
+  // in [0, 1]: higher tests the retry paths harder and runs slower.
+  double eio_probability = 0.0;
+  // Probability per write that it fails with ENOSPC, in [0, 1].
+  double enospc_probability = 0.0;
+  // Delay added to every read and write, at most kFaultDelayUsMax: models a
+  // slow device (the planner then has to prefetch further ahead).
+  uint64_t delay_us = 0;
+  // Seed of the random choices: the same seed, the same faults per I/O.
+  uint64_t seed = 1;
+
+  // Whether anything is injected (an error probability or a delay above 0).
+  bool enabled() const { return eio_probability > 0 || enospc_probability > 0 || delay_us > 0; }
+};
+
+// FaultOptions from their spelling on a command line or in an environment
+// variable: comma-separated key=value pairs, "eio=P,enospc=P,delay_us=N,seed=N",
+// any subset in any order; "" gives the defaults (nothing injected). An
+// unknown key, a malformed number or a value out of range is InvalidArgument
+// naming the pair.
+Result<FaultOptions> ParseFaultOptions(std::string_view text);
+
 struct StoreOptions {
   std::string dir;  // created when missing
   // Tier capacities, in rows summed over all tables, at most kTierRowsMax.
@@ -109,10 +141,8 @@ struct StoreOptions {
   bool use_gpu = true;
   // I/O threads of the SSD tier (0: chosen from topology).
   uint32_t io_threads = 0;
-  // Fault injection into the SSD tier's I/O, for stress tests and replays:
-  // "eio=P,enospc=P,delay_us=N,seed=N" (probabilities per I/O). Empty: off,
-  // at no cost. Injected errors surface as Status; no row is lost.
-  std::string faults;
+  // Fault injection into the SSD tier's I/O (tests and replays); off by default.
+  FaultOptions faults;
 };
 
 }  // namespace strata

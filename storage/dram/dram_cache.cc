@@ -59,8 +59,11 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
                                                        options.huge_pages));
     STRATA_ASSIGN_OR_RETURN(t->meta_arena,
                             DramArena::Create(t->slots_max, sizeof(SlotMeta), options.huge_pages));
-    t->meta = reinterpret_cast<SlotMeta*>(t->meta_arena->base());
     t->index = std::make_unique<DramIndex>(stripes, options.huge_pages);
+    {
+      base::MutexLock lock(&cache->mu_);  // not shared yet; for the analysis
+      cache->slots_.push_back({reinterpret_cast<SlotMeta*>(t->meta_arena->base()), 0, {}});
+    }
     cache->table_pos_[spec.id] = t->pos;
     cache->tables_.push_back(std::move(t));
     row_bytes_min = std::min(row_bytes_min, spec.row_bytes);
@@ -95,14 +98,14 @@ uint32_t DramCache::FindSlot(const Table& t, Key key) const NO_THREAD_SAFETY_ANA
 }
 
 uint32_t DramCache::AllocateSlot(Table& t) {
-  if (!t.free_slots.empty()) {
-    uint32_t slot = t.free_slots.back();
-    t.free_slots.pop_back();
+  if (!slots_[t.pos].free.empty()) {
+    uint32_t slot = slots_[t.pos].free.back();
+    slots_[t.pos].free.pop_back();
     return slot;
   }
-  STRATA_ASSERT(t.slots_touched < t.slots_max, "dram cache slot arena exhausted");
-  uint32_t slot = static_cast<uint32_t>(t.slots_touched++);
-  new (&t.meta[slot]) SlotMeta();
+  STRATA_ASSERT(slots_[t.pos].touched < t.slots_max, "dram cache slot arena exhausted");
+  uint32_t slot = static_cast<uint32_t>(slots_[t.pos].touched++);
+  new (&Meta(t.pos, slot)) SlotMeta();
   new (t.rows->Slot(slot)) DramSlotHeader();
   return slot;
 }
@@ -115,12 +118,13 @@ void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty) {
 // ---- Eviction order --------------------------------------------------------
 
 bool DramCache::Evictable(const Table& t, uint32_t slot) const {
-  return t.meta[slot].pins == 0 && t.meta[slot].cleaning == 0 &&
+  const SlotMeta& m = Meta(t.pos, slot);
+  return m.pins == 0 && m.cleaning == 0 &&
          !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
 }
 
 DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
-  const SlotMeta& m = tables_[table]->meta[slot];
+  const SlotMeta& m = Meta(table, slot);
   const DramSlotHeader& h = tables_[table]->Header(slot);
   OrderEntry e{0, 0, h.tick.load(std::memory_order_relaxed), table, slot};
   if (options_.eviction == DramEviction::kIntent) {
@@ -135,7 +139,7 @@ DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
 }
 
 void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
-  SlotMeta& m = tables_[table]->meta[slot];
+  SlotMeta& m = Meta(table, slot);
   STRATA_ASSERT(!m.in_order, "dram cache: row already in the eviction order");
   auto [it, inserted] = order_.insert(OrderOf(table, slot));
   STRATA_ASSERT(inserted, "dram cache: duplicate eviction order entry");
@@ -144,14 +148,14 @@ void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
 }
 
 void DramCache::OrderRemove(uint32_t table, uint32_t slot) {
-  SlotMeta& m = tables_[table]->meta[slot];
+  SlotMeta& m = Meta(table, slot);
   STRATA_ASSERT(m.in_order, "dram cache: row not in the eviction order");
   order_.erase(m.order_pos);  // by position: no search
   m.in_order = 0;
 }
 
 void DramCache::OrderSync(uint32_t table, uint32_t slot) {
-  SlotMeta& m = tables_[table]->meta[slot];
+  SlotMeta& m = Meta(table, slot);
   bool want = Evictable(*tables_[table], slot);
   if (want && !m.in_order) OrderAdd(table, slot);
   if (!want && m.in_order) OrderRemove(table, slot);
@@ -269,7 +273,7 @@ Status DramCache::PinImpl(TableId table, std::span<const Key> keys, std::span<ui
     found[i] = slot != kDramNoSlot;
     if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->Row(slot) : nullptr;
     if (slot == kDramNoSlot) continue;
-    SlotMeta& m = t->meta[slot];
+    SlotMeta& m = Meta(t->pos, slot);
     STRATA_ASSERT(m.pins < UINT32_MAX, "dram cache: pin count overflow");
     ++m.pins;
     OrderSync(t->pos, slot);
@@ -298,14 +302,14 @@ Status DramCache::Unpin(TableId table, std::span<const Key> keys) {
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot == kDramNoSlot) continue;
-    if (++releases[slot] > t->meta[slot].pins) {
+    if (++releases[slot] > Meta(t->pos, slot).pins) {
       return Status::FailedPrecondition(
           "dram cache Unpin of " + t->Name() + ": key " + std::to_string(key) + " has " +
-          std::to_string(t->meta[slot].pins) + " pins, fewer than this call releases");
+          std::to_string(Meta(t->pos, slot).pins) + " pins, fewer than this call releases");
     }
   }
   for (auto [slot, count] : releases) {
-    t->meta[slot].pins -= count;
+    Meta(t->pos, slot).pins -= count;
     OrderSync(t->pos, slot);
   }
   return Status::Ok();
@@ -330,7 +334,7 @@ Status DramCache::SetNextUse(TableId table, std::span<const Key> keys,
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(*t, keys[i]);
     if (slot == kDramNoSlot) continue;
-    SlotMeta& m = t->meta[slot];
+    SlotMeta& m = Meta(t->pos, slot);
     if (m.in_order) OrderRemove(t->pos, slot);
     m.next_use = next_use[i];
     OrderSync(t->pos, slot);
@@ -344,8 +348,8 @@ Status DramCache::ForEach(
     TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "ForEach"));
   base::MutexLock lock(&mu_);
-  for (uint64_t slot = 0; slot < t->slots_touched; ++slot) {
-    const SlotMeta& m = t->meta[slot];
+  for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
+    const SlotMeta& m = Meta(t->pos, static_cast<uint32_t>(slot));
     if (!m.occupied) continue;
     STRATA_RETURN_IF_ERROR(
         fn(m.key, {t->Row(static_cast<uint32_t>(slot)), t->spec.row_bytes},
@@ -373,8 +377,9 @@ DramCacheStats DramCache::Stats() const {
   s.index_bytes = order_.size() * kOrderNodeBytes;
   for (const auto& t : tables_) {
     const uint64_t header_bytes = DramSlotBytes(t->spec.row_bytes) - t->spec.row_bytes;
-    s.index_bytes += t->index->bytes() + t->slots_touched * (sizeof(SlotMeta) + header_bytes) +
-                     t->free_slots.capacity() * sizeof(uint32_t);
+    s.index_bytes += t->index->bytes() +
+                     slots_[t->pos].touched * (sizeof(SlotMeta) + header_bytes) +
+                     slots_[t->pos].free.capacity() * sizeof(uint32_t);
   }
   return s;
 }

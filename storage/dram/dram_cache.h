@@ -70,7 +70,7 @@ struct DramCacheStats {
   uint64_t misses = 0;            // Lookup keys missing
   uint64_t inserts = 0;           // rows newly placed (overwrites not counted)
   uint64_t evictions = 0;         // rows evicted to make room
-  uint64_t dirty_writebacks = 0;  // dirty rows written to backing (eviction, FlushDirty, CleanAhead)
+  uint64_t dirty_writebacks = 0;  // dirty rows written back (eviction, FlushDirty, CleanAhead)
   uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t bytes_used = 0;        // row bytes of resident rows
@@ -149,6 +149,7 @@ class DramCache {
  private:
   struct SlotMeta;
   struct Table;
+  struct TableSlots;
   struct OrderEntry {
     uint64_t primary;    // kIntent: next-use rank (no next use first)
     uint64_t secondary;  // kLfu: uses
@@ -179,6 +180,8 @@ class DramCache {
   Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
 
+  // The metadata of slot `slot` of the table at position `table`.
+  SlotMeta& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
   uint32_t FindSlot(const Table& t, Key key) const REQUIRES(mu_);
   uint32_t AllocateSlot(Table& t) REQUIRES(mu_);
   void SetDirtyLocked(Table& t, uint32_t slot, bool dirty) REQUIRES(mu_);
@@ -199,6 +202,7 @@ class DramCache {
   base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
   uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
   std::set<OrderEntry> order_ GUARDED_BY(mu_);  // evictable rows, first = next victim
+  std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
   uint64_t rows_ GUARDED_BY(mu_) = 0;
   uint64_t hits_at_rebuild_ GUARDED_BY(mu_) = 0;  // hits_ at the last RebuildOrder

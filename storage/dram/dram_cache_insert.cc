@@ -20,8 +20,8 @@ Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
       victims->clear();
       return Status::ResourceExhausted(
           "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
-          " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) +
-          ", used " + std::to_string(bytes_used_) +
+          " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) + ", used " +
+          std::to_string(bytes_used_) +
           "): every other resident row is pinned, or dirty with no backing store");
     }
     const OrderEntry e = *order_.begin();
@@ -56,7 +56,7 @@ void DramCache::RebuildOrder() {
   std::sort(entries.begin(), entries.end());
   order_.clear();
   for (const OrderEntry& e : entries) {
-    tables_[e.table]->meta[e.slot].order_pos = order_.emplace_hint(order_.end(), e);
+    Meta(e.table, e.slot).order_pos = order_.emplace_hint(order_.end(), e);
   }
 }
 
@@ -68,7 +68,7 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
     std::vector<uint32_t> slots;
     for (const Victim& v : victims) {
       if (v.table != t->pos || !t->Header(v.slot).dirty.load(std::memory_order_relaxed)) continue;
-      keys.push_back(t->meta[v.slot].key);
+      keys.push_back(Meta(t->pos, v.slot).key);
       slots.push_back(v.slot);
     }
     if (keys.empty()) continue;
@@ -98,7 +98,7 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
 
 void DramCache::Release(const Victim& v) {
   Table& t = *tables_[v.table];
-  SlotMeta& m = t.meta[v.slot];
+  SlotMeta& m = Meta(t.pos, v.slot);
   if (m.in_order) OrderRemove(v.table, v.slot);
   const uint64_t hash = DramKeyHash(m.key);
   {
@@ -109,15 +109,13 @@ void DramCache::Release(const Victim& v) {
   }
   m.occupied = 0;
   m.pins = 0;
-  t.free_slots.push_back(v.slot);
-  --t.resident;
+  slots_[t.pos].free.push_back(v.slot);
   --rows_;
   bytes_used_ -= t.spec.row_bytes;
 }
 
-Status DramCache::Insert(TableId table, std::span<const Key> keys,
-                         std::span<const std::byte> rows, std::span<const uint8_t> dirty,
-                         std::span<const Clock> next_use) {
+Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
+                         std::span<const uint8_t> dirty, std::span<const Clock> next_use) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Insert"));
   const size_t n = keys.size();
   const uint32_t rb = t->spec.row_bytes;
@@ -144,7 +142,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     slots[k] = FindSlot(*t, keys[picks[k]]);
     if (slots[k] == kDramNoSlot) {
       ++new_rows;
-    } else if (t->meta[slots[k]].in_order) {
+    } else if (Meta(t->pos, slots[k]).in_order) {
       OrderRemove(t->pos, slots[k]);
     }
   }
@@ -182,7 +180,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
     } else {
       slot = AllocateSlot(*t);
       std::memcpy(t->Row(slot), src, rb);  // unpublished: no reader yet
-      SlotMeta& m = t->meta[slot];
+      SlotMeta& m = Meta(t->pos, slot);
       m.key = keys[i];
       m.pins = 0;
       m.occupied = 1;
@@ -193,12 +191,11 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
         base::WriterLock stripe_lock(&stripe.mu);
         stripe.map.Insert(keys[i], hash, slot);
       }
-      ++t->resident;
       ++rows_;
       bytes_used_ += rb;
       inserts_.fetch_add(1, std::memory_order_relaxed);
     }
-    SlotMeta& m = t->meta[slot];
+    SlotMeta& m = Meta(t->pos, slot);
     m.next_use = next_use.empty() ? kClockNever : next_use[i];
     t->Header(slot).tick.store(tick_base + k, std::memory_order_relaxed);
     t->Header(slot).freq.fetch_add(1, std::memory_order_relaxed);
@@ -210,7 +207,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys,
 bool DramCache::AnyCleaning(const Table& t, std::span<const Key> keys) const {
   for (Key key : keys) {
     uint32_t slot = FindSlot(t, key);
-    if (slot != kDramNoSlot && t.meta[slot].cleaning) return true;
+    if (slot != kDramNoSlot && Meta(t.pos, slot).cleaning) return true;
   }
   return false;
 }
@@ -223,7 +220,7 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   while (AnyCleaning(*t, keys)) clean_cv_.Wait(&mu_);
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
-    if (slot != kDramNoSlot && t->meta[slot].pins > 0) {
+    if (slot != kDramNoSlot && Meta(t->pos, slot).pins > 0) {
       return Status::FailedPrecondition("dram cache Erase of " + t->Name() + ": key " +
                                         std::to_string(key) + " is pinned");
     }
@@ -243,9 +240,10 @@ Status DramCache::FlushDirty() {
   for (const auto& t : tables_) {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;
-    for (uint64_t slot = 0; slot < t->slots_touched; ++slot) {
-      const SlotMeta& m = t->meta[slot];
-      if (m.occupied && t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed)) {
+    for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
+      const SlotMeta& m = Meta(t->pos, static_cast<uint32_t>(slot));
+      if (m.occupied &&
+          t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed)) {
         slots.push_back(static_cast<uint32_t>(slot));
       }
     }
@@ -260,7 +258,7 @@ Status DramCache::FlushDirty() {
       keys.clear();
       rows.resize((end - begin) * rb);
       for (size_t j = begin; j < end; ++j) {
-        keys.push_back(t->meta[slots[j]].key);
+        keys.push_back(Meta(t->pos, slots[j]).key);
         std::memcpy(rows.data() + (j - begin) * rb, t->Row(slots[j]), rb);
       }
       Status s = backing_->MultiPut(t->spec.id, keys, rows);
@@ -300,7 +298,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     }
     for (const Victim& v : picked) {
       Table& t = *tables_[v.table];
-      SlotMeta& m = t.meta[v.slot];
+      SlotMeta& m = Meta(t.pos, v.slot);
       m.cleaning = 1;
       OrderSync(v.table, v.slot);  // not a victim while its copy is written
       const uint32_t rb = t.spec.row_bytes;
@@ -338,7 +336,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
       const uint32_t rb = t.spec.row_bytes;
       for (size_t i = 0; i < copies[ti].size(); ++i) {
         const Copy& c = copies[ti][i];
-        SlotMeta& m = t.meta[c.slot];
+        SlotMeta& m = Meta(t.pos, c.slot);
         m.cleaning = 0;
         // Erase waited for this write, so the slot still holds the key; an
         // Insert that overwrote it meanwhile left it dirty with other bytes.

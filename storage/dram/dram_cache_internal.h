@@ -1,9 +1,14 @@
 // Internal state of DramCache shared by its source files: per-slot metadata
 // and per-table state. Not part of the storage API.
 //
-// Thread safety: fields are guarded as marked; `tick`, `freq` and `dirty`
-// are atomics because Lookup reads or bumps them under a stripe read lock
-// only. Ownership: a Table owns its arenas and index.
+// Thread safety: a Table is constant after construction; what mutators
+// change lives in DramCache::slots_, GUARDED_BY(mu_): a table's TableSlots and,
+// through its `meta` pointer, its SlotMetas, reached with mu_ held only
+// (DramCache::Meta). They are not annotated in place because clang's analysis
+// cannot name the enclosing DramCache's mu_ from a nested struct (it has no
+// `this` of its parent). `tick`, `freq` and `dirty` are atomics because
+// Lookup reads or bumps them under a stripe read lock only. Ownership: a
+// Table owns its arenas and index.
 #pragma once
 
 #include <atomic>
@@ -36,33 +41,36 @@ inline uint32_t DramSlotBytes(uint32_t row_bytes) {
 }
 
 // Mutator-only state of a slot (Lookup never reads it), constructed when the
-// slot is first allocated. 32 bytes.
+// slot is first allocated; reached through DramCache::Meta, with mu_ held.
+// 32 bytes.
 struct DramCache::SlotMeta {
-  Key key = 0;                   // written under mu_ before publication
-  Clock next_use = kClockNever;  // guarded by mu_
-  // guarded by mu_: this row's order_ entry when in_order (its tick and
-  // uses are those the header had when it was filed).
+  Key key = 0;  // written before publication in the index
+  Clock next_use = kClockNever;
+  // This row's order_ entry when in_order (its tick and uses are those the
+  // header had when it was filed).
   std::set<OrderEntry>::iterator order_pos{};
-  uint32_t pins = 0;             // guarded by mu_
-  uint8_t occupied = 0;          // guarded by mu_
-  uint8_t in_order = 0;          // guarded by mu_: has an order_ entry
-  uint8_t cleaning = 0;          // guarded by mu_: CleanAhead is writing a copy
+  uint32_t pins = 0;
+  uint8_t occupied = 0;
+  uint8_t in_order = 0;  // has an order_ entry
+  uint8_t cleaning = 0;  // CleanAhead is writing a copy
+};
+
+// What mutators change about a table's slots: DramCache::slots_ holds one per
+// table (by position), GUARDED_BY(mu_).
+struct DramCache::TableSlots {
+  SlotMeta* meta = nullptr;    // the table's meta_arena, constructed up to `touched`
+  uint64_t touched = 0;        // slots ever allocated (bump pointer)
+  std::vector<uint32_t> free;  // released slots, reused last-in first-out
 };
 
 struct DramCache::Table {
   // Constant after construction.
   TableSpec spec;
-  uint32_t pos = 0;         // position in DramCache::tables_
-  uint64_t slots_max = 0;   // dram_bytes_max / row_bytes, capped
-  std::unique_ptr<DramArena> rows;  // slots of DramSlotBytes(row_bytes)
-  std::unique_ptr<DramArena> meta_arena;
-  SlotMeta* meta = nullptr;  // meta_arena's slots, constructed up to slots_touched
+  uint32_t pos = 0;                       // position in DramCache::tables_
+  uint64_t slots_max = 0;                 // dram_bytes_max / row_bytes, capped
+  std::unique_ptr<DramArena> rows;        // slots of DramSlotBytes(row_bytes)
+  std::unique_ptr<DramArena> meta_arena;  // SlotMetas, reached through DramCache::Meta
   std::unique_ptr<DramIndex> index;
-
-  // Guarded by DramCache::mu_.
-  uint64_t slots_touched = 0;        // slots ever allocated (bump pointer)
-  std::vector<uint32_t> free_slots;  // released slots, reused last-in first-out
-  uint64_t resident = 0;             // rows resident
 
   DramSlotHeader& Header(uint32_t slot) const {
     return *reinterpret_cast<DramSlotHeader*>(rows->Slot(slot));
@@ -73,5 +81,9 @@ struct DramCache::Table {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
   }
 };
+
+inline DramCache::SlotMeta& DramCache::Meta(uint32_t table, uint32_t slot) const {
+  return slots_[table].meta[slot];
+}
 
 }  // namespace strata::storage

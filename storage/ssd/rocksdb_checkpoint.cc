@@ -113,10 +113,12 @@ Status RocksDbRowStore::Open() {
   statistics_ = rocksdb::CreateDBStatistics();
   // Nothing is written or deleted before the pointer and the directory have
   // been checked: a refused open leaves the directory as it was.
-  STRATA_ASSIGN_OR_RETURN(generation_, ReadPointer());
+  STRATA_ASSIGN_OR_RETURN(const uint64_t generation, ReadPointer());
   std::vector<std::string> children;
   STRATA_RETURN_IF_ERROR(FromRocks(env_->GetChildren(options_.dir, &children), options_.dir));
-  if (generation_ == 0) return CreateStore(children);
+  if (generation == 0) return CreateStore(children);  // its first Checkpoint sets generation_
+  base::WriterLock lock(&write_mu_);                  // nothing else runs yet; for the analysis
+  generation_ = generation;
   return OpenCheckpoint(children);
 }
 

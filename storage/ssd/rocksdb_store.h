@@ -106,16 +106,15 @@ class RocksDbRowStore final : public RowStore {
   // Deletes every ckpt-* entry but ckpt-<generation_>; never fails: an error
   // is counted and logged once, and the next checkpoint or open tries again.
   // REQUIRES: the pointer naming generation_ is durable.
-  void RemoveObsoleteCheckpoints();
+  void RemoveObsoleteCheckpoints() REQUIRES(write_mu_);
   void NoteCleanupError(const Status& s);
 
   // rocksdb_checkpoint.cc.
   Status CreateStore(const std::vector<std::string>& children);
-  Status OpenCheckpoint(const std::vector<std::string>& children);
+  Status OpenCheckpoint(const std::vector<std::string>& children) REQUIRES(write_mu_);
   Status CloneCheckpointToLive(uint64_t gen);
   Status OpenDb(const std::string& path, bool create);
   void CloseDb();
-  // REQUIRES: write_mu_ held exclusively.
   Status CheckpointLocked(std::span<const std::byte> meta) REQUIRES(write_mu_);
 
   const RowStoreOptions options_;
@@ -128,17 +127,15 @@ class RocksDbRowStore final : public RowStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<Family> families_;
   rocksdb::ColumnFamilyHandle* meta_family_ = nullptr;
-  // The last checkpoint switched to durably (0: none yet). Guarded by
-  // write_mu_ (exclusive) after Open.
-  uint64_t generation_ = 0;
-  // The number of the next checkpoint: above every ckpt-<n> that a pointer on
-  // disk may name (after a failure past the pointer's rename, the new one may
-  // be durable as well as the old), so making it never deletes one.
-  uint64_t next_generation_ = 1;
-
   // Writers hold it shared, Checkpoint exclusively: a checkpoint sees no
   // write half-applied across column families.
   base::SharedMutex write_mu_;
+  // The last checkpoint switched to durably (0: none yet).
+  uint64_t generation_ GUARDED_BY(write_mu_) = 0;
+  // The number of the next checkpoint: above every ckpt-<n> that a pointer on
+  // disk may name (after a failure past the pointer's rename, the new one may
+  // be durable as well as the old), so making it never deletes one.
+  uint64_t next_generation_ GUARDED_BY(write_mu_) = 1;
   mutable base::Mutex meta_mu_;
   std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
 

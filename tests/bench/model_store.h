@@ -8,10 +8,10 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "base/hash.h"
+#include "base/mutex.h"
 #include "strata/store.h"
 
 namespace strata::bench::testing {
@@ -36,18 +36,19 @@ class ModelStore : public Store {
 
   ModelStore(std::vector<TableOptions> tables, Knobs knobs, const StoreOptions& options = {})
       : tables_(std::move(tables)), knobs_(knobs) {
+    base::MutexLock lock(&mu_);  // not shared yet; for the analysis
     rows_.resize(tables_.size());
     stats_.t0.rows_max = options.device_rows_max;
     stats_.t1.rows_max = options.dram_rows_max;
   }
 
   Result<WorkerId> RegisterWorker(int) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     clocks_.push_back(0);
     return static_cast<WorkerId>(clocks_.size() - 1);
   }
   Status Intent(WorkerId w, TableId, std::span<const Key> keys, Clock start, Clock end) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     if (start >= end) return Status::InvalidArgument("start >= end");
     if (knobs_.log) knobs_.log->lead_counts[start - clocks_.at(w)]++;
     stats_.intents += keys.size();
@@ -58,16 +59,16 @@ class ModelStore : public Store {
     return Status::Ok();
   }
   Status AdvanceClock(WorkerId w) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     clocks_.at(w)++;
     return Status::Ok();
   }
   Result<Clock> CurrentClock(WorkerId w) const override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return clocks_.at(w);
   }
   Status Pull(WorkerId, TableId t, std::span<const Key> keys, float* out, void*) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     if ((knobs_.pull_keys_ok_max != 0 && keys.size() > knobs_.pull_keys_ok_max) ||
         static_cast<int64_t>(t) == knobs_.failing_table) {
       failed_pulls_.fetch_add(1);
@@ -85,7 +86,7 @@ class ModelStore : public Store {
     return Status::Ok();
   }
   Status Push(WorkerId, TableId t, std::span<const Key> keys, const float* grads, void*) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     const uint32_t dim = tables_.at(t).dim;
     std::unordered_map<Key, std::vector<float>> summed;  // duplicates summed first
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -102,14 +103,15 @@ class ModelStore : public Store {
     return Status::Ok();
   }
   Status DrainIntents() override { return Status::Ok(); }
-  Status ScanTable(TableId t, const std::function<Status(Key, std::span<const float>)>& fn) override {
-    std::lock_guard lock(mu_);
+  Status ScanTable(TableId t,
+                   const std::function<Status(Key, std::span<const float>)>& fn) override {
+    base::MutexLock lock(&mu_);
     for (const auto& [k, row] : rows_.at(t)) STRATA_RETURN_IF_ERROR(fn(k, row));
     return Status::Ok();
   }
   Status Checkpoint() override { return Status::Ok(); }
   StoreStats Stats() const override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return stats_;
   }
   Result<TableId> FindTable(const std::string& name) const override {
@@ -122,7 +124,7 @@ class ModelStore : public Store {
   Status Close() override { return Status::Ok(); }
 
  private:
-  std::vector<float>& Row(TableId t, Key k) {
+  std::vector<float>& Row(TableId t, Key k) REQUIRES(mu_) {
     auto [it, fresh] = rows_[t].try_emplace(k);
     if (fresh) {  // deterministic initializer per (table, key)
       SplitMix64 rng(k * 31 + t);
@@ -134,12 +136,12 @@ class ModelStore : public Store {
 
   const std::vector<TableOptions> tables_;
   const Knobs knobs_;
-  mutable std::mutex mu_;
-  std::vector<std::unordered_map<Key, std::vector<float>>> rows_;
-  std::vector<Clock> clocks_;
-  StoreStats stats_;
-  uint64_t pulled_ = 0;
-  uint64_t pushed_ = 0;
+  mutable base::Mutex mu_;
+  std::vector<std::unordered_map<Key, std::vector<float>>> rows_ GUARDED_BY(mu_);
+  std::vector<Clock> clocks_ GUARDED_BY(mu_);
+  StoreStats stats_ GUARDED_BY(mu_);
+  uint64_t pulled_ GUARDED_BY(mu_) = 0;
+  uint64_t pushed_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> failed_pulls_{0};
 };
 

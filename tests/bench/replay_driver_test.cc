@@ -37,8 +37,8 @@ struct Harness {
   ModelStore::Knobs knobs;
   int opened = 0;
   StoreOpener Opener() {
-    return [this](const StoreOptions&, const std::vector<TableOptions>& tables)
-               -> Result<std::unique_ptr<Store>> {
+    return [this](const StoreOptions&,
+                  const std::vector<TableOptions>& tables) -> Result<std::unique_ptr<Store>> {
       ++opened;
       return std::unique_ptr<Store>(std::make_unique<ModelStore>(tables, knobs));
     };
@@ -145,14 +145,14 @@ TEST(ReplayDriverTest, VerifyCatchesAWrongRow) {
 // the workers' and, with faults (which the model store ignores), the final
 // check's.
 TEST(ReplayDriverTest, PullsThatFailWholeAreSplitUntilTheyGetThrough) {
-  for (const char* faults : {"", "eio=0"}) {
+  for (double eio : {0.0, 0.5}) {
     TempDir dir;
     Harness h;
     h.knobs.pull_keys_ok_max = 8;  // every batch pulls 64 keys of table t0
     ReplayOptions o = Options(dir, SmallTrace(dir));
-    o.faults = faults;
+    o.faults.eio_probability = eio;
     auto r = RunReplay(o, h.Opener(), {});
-    ASSERT_TRUE(r.ok()) << faults << ": " << r.status().ToString();
+    ASSERT_TRUE(r.ok()) << "eio " << eio << ": " << r.status().ToString();
     EXPECT_EQ(r->batches, 24u);
     EXPECT_GT(r->verified_rows, 0u);
     EXPECT_GT(r->scanned_rows, 0u);

@@ -14,16 +14,16 @@ namespace strata {
 namespace {
 
 TEST(StoreFaultTest, InjectedSsdErrorsAreRetriedWithoutLoss) {
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("strata_fault_test_" + std::to_string(getpid())))
-                        .string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("strata_fault_test_" + std::to_string(getpid())))
+          .string();
   std::filesystem::remove_all(dir);
   StoreOptions o;
   o.dir = dir;
   o.device_rows_max = 32;
   o.dram_rows_max = 48;
   o.use_gpu = false;
-  o.faults = "eio=0.05,enospc=0.02,seed=11";
+  o.faults = {.eio_probability = 0.05, .enospc_probability = 0.02, .seed = 11};
   TableOptions t;
   t.name = "faulty";
   t.dim = 2;
@@ -72,16 +72,30 @@ TEST(StoreFaultTest, InjectedSsdErrorsAreRetriedWithoutLoss) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(StoreFaultTest, BadFaultSpecIsRejected) {
+TEST(StoreFaultTest, BadFaultOptionsAreRejectedBeforeAnythingIsCreated) {
   StoreOptions o;
   o.dir = (std::filesystem::temp_directory_path() / "strata_fault_test_bad").string();
-  o.faults = "eio=7";
+  std::filesystem::remove_all(o.dir);
   TableOptions t;
   t.name = "x";
+  o.faults.eio_probability = 7;
   auto r = Store::Open(o, {t});
-  ASSERT_TRUE(r.status().IsInvalidArgument());
-  EXPECT_NE(r.status().message().find("eio=7"), std::string::npos) << r.status().ToString();
-  std::filesystem::remove_all(o.dir);
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("StoreOptions.faults.eio_probability"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(o.dir));
+
+  o.faults = {.delay_us = kFaultDelayUsMax + 1};
+  r = Store::Open(o, {t});
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("delay_us"), std::string::npos) << r.status().ToString();
+
+  o.faults = {.eio_probability = 0.1};
+  o.ssd_backend = SsdBackend::kRocksDb;
+  r = Store::Open(o, {t});
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("native"), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(o.dir));
 }
 
 }  // namespace

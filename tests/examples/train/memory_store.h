@@ -12,10 +12,10 @@
 #include <atomic>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 
+#include "base/mutex.h"
 #include "strata/store.h"
 
 namespace strata::train::testing {
@@ -23,11 +23,12 @@ namespace strata::train::testing {
 class MemoryStore : public Store {
  public:
   explicit MemoryStore(std::vector<TableOptions> tables) : tables_(std::move(tables)) {
+    base::MutexLock lock(&mu_);  // not shared yet; for the analysis
     rows_.resize(tables_.size());
   }
 
   Result<WorkerId> RegisterWorker(int) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     clocks_.push_back(0);
     return static_cast<WorkerId>(clocks_.size() - 1);
   }
@@ -39,7 +40,7 @@ class MemoryStore : public Store {
   }
   Status Intent(WorkerId w, std::span<const TableKeys> keys, Clock start, Clock end) override {
     Enter guard(this);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     STRATA_RETURN_IF_ERROR(CheckWorker(w));
     if (start >= end) return Status::InvalidArgument("empty intent window");
     for (const TableKeys& tk : keys) {
@@ -55,20 +56,20 @@ class MemoryStore : public Store {
 
   Status AdvanceClock(WorkerId w) override {
     Enter guard(this);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     STRATA_RETURN_IF_ERROR(CheckWorker(w));
     ++clocks_[w];
     return Status::Ok();
   }
   Result<Clock> CurrentClock(WorkerId w) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (w >= clocks_.size()) return Status::InvalidArgument("unknown worker");
     return clocks_[w];
   }
 
   Status Pull(WorkerId w, TableId table, std::span<const Key> keys, float* out, void*) override {
     Enter guard(this);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     STRATA_RETURN_IF_ERROR(CheckWorker(w));
     if (table >= tables_.size()) return Status::InvalidArgument("unknown table");
     const uint32_t dim = tables_[table].dim;
@@ -85,7 +86,7 @@ class MemoryStore : public Store {
   Status Push(WorkerId w, TableId table, std::span<const Key> keys, const float* grads,
               void*) override {
     Enter guard(this);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     STRATA_RETURN_IF_ERROR(CheckWorker(w));
     if (table >= tables_.size()) return Status::InvalidArgument("unknown table");
     const TableOptions& t = tables_[table];
@@ -110,7 +111,7 @@ class MemoryStore : public Store {
   Status DrainIntents() override { return Status::Ok(); }
   Status ScanTable(TableId table,
                    const std::function<Status(Key, std::span<const float>)>& fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (table >= tables_.size()) return Status::InvalidArgument("unknown table");
     for (auto& [key, row] : rows_[table]) {
       STRATA_RETURN_IF_ERROR(fn(key, std::span<const float>(row).first(tables_[table].dim)));
@@ -119,7 +120,7 @@ class MemoryStore : public Store {
   }
   Status Checkpoint() override { return Status::Ok(); }
   StoreStats Stats() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return stats_;
   }
   Result<TableId> FindTable(const std::string& name) const override {
@@ -132,8 +133,14 @@ class MemoryStore : public Store {
   Status Close() override { return Status::Ok(); }
 
   // Checks for the tests.
-  uint64_t unannounced_pulls() const { return unannounced_pulls_; }
-  Clock max_intent_lead() const { return max_lead_; }
+  uint64_t unannounced_pulls() const {
+    base::MutexLock lock(&mu_);
+    return unannounced_pulls_;
+  }
+  Clock max_intent_lead() const {
+    base::MutexLock lock(&mu_);
+    return max_lead_;
+  }
   bool overlapping_calls() const { return overlap_.load(); }
 
  private:
@@ -146,10 +153,10 @@ class MemoryStore : public Store {
     MemoryStore* s_;
   };
 
-  Status CheckWorker(WorkerId w) const {
+  Status CheckWorker(WorkerId w) const REQUIRES(mu_) {
     return w < clocks_.size() ? Status::Ok() : Status::InvalidArgument("unknown worker");
   }
-  bool Announced(TableId table, Key key, Clock clock) const {
+  bool Announced(TableId table, Key key, Clock clock) const REQUIRES(mu_) {
     auto it = windows_.find({table, key});
     if (it == windows_.end()) return false;
     for (auto [start, end] : it->second) {
@@ -158,7 +165,7 @@ class MemoryStore : public Store {
     return false;
   }
   // The row of key, created by a deterministic per-(table, key) initializer.
-  std::vector<float>& Row(TableId table, Key key) {
+  std::vector<float>& Row(TableId table, Key key) REQUIRES(mu_) {
     auto [it, inserted] = rows_[table].try_emplace(key);
     if (inserted) {
       const TableOptions& t = tables_[table];
@@ -177,13 +184,13 @@ class MemoryStore : public Store {
   }
 
   const std::vector<TableOptions> tables_;
-  mutable std::mutex mu_;
-  std::vector<std::unordered_map<Key, std::vector<float>>> rows_;
-  std::vector<Clock> clocks_;
-  std::map<std::pair<TableId, Key>, std::set<std::pair<Clock, Clock>>> windows_;
-  StoreStats stats_;
-  uint64_t unannounced_pulls_ = 0;
-  Clock max_lead_ = 0;
+  mutable base::Mutex mu_;
+  std::vector<std::unordered_map<Key, std::vector<float>>> rows_ GUARDED_BY(mu_);
+  std::vector<Clock> clocks_ GUARDED_BY(mu_);
+  std::map<std::pair<TableId, Key>, std::set<std::pair<Clock, Clock>>> windows_ GUARDED_BY(mu_);
+  StoreStats stats_ GUARDED_BY(mu_);
+  uint64_t unannounced_pulls_ GUARDED_BY(mu_) = 0;
+  Clock max_lead_ GUARDED_BY(mu_) = 0;
   std::atomic<int> in_call_{0};
   std::atomic<bool> overlap_{false};
 };

@@ -4,10 +4,9 @@
 // changed or erased while its copy is written stays correct.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "storage/dram/dram_cache.h"
 #include "tests/storage/dram/dram_test_util.h"
 #include "tests/storage/ssd/memory_row_store.h"
@@ -25,42 +24,45 @@ class GatedRowStore : public MemoryRowStore {
  public:
   using MemoryRowStore::MemoryRowStore;
   void Arm() {
-    std::lock_guard lock(gate_mu_);
+    base::MutexLock lock(&gate_mu_);
     armed_ = true;
   }
   void WaitUntilPutStarted() {
-    std::unique_lock lock(gate_mu_);
-    gate_cv_.wait(lock, [&] { return started_; });
+    base::MutexLock lock(&gate_mu_);
+    while (!started_) gate_cv_.Wait(&gate_mu_);
   }
   void Release() {
-    std::lock_guard lock(gate_mu_);
+    base::MutexLock lock(&gate_mu_);
     released_ = true;
-    gate_cv_.notify_all();
+    gate_cv_.SignalAll();
   }
   bool put_finished() const {
-    std::lock_guard lock(gate_mu_);
+    base::MutexLock lock(&gate_mu_);
     return finished_;
   }
   Status MultiPut(TableId table, std::span<const Key> keys,
                   std::span<const std::byte> rows) override {
     {
-      std::unique_lock lock(gate_mu_);
+      base::MutexLock lock(&gate_mu_);
       if (armed_) {
         started_ = true;
-        gate_cv_.notify_all();
-        gate_cv_.wait(lock, [&] { return released_; });
+        gate_cv_.SignalAll();
+        while (!released_) gate_cv_.Wait(&gate_mu_);
       }
     }
     Status s = MemoryRowStore::MultiPut(table, keys, rows);
-    std::lock_guard lock(gate_mu_);
+    base::MutexLock lock(&gate_mu_);
     if (armed_) finished_ = true;
     return s;
   }
 
  private:
-  mutable std::mutex gate_mu_;
-  std::condition_variable gate_cv_;
-  bool armed_ = false, started_ = false, released_ = false, finished_ = false;
+  mutable base::Mutex gate_mu_;
+  base::CondVar gate_cv_;  // with gate_mu_: started_ or released_ set
+  bool armed_ GUARDED_BY(gate_mu_) = false;
+  bool started_ GUARDED_BY(gate_mu_) = false;
+  bool released_ GUARDED_BY(gate_mu_) = false;
+  bool finished_ GUARDED_BY(gate_mu_) = false;
 };
 
 TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {

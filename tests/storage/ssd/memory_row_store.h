@@ -11,11 +11,11 @@
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "storage/ssd/row_store.h"
 
 namespace strata::storage::testing {
@@ -23,36 +23,37 @@ namespace strata::storage::testing {
 class MemoryRowStore : public RowStore {
  public:
   explicit MemoryRowStore(std::vector<TableSpec> tables) : tables_(std::move(tables)) {
+    base::MutexLock lock(&mu_);  // not shared yet; for the analysis
     for (const TableSpec& t : tables_) rows_[t.id];
   }
 
   // The next `calls` MultiPut calls fail; each first applies `prefix_rows` rows.
   void FailNextPuts(uint64_t calls, uint64_t prefix_rows = 0) {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     fail_puts_ = calls;
     fail_prefix_rows_ = prefix_rows;
   }
   void FailNextGets(uint64_t calls) {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     fail_gets_ = calls;
   }
   uint64_t put_calls() const {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return put_calls_;
   }
   uint64_t rows_put() const {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return rows_put_;
   }
   // A copy of one table's rows (key -> bytes).
   std::unordered_map<Key, std::vector<std::byte>> Rows(TableId table) const {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return rows_.at(table);
   }
 
   Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                   std::span<uint8_t> found) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     auto it = rows_.find(table);
     if (it == rows_.end()) return Status::InvalidArgument("unknown table " + std::to_string(table));
     if (fail_gets_ > 0) {
@@ -70,7 +71,7 @@ class MemoryRowStore : public RowStore {
 
   Status MultiPut(TableId table, std::span<const Key> keys,
                   std::span<const std::byte> rows) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     auto it = rows_.find(table);
     if (it == rows_.end()) return Status::InvalidArgument("unknown table " + std::to_string(table));
     ++put_calls_;
@@ -91,28 +92,28 @@ class MemoryRowStore : public RowStore {
   }
 
   Status Delete(TableId table, std::span<const Key> keys) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     for (Key k : keys) rows_[table].erase(k);
     return Status::Ok();
   }
   Status Scan(TableId table,
               const std::function<Status(Key, std::span<const std::byte>)>& fn) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     for (const auto& [k, row] : rows_[table]) STRATA_RETURN_IF_ERROR(fn(k, row));
     return Status::Ok();
   }
   Status Sync() override { return Status::Ok(); }
   Status Checkpoint(std::span<const std::byte> meta) override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     meta_.assign(meta.begin(), meta.end());
     return Status::Ok();
   }
   std::vector<std::byte> CheckpointMeta() const override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return meta_;
   }
   RowStoreStats Stats() const override {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     RowStoreStats s;
     for (const TableSpec& t : tables_) {
       s.live_rows += rows_.at(t.id).size();
@@ -131,11 +132,14 @@ class MemoryRowStore : public RowStore {
   }
 
   const std::vector<TableSpec> tables_;
-  mutable std::mutex mu_;
-  std::map<TableId, std::unordered_map<Key, std::vector<std::byte>>> rows_;  // guarded by mu_
-  std::vector<std::byte> meta_;                                             // guarded by mu_
-  uint64_t fail_puts_ = 0, fail_prefix_rows_ = 0, fail_gets_ = 0;           // guarded by mu_
-  uint64_t put_calls_ = 0, rows_put_ = 0;                                   // guarded by mu_
+  mutable base::Mutex mu_;
+  std::map<TableId, std::unordered_map<Key, std::vector<std::byte>>> rows_ GUARDED_BY(mu_);
+  std::vector<std::byte> meta_ GUARDED_BY(mu_);
+  uint64_t fail_puts_ GUARDED_BY(mu_) = 0;
+  uint64_t fail_prefix_rows_ GUARDED_BY(mu_) = 0;
+  uint64_t fail_gets_ GUARDED_BY(mu_) = 0;
+  uint64_t put_calls_ GUARDED_BY(mu_) = 0;
+  uint64_t rows_put_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata::storage::testing

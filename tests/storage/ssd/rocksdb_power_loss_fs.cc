@@ -277,7 +277,7 @@ IOStatus PowerLossFileSystem::ReuseWritableFile(const std::string& f, const std:
                                                 IODebugContext* g) {
   IOStatus s = Tick(f);
   if (!s.ok()) return s;
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   uint64_t size = 0;  // the reused file's content counts as synced
   s = target()->GetFileSize(old, IOOptions(), &size, nullptr);
   std::unique_ptr<rocksdb::FSWritableFile> base;
@@ -322,7 +322,7 @@ IOStatus PowerLossFileSystem::MakeDir(const std::string& d, const IOOptions& o, 
   IOStatus s = Tick(d);
   if (!s.ok()) return s;
   const std::string path = NormalizePath(d);
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   const bool existed = ExistsLocked(path);
   s = if_missing ? target()->CreateDirIfMissing(d, o, g) : target()->CreateDir(d, o, g);
   if (s.ok() && !existed) {
@@ -336,7 +336,7 @@ IOStatus PowerLossFileSystem::NewLogger(const std::string& f, const IOOptions& o
   IOStatus s = Tick(f);
   if (!s.ok()) return s;
   const std::string path = NormalizePath(f);
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   const bool existed = ExistsLocked(path);
   s = target()->NewLogger(f, o, r, g);  // its writes bypass the wrapper: content untracked
   if (s.ok() && !existed) AddChangeLocked({.kind = Change::Kind::kCreate, .path = path});

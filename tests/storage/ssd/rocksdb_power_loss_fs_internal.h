@@ -23,10 +23,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "strata/status.h"
 
 namespace strata::storage::testing {
@@ -35,7 +35,10 @@ namespace strata::storage::testing {
 std::string NormalizePath(const std::string& path);
 std::string ParentOf(const std::string& path);
 
-// What a power loss leaves of one file: its first synced_size bytes.
+// What a power loss leaves of one file: its first synced_size bytes. Read
+// and written with PowerLossFileSystem::mu_ held; not annotated, as it is
+// shared (by pointer) with the files and the analysis cannot name the file
+// system's mutex from here.
 struct SyncState {
   uint64_t size = 0;
   uint64_t synced_size = 0;
@@ -206,34 +209,34 @@ class PowerLossFileSystem final : public rocksdb::FileSystemWrapper {
   IOStatus Remove(const std::string& path, bool with_children,
                   const std::function<IOStatus()>& remove);
 
-  // REQUIRES: mu_ held (for all below).
   // Makes `rename` (from -> to, by the base) and records it.
   IOStatus RenameLocked(const std::string& from, const std::string& to,
-                        const std::function<IOStatus()>& rename);
-  bool ExistsLocked(const std::string& path);
+                        const std::function<IOStatus()>& rename) REQUIRES(mu_);
+  bool ExistsLocked(const std::string& path) REQUIRES(mu_);
   // The state of `path` (made when untracked, synced up to `size`).
-  std::shared_ptr<SyncState> TrackLocked(const std::string& path, uint64_t size);
-  void AddChangeLocked(Change c);
+  std::shared_ptr<SyncState> TrackLocked(const std::string& path, uint64_t size) REQUIRES(mu_);
+  void AddChangeLocked(Change c) REQUIRES(mu_);
   // `path` is gone for good: forget its state and the changes that made it.
-  void ForgetLocked(const std::string& path, bool with_children);
+  void ForgetLocked(const std::string& path, bool with_children) REQUIRES(mu_);
   // Moves the states, open directories and changes_[0, changes_end) at or
   // under `from` to `to` (a rename).
-  void RebaseLocked(const std::string& from, const std::string& to, size_t changes_end);
+  void RebaseLocked(const std::string& from, const std::string& to, size_t changes_end)
+      REQUIRES(mu_);
   // The content a power loss would leave at `path` (all of an untracked file).
-  IOStatus SyncedContentLocked(const std::string& path, std::string* content);
-  IOStatus TruncateLocked(const std::string& path, uint64_t size);
-  IOStatus UndoLocked(const Change& c, size_t index);
-  IOStatus RemoveAllLocked(const std::string& path);
+  IOStatus SyncedContentLocked(const std::string& path, std::string* content) REQUIRES(mu_);
+  IOStatus TruncateLocked(const std::string& path, uint64_t size) REQUIRES(mu_);
+  IOStatus UndoLocked(const Change& c, size_t index) REQUIRES(mu_);
+  IOStatus RemoveAllLocked(const std::string& path) REQUIRES(mu_);
 
   std::atomic<uint64_t> ops_{0};
   std::atomic<uint64_t> cut_at_{0};
 
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<SyncState>> files_;  // guarded by mu_
-  std::vector<Change> changes_;                              // guarded by mu_, oldest first
-  uint64_t next_seq_ = 1;                                    // guarded by mu_
-  std::map<uint64_t, std::string> open_dirs_;                // guarded by mu_: id -> path
-  uint64_t next_dir_id_ = 0;                                 // guarded by mu_
+  base::Mutex mu_;
+  std::map<std::string, std::shared_ptr<SyncState>> files_ GUARDED_BY(mu_);
+  std::vector<Change> changes_ GUARDED_BY(mu_);  // oldest first
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::string> open_dirs_ GUARDED_BY(mu_);  // id -> path
+  uint64_t next_dir_id_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace strata::storage::testing

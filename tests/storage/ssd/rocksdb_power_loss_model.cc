@@ -49,49 +49,49 @@ std::string ParentOf(const std::string& path) {
 // The files' bookkeeping.
 
 void PowerLossFileSystem::WroteTo(SyncState* s, uint64_t end) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   s->size = std::max(s->size, end);
 }
 
 void PowerLossFileSystem::Appended(SyncState* s, uint64_t bytes) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   s->size += bytes;
 }
 
 void PowerLossFileSystem::Truncated(SyncState* s, uint64_t size) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   s->size = size;
   s->synced_size = std::min(s->synced_size, size);
 }
 
 uint64_t PowerLossFileSystem::SizeOf(const SyncState* s) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   return s->size;
 }
 
 void PowerLossFileSystem::Synced(SyncState* s, uint64_t size) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   s->synced_size = std::max(s->synced_size, std::min(size, s->size));
 }
 
 uint64_t PowerLossFileSystem::OpenDir(const std::string& path) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   open_dirs_[++next_dir_id_] = path;
   return next_dir_id_;
 }
 
 void PowerLossFileSystem::CloseDir(uint64_t id) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   open_dirs_.erase(id);
 }
 
 uint64_t PowerLossFileSystem::NextSeq() {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   return next_seq_;
 }
 
 void PowerLossFileSystem::DirSynced(uint64_t id, uint64_t seq) {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = open_dirs_.find(id);
   if (it == open_dirs_.end()) return;
   const std::string& dir = it->second;
@@ -104,7 +104,7 @@ IOStatus PowerLossFileSystem::RenameFile(const std::string& from, const std::str
                                          const IOOptions& o, IODebugContext* g) {
   IOStatus s = Tick(from);
   if (!s.ok()) return s;
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   return RenameLocked(from, to, [&] { return target()->RenameFile(from, to, o, g); });
 }
 
@@ -134,7 +134,7 @@ IOStatus PowerLossFileSystem::LinkFile(const std::string& from, const std::strin
   if (!s.ok()) return s;
   const std::string src = NormalizePath(from);
   const std::string dst = NormalizePath(to);
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   s = target()->LinkFile(from, to, o, g);
   if (!s.ok()) return s;
   if (auto it = files_.find(src); it != files_.end()) files_[dst] = it->second;
@@ -155,7 +155,7 @@ IOStatus PowerLossFileSystem::DeleteDir(const std::string& d, const IOOptions& o
 IOStatus PowerLossFileSystem::Remove(const std::string& path, bool with_children,
                                      const std::function<IOStatus()>& remove) {
   return Counted(path, [&] {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     IOStatus s = remove();
     if (s.ok()) ForgetLocked(NormalizePath(path), with_children);
     return s;
@@ -168,7 +168,7 @@ IOStatus PowerLossFileSystem::Truncate(const std::string& f, size_t size, const 
   if (!s.ok()) return s;
   std::shared_ptr<SyncState> state;
   {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     if (auto it = files_.find(NormalizePath(f)); it != files_.end()) state = it->second;
   }
   if (state != nullptr) Truncated(state.get(), size);
@@ -179,7 +179,7 @@ IOStatus PowerLossFileSystem::OpenTracked(const std::string& f, bool truncate,
                                           std::shared_ptr<SyncState>* state,
                                           const std::function<IOStatus()>& open) {
   const std::string path = NormalizePath(f);
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   const bool existed = ExistsLocked(path);
   uint64_t size = 0;  // an existing file's content counts as synced
   IOStatus s;
@@ -297,7 +297,7 @@ IOStatus PowerLossFileSystem::UndoLocked(const Change& c, size_t index) {
 }
 
 Status PowerLossFileSystem::DropUnsyncedData() {
-  std::lock_guard lock(mu_);
+  base::MutexLock lock(&mu_);
   Status first;
   auto note = [&](const IOStatus& s, const std::string& path) {
     if (!s.ok() && first.ok()) {

@@ -17,10 +17,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "base/mutex.h"
 #include "storage/ssd/row_store_factory.h"
 
 namespace strata::storage::testing {
@@ -53,7 +53,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
 
   // `dir` (no trailing slash) was fsynced since the FaultFs was made.
   bool DirSynced(const std::string& dir) {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     return synced_dirs_.count(dir) != 0;
   }
 
@@ -141,7 +141,7 @@ class FaultFs : public rocksdb::FileSystemWrapper {
       return rocksdb::IOStatus::IOError("injected EIO on rename");
     rocksdb::IOStatus s = target()->RenameFile(from, to, o, g);
     if (pointer && s.ok()) {
-      std::lock_guard lock(mu_);
+      base::MutexLock lock(&mu_);
       pointer_dir_ = fail_dir_syncs_after_pointer_rename ? to.substr(0, to.size() - 11) : "";
     }
     return s;
@@ -187,15 +187,15 @@ class FaultFs : public rocksdb::FileSystemWrapper {
   }
   // Records a directory fsync; true when it is to fail.
   bool FailSync(const std::string& dir) {
-    std::lock_guard lock(mu_);
+    base::MutexLock lock(&mu_);
     if (fail_dir_syncs_after_pointer_rename && dir == pointer_dir_) return true;
     synced_dirs_.insert(dir);
     return false;
   }
 
-  std::mutex mu_;
-  std::set<std::string> synced_dirs_;  // guarded by mu_
-  std::string pointer_dir_;            // guarded by mu_: where an armed pointer rename went
+  base::Mutex mu_;
+  std::set<std::string> synced_dirs_ GUARDED_BY(mu_);
+  std::string pointer_dir_ GUARDED_BY(mu_);  // where an armed pointer rename went
 };
 
 }  // namespace strata::storage::testing

@@ -16,7 +16,7 @@ namespace {
 
 TEST(TableNameLimitTest, NativeStoreReopensWithTheLongestNameItAccepts) {
   static_assert(kRowStoreTableNameBytesMax > kTableNameBytesMax);
-  testing::ScratchDir dir;
+  strata::testing::ScratchDir dir;
   RowStoreOptions o;
   o.backend = SsdBackend::kNative;
   o.dir = dir.path() + "/store";

@@ -1,0 +1,56 @@
+// Moving rows between the host and the runner's memory (device memory when
+// T0 runs on a GPU, host memory for the host runner): the per-table staging
+// buffers the engine reuses, and the one copy of exported T0 rows back to the
+// host that eviction, checkpoint and scan share.
+//
+// Thread safety: none inside; a table's RunnerStaging is guarded by its
+// table's mutex (engine/store_impl.h), a HostRows belongs to its caller.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/device_table.h"
+#include "strata/status.h"
+#include "strata/types.h"
+
+namespace strata::engine {
+
+// Staging buffers of one table in runner memory, grown on demand and reused.
+struct RunnerStaging {
+  kernels::RunnerBuffer<Key> keys;
+  kernels::RunnerBuffer<float> rows;
+  kernels::RunnerBuffer<float> values;
+  kernels::RunnerBuffer<uint8_t> flags;
+  kernels::RunnerBuffer<int64_t> next_use;
+  kernels::RunnerBuffer<uint8_t> dirty;
+};
+
+// Grows `buffer` to at least `count` elements (doubling), keeping none of its
+// contents: staging only.
+template <class T>
+[[nodiscard]] Status ReserveRunner(kernels::RunnerBuffer<T>& buffer, kernels::Runner runner,
+                                   size_t count) {
+  if (buffer.size() >= count && buffer.runner() == runner && buffer.data() != nullptr) {
+    return Status::Ok();
+  }
+  return buffer.Allocate(runner, std::max<size_t>(count, buffer.size() * 2));
+}
+
+// Rows exported from T0 (a kernels::RowBatch), copied to the host: row i is
+// rows[i * row_floats, (i + 1) * row_floats).
+struct HostRows {
+  std::vector<Key> keys;
+  std::vector<float> rows;
+  std::vector<int64_t> next_use;
+  std::vector<uint8_t> dirty;
+};
+
+// Copies every field of `batch` (runner memory, `batch.count` rows of
+// `row_floats` floats) into `out`, resizing its vectors (their capacity is
+// reused from call to call).
+[[nodiscard]] Status CopyRowsToHost(kernels::Runner runner, const kernels::RowBatch& batch,
+                                    uint32_t row_floats, HostRows* out);
+
+}  // namespace strata::engine

@@ -1,0 +1,142 @@
+// What Open and every call accept: options and tables at Open, then the
+// store being open, worker and table ids and batch shapes on every call. A
+// refusal is InvalidArgument (or FailedPrecondition) naming the argument at
+// fault, and changes nothing.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "engine/fault_options.h"
+#include "engine/store_impl.h"
+
+namespace strata::engine {
+namespace {
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > kTableNameBytesMax) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOptions>& tables) {
+  if (options.dir.empty()) return Status::InvalidArgument("StoreOptions.dir is empty");
+  if (tables.empty()) return Status::InvalidArgument("Store::Open: no tables given");
+  if (tables.size() > kTablesMax) {
+    return Status::InvalidArgument("Store::Open: " + std::to_string(tables.size()) +
+                                   " tables, at most " + std::to_string(kTablesMax));
+  }
+  if (options.device_rows_max < tables.size() * kTableT0RowsMin) {
+    return Status::InvalidArgument(
+        "StoreOptions.device_rows_max = " + std::to_string(options.device_rows_max) + " is below " +
+        std::to_string(kTableT0RowsMin) + " rows per table (" + std::to_string(tables.size()) +
+        " tables)");
+  }
+  if (options.dram_rows_max == 0) {
+    return Status::InvalidArgument("StoreOptions.dram_rows_max must be at least 1");
+  }
+  if (options.device_rows_max > kTierRowsMax || options.dram_rows_max > kTierRowsMax) {
+    return Status::InvalidArgument(
+        "StoreOptions.device_rows_max = " + std::to_string(options.device_rows_max) +
+        ", dram_rows_max = " + std::to_string(options.dram_rows_max) + ": each at most " +
+        std::to_string(kTierRowsMax));
+  }
+  if (!(options.device_share_growth_max >= 0 &&
+        options.device_share_growth_max <= kDeviceShareGrowthMax)) {
+    return Status::InvalidArgument("StoreOptions.device_share_growth_max = " +
+                                   std::to_string(options.device_share_growth_max) +
+                                   " must lie in [0, " + std::to_string(kDeviceShareGrowthMax) +
+                                   "]");
+  }
+  if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
+      !(options.timing_quantile > 0 && options.timing_quantile < 1) ||
+      !(options.timing_lambda0 >= 0)) {
+    return Status::InvalidArgument(
+        "StoreOptions: timing_alpha must be in (0, 1], timing_quantile in (0, 1), "
+        "timing_lambda0 >= 0");
+  }
+  STRATA_RETURN_IF_ERROR(CheckFaultOptions(options.faults, "StoreOptions.faults"));
+  if (options.faults.enabled() && options.ssd_backend != SsdBackend::kNative) {
+    return Status::InvalidArgument(
+        "StoreOptions.faults: fault injection needs the native SSD backend (RocksDB does its "
+        "own file access)");
+  }
+  return Status::Ok();
+}
+
+// Table i of `tables`, after the ones before it.
+Status CheckTableOptions(const std::vector<TableOptions>& tables, size_t i) {
+  const TableOptions& t = tables[i];
+  if (!ValidName(t.name)) {
+    return Status::InvalidArgument("table " + std::to_string(i) + ": name '" + t.name +
+                                   "' must be 1-" + std::to_string(kTableNameBytesMax) +
+                                   " characters of [A-Za-z0-9_.-]");
+  }
+  for (size_t j = 0; j < i; ++j) {
+    if (tables[j].name == t.name) {
+      return Status::InvalidArgument("table name '" + t.name + "' given twice");
+    }
+  }
+  // dim, optimizer and init_scale: checked once, by DeviceTable::Create
+  // (Init names the table).
+  if (!(t.device_rows_weight > 0) || !std::isfinite(t.device_rows_weight)) {
+    return Status::InvalidArgument("table '" + t.name +
+                                   "': device_rows_weight must be finite and > 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status StoreImpl::ValidateOptions(const StoreOptions& options,
+                                  const std::vector<TableOptions>& tables) {
+  STRATA_RETURN_IF_ERROR(CheckStoreOptions(options, tables));
+  for (size_t i = 0; i < tables.size(); ++i) STRATA_RETURN_IF_ERROR(CheckTableOptions(tables, i));
+  return Status::Ok();
+}
+
+Status StoreImpl::CheckOpen() const {
+  if (close_.closed.load(std::memory_order_acquire)) {
+    return Status::FailedPrecondition("store " + options_.dir + " is closed");
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::CheckWorker(WorkerId worker) const {
+  if (worker >= workers_.count.load(std::memory_order_acquire)) {
+    return Status::InvalidArgument("worker " + std::to_string(worker) + " is not registered");
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::CheckTable(TableId table) const {
+  if (table >= tables_.size()) {
+    return Status::InvalidArgument("table id " + std::to_string(table) + " unknown (" +
+                                   std::to_string(tables_.size()) + " tables)");
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::CheckBatch(std::span<const Key> keys, const void* data, const char* what) const {
+  if (keys.size() > kBatchKeysMax) {
+    return Status::InvalidArgument(std::string(what) + ": " + std::to_string(keys.size()) +
+                                   " keys, at most " + std::to_string(kBatchKeysMax));
+  }
+  if (!keys.empty() && keys.data() == nullptr) {
+    return Status::InvalidArgument(std::string(what) + ": keys is null");
+  }
+  if (!keys.empty() && data == nullptr) {
+    return Status::InvalidArgument(std::string(what) + ": output/gradient buffer is null");
+  }
+  return Status::Ok();
+}
+
+Status StoreImpl::CheckDataCall(WorkerId worker, TableId table, std::span<const Key> keys,
+                                const void* data, const char* what) const {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
+  STRATA_RETURN_IF_ERROR(CheckWorker(worker));
+  STRATA_RETURN_IF_ERROR(CheckTable(table));
+  return CheckBatch(keys, data, what);
+}
+
+}  // namespace strata::engine

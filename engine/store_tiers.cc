@@ -1,0 +1,253 @@
+// Moving rows between the tiers, under the table's lock, and the cleaner.
+//
+// Up: MakeResident fetches the missing rows (T1, else T2, else the
+// initializer), inserts them into T0 with their dirty flags and only then
+// erases them from T1. Down: EvictFromT0 exports T0's rows with the largest
+// next use and demotes them into T1; if T1 cannot take them they go back
+// into T0. Room is made with the batch's resident rows pinned. The cleaner
+// thread writes T1's dirty rows ahead of their eviction.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "engine/store_impl.h"
+
+namespace strata::engine {
+
+Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
+                               uint64_t* brought_in) {
+  *brought_in = 0;
+  const size_t n = unique_keys.size();
+  if (n == 0) return Status::Ok();
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(StageKeys(table, unique_keys));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
+  STRATA_RETURN_IF_ERROR(table.t0->Find(st.keys.data(), n, nullptr, st.flags.data()));
+  std::vector<uint8_t> found(n);
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), n));
+  std::vector<Key> present, missing;
+  for (size_t i = 0; i < n; ++i) (found[i] ? present : missing).push_back(unique_keys[i]);
+  if (count_access) {
+    counters_.t0_hits.fetch_add(present.size(), std::memory_order_relaxed);
+    counters_.t0_misses.fetch_add(missing.size(), std::memory_order_relaxed);
+  }
+  if (missing.empty()) return Status::Ok();
+
+  // Room: evict down to the table's current limit (a soft bound the planner
+  // moves); the hard bound is what its slots take (t0_rows_cap).
+  const uint64_t size = table.t0->Size();
+  const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
+  if (size + missing.size() > limit) {
+    // Pin the batch's resident rows so eviction cannot pick them.
+    STRATA_RETURN_IF_ERROR(PinKeys(table, present, true));
+    Status evicted = EvictFromT0(table, size + missing.size() - limit);
+    STRATA_RETURN_IF_ERROR(PinKeys(table, present, false));
+    STRATA_RETURN_IF_ERROR(evicted);
+    const uint64_t now = table.t0->Size();
+    if (table.t0_rows_cap < now + missing.size()) {
+      return Status::ResourceExhausted(
+          "table '" + table.name + "': T0 has room for " +
+          std::to_string(table.t0_rows_cap - std::min(table.t0_rows_cap, now)) +
+          " more rows, the batch needs " + std::to_string(missing.size()) +
+          " (the rest is pinned)");
+    }
+  }
+
+  std::vector<float> rows;
+  std::vector<uint8_t> dirty, from_t1;
+  STRATA_RETURN_IF_ERROR(FetchRows(table, missing, &rows, &dirty, &from_t1));
+  std::vector<int64_t> next_use;
+  STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
+  const size_t m = missing.size();
+  STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
+  Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
+                                             st.dirty.data());
+  if (inserted.IsResourceExhausted()) {
+    // Some key found no slot within the table's probe bound (a crowded
+    // neighbourhood, rare below the load factor T0 is sized for): evict more
+    // rows, the whole batch pinned meanwhile, and place the batch again.
+    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, true));
+    Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_share / 16));
+    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
+    STRATA_RETURN_IF_ERROR(evicted);
+    STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
+    inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
+                                        st.dirty.data());
+  }
+  STRATA_RETURN_IF_ERROR(inserted.WithContext("table '" + table.name + "' T0"));
+  // The rows have their new home in T0; only now do they leave T1.
+  std::vector<Key> leave_t1;
+  for (size_t i = 0; i < m; ++i) {
+    if (from_t1[i]) leave_t1.push_back(missing[i]);
+  }
+  if (!leave_t1.empty()) STRATA_RETURN_IF_ERROR(dram_->Erase(table.id, leave_t1));
+  counters_.t0_rows_in.fetch_add(m, std::memory_order_relaxed);
+  counters_.t0_bytes_in.fetch_add(m * table.row_bytes, std::memory_order_relaxed);
+  if (count_access) counters_.stall_pulls.fetch_add(m, std::memory_order_relaxed);
+  *brought_in = m;
+  return Status::Ok();
+}
+
+Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
+                            std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) {
+  const size_t n = keys.size();
+  rows->resize(n * table.row_floats);
+  dirty->assign(n, 0);
+  from_t1->assign(n, 0);
+  std::span<std::byte> row_bytes(reinterpret_cast<std::byte*>(rows->data()), n * table.row_bytes);
+  STRATA_RETURN_IF_ERROR(dram_->Lookup(table.id, keys, row_bytes, *from_t1, *dirty));
+  std::vector<Key> below;
+  std::vector<size_t> below_at;
+  for (size_t i = 0; i < n; ++i) {
+    if (!(*from_t1)[i]) {
+      below.push_back(keys[i]);
+      below_at.push_back(i);
+    }
+  }
+  counters_.t1_hits.fetch_add(n - below.size(), std::memory_order_relaxed);
+  counters_.t1_misses.fetch_add(below.size(), std::memory_order_relaxed);
+  if (below.empty()) return Status::Ok();
+  std::vector<float> ssd_rows(below.size() * table.row_floats);
+  std::vector<uint8_t> found(below.size(), 0);
+  STRATA_RETURN_IF_ERROR(
+      ssd_->MultiGet(table.id, below,
+                     std::span<std::byte>(reinterpret_cast<std::byte*>(ssd_rows.data()),
+                                          ssd_rows.size() * sizeof(float)),
+                     found));
+  counters_.ssd_row_reads.fetch_add(below.size(), std::memory_order_relaxed);
+  uint64_t created = 0;
+  for (size_t j = 0; j < below.size(); ++j) {
+    float* dst = rows->data() + below_at[j] * table.row_floats;
+    if (found[j]) {
+      std::memcpy(dst, ssd_rows.data() + j * table.row_floats, table.row_bytes);
+    } else {
+      kernels::InitRow(table.init, table.optimizer, below[j], table.dim, dst);
+      ++created;
+    }
+  }
+  counters_.created_rows.fetch_add(created, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
+  if (count == 0) return Status::Ok();
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, count * table.row_floats));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, count));
+  kernels::RowBatch batch{st.keys.data(), st.rows.data(), st.next_use.data(), st.dirty.data(), 0};
+  STRATA_RETURN_IF_ERROR(table.t0->EvictCandidates(count, &batch));
+  const uint64_t n = batch.count;
+  if (n == 0) return Status::Ok();
+  HostRows out;
+  STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &out));
+  uint64_t dirty_rows = 0;
+  for (uint8_t d : out.dirty) dirty_rows += d ? 1 : 0;
+  // T1 keeps the engine's order, fallback values included.
+  Status s =
+      dram_->Insert(table.id, out.keys,
+                    std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.rows.data()),
+                                               out.rows.size() * sizeof(float)),
+                    out.dirty, out.next_use);
+  if (!s.ok()) {
+    // T1 could not take them (its write-back failed): the rows go back to T0,
+    // so none is lost, and the error reaches the caller.
+    Status back = table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(), st.next_use.data(),
+                                           st.dirty.data());
+    STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
+    return s.WithContext("evicting " + std::to_string(n) + " rows of table '" + table.name +
+                         "' from T0 to T1");
+  }
+  KickCleaner();
+  table.evict_frontier.store(*std::min_element(out.next_use.begin(), out.next_use.end()),
+                             std::memory_order_relaxed);
+  counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
+  counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
+  counters_.t0_bytes_out.fetch_add(n * table.row_bytes, std::memory_order_relaxed);
+  counters_.t0_dirty_out.fetch_add(dirty_rows, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
+  RunnerStaging& st = table.staging;
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    std::span<const Key> chunk =
+        keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
+    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
+    STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), chunk.size(), st.flags.data())
+                               : table.t0->Unpin(st.keys.data(), chunk.size()));
+  }
+  return Status::Ok();
+}
+
+// Copies keys into the table's runner staging (st.keys).
+Status StoreImpl::StageKeys(Table& table, std::span<const Key> keys, void* stream) {
+  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, keys.size()));
+  return kernels::RunnerCopyIn(runner_, table.staging.keys.data(), keys.data(), keys.size_bytes(),
+                               stream);
+}
+
+// Copies whole rows with their next uses and dirty flags into the staging.
+Status StoreImpl::StageRows(Table& table, std::span<const Key> keys, const float* rows,
+                            const int64_t* next_use, const uint8_t* dirty) {
+  RunnerStaging& st = table.staging;
+  const size_t n = keys.size();
+  STRATA_RETURN_IF_ERROR(StageKeys(table, keys));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * table.row_floats));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.rows.data(), rows, n * size_t{table.row_bytes}));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use, n * sizeof(int64_t)));
+  return kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty, n);
+}
+
+void StoreImpl::KickCleaner() {
+  {
+    base::MutexLock lock(&cleaner_.mu);
+    ++cleaner_.kicks;
+  }
+  cleaner_.cv.Signal();
+}
+
+// Runs after T1 took rows (kicked) or every planner period: writes the dirty
+// rows among T1's next victims in bounded passes. An I/O error costs nothing
+// but the head start: the rows stay dirty and their eviction writes them (and
+// reports an error that persists).
+void StoreImpl::CleanerLoop() {
+  const auto period =
+      std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1) * 10);
+  const uint64_t window = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
+  const uint64_t passes_max = window / kCleanBatchRowsMax + 1;
+  uint64_t seen = 0;
+  while (true) {
+    {
+      base::MutexLock lock(&cleaner_.mu);
+      const auto deadline = std::chrono::steady_clock::now() + period;
+      while (!cleaner_.stop && cleaner_.kicks == seen &&
+             cleaner_.cv.WaitUntil(&cleaner_.mu, deadline)) {
+      }
+      if (cleaner_.stop) return;
+      seen = cleaner_.kicks;
+    }
+    for (uint64_t pass = 0; pass < passes_max; ++pass) {
+      Result<uint64_t> cleaned = dram_->CleanAhead(window, kCleanBatchRowsMax);
+      if (!cleaned.ok()) {
+        if (counters_.cleaner_io_errors.fetch_add(1, std::memory_order_relaxed) == 0) {
+          STRATA_LOG_WARN("cleaner of %s: %s (retried; further errors only counted)",
+                          options_.dir.c_str(), cleaned.status().ToString().c_str());
+        }
+        break;
+      }
+      if (cleaned.value() == 0) break;
+      counters_.cleaned_ahead.fetch_add(cleaned.value(), std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace strata::engine
