@@ -8,9 +8,9 @@
 
 #include "strata/status.h"  // strata::detail::AssertFail
 
-#define STRATA_ASSERT(cond, msg)                                         \
-  do {                                                                   \
-    if (!(cond)) [[unlikely]] {                                          \
-      ::strata::detail::AssertFail(#cond, __FILE__, __LINE__, (msg));   \
-    }                                                                    \
+#define STRATA_ASSERT(cond, msg)                                      \
+  do {                                                                \
+    if (!(cond)) [[unlikely]] {                                       \
+      ::strata::detail::AssertFail(#cond, __FILE__, __LINE__, (msg)); \
+    }                                                                 \
   } while (0)

@@ -14,8 +14,8 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "base/thread_annotations.h"
 #include "base/assert.h"
+#include "base/thread_annotations.h"
 
 namespace strata::base {
 

@@ -100,14 +100,13 @@ void OnDone(Run* run, Slot* slot) {
 }
 
 void Issue(Run* run, Slot* slot) {
-  const uint64_t block_index = run->random
-                                   ? slot->rng() % run->blocks
-                                   : run->cursor.fetch_add(1, std::memory_order_relaxed) % run->blocks;
+  const uint64_t block_index =
+      run->random ? slot->rng() % run->blocks
+                  : run->cursor.fetch_add(1, std::memory_order_relaxed) % run->blocks;
   slot->req.offset = block_index * run->block;
   slot->issued = SteadyClock::now();
-  Status s = run->io->Submit({&slot->req, 1}, [run, slot](std::span<io::IoRequest>) {
-    OnDone(run, slot);
-  });
+  Status s = run->io->Submit({&slot->req, 1},
+                             [run, slot](std::span<io::IoRequest>) { OnDone(run, slot); });
   if (!s.ok()) {  // a bad request: report and stop this slot
     slot->req.status = s;
     run->stop.store(true, std::memory_order_relaxed);
@@ -155,8 +154,8 @@ Status RunIoBench(const IoBenchArgs& a) {
         "--block, --threads, --seconds must be positive and "
         "--depth in [1, 1024]");
   }
-  const uint64_t size_bytes = io::AlignDown(static_cast<uint64_t>(a.size_gib * (1ull << 30)),
-                                            a.block);
+  const uint64_t size_bytes =
+      io::AlignDown(static_cast<uint64_t>(a.size_gib * (1ull << 30)), a.block);
   if (size_bytes < a.block) return Status::InvalidArgument("--size-gib smaller than one block");
 
   io::IoThreadsOptions options;
@@ -201,7 +200,9 @@ Status RunIoBench(const IoBenchArgs& a) {
     slot.rng.seed(1000 + i);
     slot.latency_ns.reserve(std::min<uint64_t>(expected, 1 << 22));
     slot.req = io::IoRequest{.op = write ? io::IoRequest::Op::kWrite : io::IoRequest::Op::kRead,
-                             .file = file.get(), .buf = slot.buf, .len = a.block};
+                             .file = file.get(),
+                             .buf = slot.buf,
+                             .len = a.block};
   }
 
   run.outstanding.store(a.depth);
@@ -232,12 +233,18 @@ Status RunIoBench(const IoBenchArgs& a) {
   std::string core_list;
   for (int c : cores) core_list += (core_list.empty() ? "" : ",") + std::to_string(c);
   if (a.json) {
-    nlohmann::json j = {{"mode", a.mode},      {"backend", io::IoBackendName(io->backend())},
-                        {"block", a.block},    {"depth", a.depth},
-                        {"threads", a.threads}, {"seconds", elapsed},
-                        {"direct", !a.buffered}, {"ios", all.size()},
-                        {"iops", iops},        {"mbps", mbps},
-                        {"io_cores", cores},    {"fixed_buffers", io->fixed_buffers(0)},
+    nlohmann::json j = {{"mode", a.mode},
+                        {"backend", io::IoBackendName(io->backend())},
+                        {"block", a.block},
+                        {"depth", a.depth},
+                        {"threads", a.threads},
+                        {"seconds", elapsed},
+                        {"direct", !a.buffered},
+                        {"ios", all.size()},
+                        {"iops", iops},
+                        {"mbps", mbps},
+                        {"io_cores", cores},
+                        {"fixed_buffers", io->fixed_buffers(0)},
                         {"cpu_us_per_io", cpu_us_per_io},
                         {"lat_us", {{"p50", p50}, {"p99", p99}, {"p999", p999}}}};
     std::printf("%s\n", j.dump().c_str());

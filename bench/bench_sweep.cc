@@ -1,15 +1,14 @@
 // `strata bench sweep CONFIG`: the tiering grid of bench/sweep.h, then PNG
 // plots drawn by scripts/plot_sweep.py (python3-matplotlib).
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/cli_util.h"
 #include "bench/sweep.h"
+#include "cli/cli_util.h"
 #include "strata/store.h"
 
 namespace strata::cli {
@@ -28,7 +27,8 @@ struct SweepArgs {
 
 void Run(const SweepArgs& a) {
   std::ifstream in(a.config);
-  if (!in) return ReportFailure("bench sweep", Status::NotFound("config " + a.config + " not found"));
+  if (!in)
+    return ReportFailure("bench sweep", Status::NotFound("config " + a.config + " not found"));
   std::stringstream text;
   text << in.rdbuf();
   auto config = bench::ParseSweepConfig(text.str());
@@ -51,12 +51,14 @@ void Run(const SweepArgs& a) {
   });
   if (!rows.ok()) return ReportFailure("bench sweep", rows.status());
   if (!a.no_plots) {
-    const std::string cmd = a.python + " '" + a.plot_script + "' '" + a.out + "/sweep.csv' '" + a.out + "'";
+    const std::string cmd =
+        a.python + " '" + a.plot_script + "' '" + a.out + "/sweep.csv' '" + a.out + "'";
     if (std::system(cmd.c_str()) != 0) {
-      return ReportFailure("bench sweep",
-                           Status::Unavailable("plots: '" + cmd +
-                                               "' failed (python3-matplotlib installed? "
-                                               "scripts/deps.sh); sweep.csv and sweep.json are written"));
+      return ReportFailure(
+          "bench sweep",
+          Status::Unavailable("plots: '" + cmd +
+                              "' failed (python3-matplotlib installed? "
+                              "scripts/deps.sh); sweep.csv and sweep.json are written"));
     }
   }
   if (a.json) {
@@ -70,17 +72,20 @@ void Run(const SweepArgs& a) {
   }
 }
 
-CommandRegistrar reg{"bench", [](CLI::App& group) {
-  auto args = std::make_shared<SweepArgs>();
-  auto* c = group.add_subcommand("sweep", "tiering grid: replays beside Belady MIN, horizon and LRU");
-  c->add_option("config", args->config, "JSON config (see bench/sweep.h)")->required();
-  c->add_option("--out", args->out, "output directory")->capture_default_str();
-  c->add_option("--plot-script", args->plot_script, "plot script")->capture_default_str();
-  c->add_option("--python", args->python, "interpreter for the plot script")->capture_default_str();
-  c->add_flag("--no-plots", args->no_plots, "write CSV and JSON only");
-  c->add_flag("--json", args->json, "print the rows as JSON");
-  c->callback([args] { Run(*args); });
-}};
+CommandRegistrar reg{
+    "bench", [](CLI::App& group) {
+      auto args = std::make_shared<SweepArgs>();
+      auto* c =
+          group.add_subcommand("sweep", "tiering grid: replays beside Belady MIN, horizon and LRU");
+      c->add_option("config", args->config, "JSON config (see bench/sweep.h)")->required();
+      c->add_option("--out", args->out, "output directory")->capture_default_str();
+      c->add_option("--plot-script", args->plot_script, "plot script")->capture_default_str();
+      c->add_option("--python", args->python, "interpreter for the plot script")
+          ->capture_default_str();
+      c->add_flag("--no-plots", args->no_plots, "write CSV and JSON only");
+      c->add_flag("--json", args->json, "print the rows as JSON");
+      c->callback([args] { Run(*args); });
+    }};
 
 }  // namespace
 }  // namespace strata::cli

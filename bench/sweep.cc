@@ -1,14 +1,13 @@
 // The tiering sweep (sweep.h).
 #include "bench/sweep.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <concepts>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "trace/cache_sim.h"
@@ -20,7 +19,8 @@ namespace {
 using nlohmann::json;
 
 Status CheckKeys(const json& j, const std::set<std::string>& known, const std::string& where) {
-  if (!j.is_object()) return Status::InvalidArgument("sweep config: " + where + " must be an object");
+  if (!j.is_object())
+    return Status::InvalidArgument("sweep config: " + where + " must be an object");
   for (const auto& [key, value] : j.items()) {
     if (!known.count(key)) {
       return Status::InvalidArgument("sweep config: unknown key '" + key + "' in " + where);
@@ -69,20 +69,19 @@ Status Get(const json& j, const char* key, T* out, const std::string& where) {
 std::string Csv(const SweepRow& r) {
   const ReplayReport& p = r.replay;
   char buf[1024];
-  std::snprintf(buf, sizeof(buf),
-                "%s,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,%.6f,%llu,%llu,%.1f,%.3f,%llu,%llu,"
-                "%llu,%llu,%llu,%llu,%llu,%llu\n",
-                r.workload.c_str(), (unsigned long long)r.device_rows,
-                (unsigned long long)r.dram_rows, (unsigned long long)r.lookahead,
-                r.fallback.c_str(), r.ssd_backend.c_str(), (unsigned long long)p.cache_rows,
-                (unsigned long long)p.batches, (unsigned long long)p.pulls,
-                (unsigned long long)p.stall_pulls, p.stall_fraction,
-                (unsigned long long)p.ssd_row_reads, (unsigned long long)p.ssd_row_writes,
-                p.rows_per_s, p.elapsed_s, (unsigned long long)p.t0_hits,
-                (unsigned long long)p.t1_hits, (unsigned long long)p.t2_hits,
-                (unsigned long long)r.compulsory_misses, (unsigned long long)r.opt_misses,
-                (unsigned long long)r.lru_misses, (unsigned long long)r.horizon_misses,
-                (unsigned long long)r.compute_us);
+  std::snprintf(
+      buf, sizeof(buf),
+      "%s,%llu,%llu,%llu,%s,%s,%llu,%llu,%llu,%llu,%.6f,%llu,%llu,%.1f,%.3f,%llu,%llu,"
+      "%llu,%llu,%llu,%llu,%llu,%llu\n",
+      r.workload.c_str(), (unsigned long long)r.device_rows, (unsigned long long)r.dram_rows,
+      (unsigned long long)r.lookahead, r.fallback.c_str(), r.ssd_backend.c_str(),
+      (unsigned long long)p.cache_rows, (unsigned long long)p.batches, (unsigned long long)p.pulls,
+      (unsigned long long)p.stall_pulls, p.stall_fraction, (unsigned long long)p.ssd_row_reads,
+      (unsigned long long)p.ssd_row_writes, p.rows_per_s, p.elapsed_s,
+      (unsigned long long)p.t0_hits, (unsigned long long)p.t1_hits, (unsigned long long)p.t2_hits,
+      (unsigned long long)r.compulsory_misses, (unsigned long long)r.opt_misses,
+      (unsigned long long)r.lru_misses, (unsigned long long)r.horizon_misses,
+      (unsigned long long)r.compute_us);
   return buf;
 }
 
@@ -93,17 +92,28 @@ constexpr const char* kCsvHeader =
 
 json Json(const SweepRow& r) {
   const ReplayReport& p = r.replay;
-  return {{"workload", r.workload},         {"device_rows", r.device_rows},
-          {"dram_rows", r.dram_rows},       {"lookahead", r.lookahead},
-          {"fallback", r.fallback},         {"ssd_backend", r.ssd_backend},
-          {"cache_rows", p.cache_rows},     {"batches", p.batches},
-          {"pulls", p.pulls},               {"stall_pulls", p.stall_pulls},
-          {"stall_fraction", p.stall_fraction}, {"ssd_row_reads", p.ssd_row_reads},
-          {"ssd_row_writes", p.ssd_row_writes}, {"rows_per_s", p.rows_per_s},
-          {"elapsed_s", p.elapsed_s},       {"t0_hits", p.t0_hits},
-          {"t1_hits", p.t1_hits},           {"t2_hits", p.t2_hits},
-          {"compulsory_misses", r.compulsory_misses}, {"opt_misses", r.opt_misses},
-          {"lru_misses", r.lru_misses},     {"horizon_misses", r.horizon_misses},
+  return {{"workload", r.workload},
+          {"device_rows", r.device_rows},
+          {"dram_rows", r.dram_rows},
+          {"lookahead", r.lookahead},
+          {"fallback", r.fallback},
+          {"ssd_backend", r.ssd_backend},
+          {"cache_rows", p.cache_rows},
+          {"batches", p.batches},
+          {"pulls", p.pulls},
+          {"stall_pulls", p.stall_pulls},
+          {"stall_fraction", p.stall_fraction},
+          {"ssd_row_reads", p.ssd_row_reads},
+          {"ssd_row_writes", p.ssd_row_writes},
+          {"rows_per_s", p.rows_per_s},
+          {"elapsed_s", p.elapsed_s},
+          {"t0_hits", p.t0_hits},
+          {"t1_hits", p.t1_hits},
+          {"t2_hits", p.t2_hits},
+          {"compulsory_misses", r.compulsory_misses},
+          {"opt_misses", r.opt_misses},
+          {"lru_misses", r.lru_misses},
+          {"horizon_misses", r.horizon_misses},
           {"compute_us", r.compute_us}};
 }
 
@@ -130,11 +140,11 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
   } catch (const json::exception& e) {
     return Status::InvalidArgument(std::string("sweep config: not JSON: ") + e.what());
   }
-  STRATA_RETURN_IF_ERROR(CheckKeys(j,
-                                   {"workloads", "device_rows", "dram_rows", "lookahead",
-                                    "fallback", "ssd_backend", "compute_us", "workers", "dim",
-                                    "device_share_growth"},
-                                   "the config"));
+  STRATA_RETURN_IF_ERROR(
+      CheckKeys(j,
+                {"workloads", "device_rows", "dram_rows", "lookahead", "fallback", "ssd_backend",
+                 "compute_us", "workers", "dim", "device_share_growth"},
+                "the config"));
   SweepConfig c;
   STRATA_RETURN_IF_ERROR(Get(j, "device_rows", &c.device_rows, "config"));
   STRATA_RETURN_IF_ERROR(Get(j, "dram_rows", &c.dram_rows, "config"));
@@ -190,7 +200,8 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
                                    std::to_string(kReplayComputeUsMax));
   }
   for (const auto& f : c.fallback) {
-    if (f != "lru" && f != "lfu") return Status::InvalidArgument("sweep config: fallback '" + f + "'");
+    if (f != "lru" && f != "lfu")
+      return Status::InvalidArgument("sweep config: fallback '" + f + "'");
   }
   for (const auto& b : c.ssd_backend) {
     if (b != "native" && b != "rocksdb") {
@@ -215,10 +226,10 @@ Result<std::vector<SweepRow>> RunSweep(const SweepConfig& c, const std::string& 
                       const std::string& fallback) -> Result<uint64_t> {
       auto key = std::make_tuple(cache, lookahead, fallback);
       if (auto it = sims.find(key); it != sims.end()) return it->second;
-      STRATA_ASSIGN_OR_RETURN(uint64_t m, trace::SimulateMisses(
-                                              indexed, cache, lookahead,
-                                              fallback == "lfu" ? trace::FallbackOrder::kLfu
-                                                                : trace::FallbackOrder::kLru));
+      STRATA_ASSIGN_OR_RETURN(
+          uint64_t m, trace::SimulateMisses(indexed, cache, lookahead,
+                                            fallback == "lfu" ? trace::FallbackOrder::kLfu
+                                                              : trace::FallbackOrder::kLru));
       sims[key] = m;
       return m;
     };

@@ -44,7 +44,7 @@ struct SweepRow {
   uint64_t compulsory_misses = 0;  // unique rows of the trace
   uint64_t opt_misses = 0;
   uint64_t lru_misses = 0;
-  uint64_t horizon_misses = 0;     // for this lookahead and fallback
+  uint64_t horizon_misses = 0;  // for this lookahead and fallback
 };
 
 // Parses the config text; InvalidArgument naming the key at fault.

@@ -34,8 +34,7 @@ class VerifyModel {
  public:
   // Reads the trace to index its keys and count their occurrences.
   static Result<std::unique_ptr<VerifyModel>> Build(const std::string& trace_path, uint32_t dim,
-                                                    uint32_t workers,
-                                                     uint64_t batches_max = 0);
+                                                    uint32_t workers, uint64_t batches_max = 0);
 
   // Gradients of `keys` (one row of dim floats per occurrence) into grads.
   void Gradients(TableId table, std::span<const Key> keys, float* grads) const;
@@ -81,9 +80,9 @@ class VerifyModel {
   std::vector<uint8_t> step_exponent_;    // e(k), by id
   std::unique_ptr<std::atomic<uint32_t>[]> started_;
   std::unique_ptr<std::atomic<uint8_t>[]> init_state_;  // 0 unknown, 1 being set, 2 set
-  std::vector<float> init_;               // dim floats per id
-  std::vector<std::vector<uint32_t>> own_completed_;  // per worker, by id
-  std::vector<uint8_t> seen_;             // by id: returned by the final scan
+  std::vector<float> init_;                             // dim floats per id
+  std::vector<std::vector<uint32_t>> own_completed_;    // per worker, by id
+  std::vector<uint8_t> seen_;                           // by id: returned by the final scan
   std::atomic<uint64_t> checked_rows_{0};
 };
 

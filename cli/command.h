@@ -6,7 +6,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,7 +15,7 @@ namespace strata::cli {
 using AddCommandFn = std::function<void(CLI::App& group)>;
 
 struct CommandEntry {
-  std::string group;        // "" (top level), "bench" or "trace"
+  std::string group;  // "" (top level), "bench" or "trace"
   AddCommandFn add;
 };
 

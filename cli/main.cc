@@ -46,7 +46,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   groups[""] = &app;
   groups["bench"] = app.add_subcommand("bench", "benchmarks of each subsystem and tiering sweeps");
   groups["bench"]->require_subcommand(1);
-  groups["trace"] = app.add_subcommand("trace", "generate, import, inspect and analyse access traces");
+  groups["trace"] =
+      app.add_subcommand("trace", "generate, import, inspect and analyse access traces");
   groups["trace"]->require_subcommand(1);
 
   app.add_subcommand("info", "print the build and the GPUs visible")->callback([] {

@@ -1,7 +1,6 @@
 // `strata trace gen`: synthetic ads workloads (trace/generator.h).
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "strata/trace.h"
@@ -63,7 +62,7 @@ void Run(const GenArgs& a) {
     key_space += trace::ScaledKeySpace(*options, t);
   }
   if (a.json) {
-    nlohmann::json j = {{"out", a.out},          {"tables", options->cardinalities.size()},
+    nlohmann::json j = {{"out", a.out},           {"tables", options->cardinalities.size()},
                         {"key_space", key_space}, {"batches", totals->batches},
                         {"keys", totals->keys},   {"workers", a.workers},
                         {"seed", a.seed}};

@@ -1,8 +1,7 @@
 // `strata trace import` and `strata trace export`: text formats to and from
 // traces (trace/importers.h).
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "strata/trace.h"
@@ -37,8 +36,8 @@ void RunImport(const ImportArgs& a) {
     if (!columns.ok()) return ReportFailure("trace import", columns.status());
     o.columns = *columns;
   }
-  Result<trace::TraceTotals> totals = Status::InvalidArgument(
-      "--format '" + a.format + "' unknown (criteo, csv, lines)");
+  Result<trace::TraceTotals> totals =
+      Status::InvalidArgument("--format '" + a.format + "' unknown (criteo, csv, lines)");
   if (a.format == "criteo") totals = trace::ImportCriteo(a.input, a.out, o);
   if (a.format == "csv") totals = trace::ImportCsv(a.input, a.out, o);
   if (a.format == "lines") totals = trace::ImportLines(a.input, a.out);

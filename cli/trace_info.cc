@@ -1,7 +1,6 @@
 // `strata trace info`: sizes, distinct keys and skew of a trace.
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "trace/info.h"
@@ -41,13 +40,13 @@ void Run(const InfoArgs& a) {
   }
   std::printf("trace %s: version %u, %u workers\n", a.trace.c_str(), info->version,
               info->worker_count);
-  std::printf("batches %llu  keys %llu  unique keys %llu  distinct rows per batch: mean %.1f max %llu\n",
-              static_cast<unsigned long long>(info->batches),
-              static_cast<unsigned long long>(info->keys),
-              static_cast<unsigned long long>(info->unique_keys), info->batch_rows_mean,
-              static_cast<unsigned long long>(info->batch_rows_max));
-  std::printf("%-12s %14s %14s %14s %10s %12s\n", "table", "key_space", "keys", "unique",
-              "top1%", "max_count");
+  std::printf(
+      "batches %llu  keys %llu  unique keys %llu  distinct rows per batch: mean %.1f max %llu\n",
+      static_cast<unsigned long long>(info->batches), static_cast<unsigned long long>(info->keys),
+      static_cast<unsigned long long>(info->unique_keys), info->batch_rows_mean,
+      static_cast<unsigned long long>(info->batch_rows_max));
+  std::printf("%-12s %14s %14s %14s %10s %12s\n", "table", "key_space", "keys", "unique", "top1%",
+              "max_count");
   for (const auto& t : info->tables) {
     std::printf("%-12s %14llu %14llu %14llu %9.1f%% %12llu\n", t.name.c_str(),
                 static_cast<unsigned long long>(t.key_space),
@@ -58,12 +57,13 @@ void Run(const InfoArgs& a) {
 }
 
 CommandRegistrar reg{"trace", [](CLI::App& group) {
-  auto args = std::make_shared<InfoArgs>();
-  auto* c = group.add_subcommand("info", "batches, keys, distinct keys and per-table skew");
-  c->add_option("trace", args->trace, "trace file")->required();
-  c->add_flag("--json", args->json, "print JSON");
-  c->callback([args] { Run(*args); });
-}};
+                       auto args = std::make_shared<InfoArgs>();
+                       auto* c = group.add_subcommand(
+                           "info", "batches, keys, distinct keys and per-table skew");
+                       c->add_option("trace", args->trace, "trace file")->required();
+                       c->add_flag("--json", args->json, "print JSON");
+                       c->callback([args] { Run(*args); });
+                     }};
 
 }  // namespace
 }  // namespace strata::cli

@@ -1,8 +1,7 @@
 // `strata trace opt`: misses of a cache of N rows under Belady's MIN, LRU
 // and the lookahead-limited horizon policy (trace/cache_sim.h).
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "trace/cache_sim.h"

@@ -36,8 +36,8 @@ class FrequencySketch {
   void Age();
 
   uint64_t mask_;
-  uint64_t sample_;     // increments between agings: 10 x width
-  uint64_t added_ = 0;  // increments since the last aging
+  uint64_t sample_;                 // increments between agings: 10 x width
+  uint64_t added_ = 0;              // increments since the last aging
   std::vector<uint16_t> counters_;  // kRows x width
 };
 

@@ -48,8 +48,7 @@ class IntentIndex {
   // Removes the windows of `worker` with end <= clock. For every key whose
   // acted count drops to zero, calls unpin(table, key); for every key touched,
   // calls next_use(table, key, NextUse(table, key)) afterwards.
-  void Expire(WorkerId worker, Clock clock,
-              const std::function<void(TableId, Key)>& unpin,
+  void Expire(WorkerId worker, Clock clock, const std::function<void(TableId, Key)>& unpin,
               const std::function<void(TableId, Key, Clock)>& next_use);
 
   // Smallest start among the key's unexpired windows; kClockNever if none.

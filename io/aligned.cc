@@ -51,7 +51,8 @@ Status CheckDirectIo(std::string_view op, const std::string& path, uint64_t offs
   if (what == nullptr) return Status::Ok();
   char msg[512];
   std::snprintf(msg, sizeof(msg),
-                "O_DIRECT %.*s of file %s at offset %" PRIu64 " length %zu buffer %p: %s is not "
+                "O_DIRECT %.*s of file %s at offset %" PRIu64
+                " length %zu buffer %p: %s is not "
                 "a multiple of %zu bytes",
                 static_cast<int>(op.size()), op.data(), path.c_str(), offset, len, buf, what,
                 kIoAlignBytes);

@@ -54,7 +54,7 @@ class AlignedBuffer {
 // OK when a `op` ("read", "write") of `len` bytes at `offset` from/to `buf`
 // may be issued on an O_DIRECT file; otherwise InvalidArgument naming the
 // file, the offset, the length, the buffer address and what is misaligned.
-[[nodiscard]] Status CheckDirectIo(std::string_view op, const std::string& path,
-                                   uint64_t offset, size_t len, const void* buf);
+[[nodiscard]] Status CheckDirectIo(std::string_view op, const std::string& path, uint64_t offset,
+                                   size_t len, const void* buf);
 
 }  // namespace strata::io

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "base/log.h"
 
 namespace strata::io {
 

@@ -33,8 +33,7 @@ class File {
 
   // Reads up to `len` bytes at `offset` into `buf`; `*bytes_read` is what was
   // read (less than len only at end of file). Errors name the file and offset.
-  [[nodiscard]] virtual Status Read(uint64_t offset, size_t len, void* buf,
-                                    size_t* bytes_read) = 0;
+  [[nodiscard]] virtual Status Read(uint64_t offset, size_t len, void* buf, size_t* bytes_read) = 0;
   // Writes all `len` bytes at `offset`, or fails naming the file and offset.
   [[nodiscard]] virtual Status Write(uint64_t offset, const void* buf, size_t len) = 0;
   // fdatasync: what was written is durable when this returns OK.

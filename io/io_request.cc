@@ -16,14 +16,13 @@ Status ValidateIoRequest(const IoRequest& req) {
   }
   if (IsSync(req.op)) return Status::Ok();
   if (req.buf == nullptr && req.len > 0) {
-    return Status::InvalidArgument(std::string(IoOpName(req.op)) + " of file " +
-                                   req.file->path() + " at offset " + std::to_string(req.offset) +
-                                   " has no buffer");
+    return Status::InvalidArgument(std::string(IoOpName(req.op)) + " of file " + req.file->path() +
+                                   " at offset " + std::to_string(req.offset) + " has no buffer");
   }
   if (req.len > kIoRequestBytesMax) {
-    return Status::InvalidArgument(std::string(IoOpName(req.op)) + " of file " +
-                                   req.file->path() + " at offset " + std::to_string(req.offset) +
-                                   ": length " + std::to_string(req.len) + " exceeds " +
+    return Status::InvalidArgument(std::string(IoOpName(req.op)) + " of file " + req.file->path() +
+                                   " at offset " + std::to_string(req.offset) + ": length " +
+                                   std::to_string(req.len) + " exceeds " +
                                    std::to_string(kIoRequestBytesMax));
   }
   if (req.file->direct()) {
@@ -36,8 +35,8 @@ Status IoRequestError(const IoRequest& req, int error, const char* engine) {
   char what[96];
   std::snprintf(what, sizeof(what), " at offset %" PRIu64 " length %u", req.offset + req.bytes_done,
                 req.len - req.bytes_done);
-  return Status::FromErrno(error, std::string(engine) + " " + IoOpName(req.op) + " of file " +
-                                      req.file->path() + what);
+  return Status::FromErrno(
+      error, std::string(engine) + " " + IoOpName(req.op) + " of file " + req.file->path() + what);
 }
 
 }  // namespace strata::io

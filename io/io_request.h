@@ -43,10 +43,14 @@ struct IoRequest {
 
 inline const char* IoOpName(IoRequest::Op op) {
   switch (op) {
-    case IoRequest::Op::kRead: return "read";
-    case IoRequest::Op::kWrite: return "write";
-    case IoRequest::Op::kFsync: return "fsync";
-    case IoRequest::Op::kFdatasync: return "fdatasync";
+    case IoRequest::Op::kRead:
+      return "read";
+    case IoRequest::Op::kWrite:
+      return "write";
+    case IoRequest::Op::kFsync:
+      return "fsync";
+    case IoRequest::Op::kFdatasync:
+      return "fdatasync";
   }
   return "unknown";
 }

@@ -4,11 +4,11 @@
 #include <thread>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "io/buffer_pool.h"
 #include "io/io_worker.h"
 #include "io/limits.h"
 #include "io/topology.h"
-#include "base/log.h"
 
 namespace strata::io {
 namespace {
@@ -49,9 +49,12 @@ Status ValidateOptions(const IoThreadsOptions& options, const std::vector<int>& 
 
 const char* IoBackendName(IoBackend backend) {
   switch (backend) {
-    case IoBackend::kAuto: return "auto";
-    case IoBackend::kUring: return "uring";
-    case IoBackend::kPsync: return "psync";
+    case IoBackend::kAuto:
+      return "auto";
+    case IoBackend::kUring:
+      return "uring";
+    case IoBackend::kPsync:
+      return "psync";
   }
   return "unknown";
 }
@@ -65,10 +68,9 @@ Result<std::unique_ptr<IoThreads>> IoThreads::Create(const IoThreadsOptions& opt
     if (!node.ok()) return node.status().WithContext("IoThreads topology_path");
     io->numa_node_ = *node;
   }
-  const uint32_t count = options.threads > 0 ? options.threads
-                         : options.cores.empty()
-                             ? 1
-                             : static_cast<uint32_t>(options.cores.size());
+  const uint32_t count = options.threads > 0     ? options.threads
+                         : options.cores.empty() ? 1
+                                                 : static_cast<uint32_t>(options.cores.size());
   std::vector<int> cores(count, -1);
   if (options.pin_threads) {
     if (!options.cores.empty()) {
@@ -188,9 +190,8 @@ Status IoThreads::SubmitAndWait(std::span<IoRequest> reqs) {
 std::future<Status> IoThreads::SubmitAsync(std::span<IoRequest> reqs) {
   auto result = std::make_shared<std::promise<Status>>();
   std::future<Status> future = result->get_future();
-  Status s = Submit(reqs, [result](std::span<IoRequest> done) {
-    result->set_value(FirstError(done));
-  });
+  Status s =
+      Submit(reqs, [result](std::span<IoRequest> done) { result->set_value(FirstError(done)); });
   if (!s.ok()) result->set_value(std::move(s));
   return future;
 }

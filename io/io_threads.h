@@ -64,7 +64,7 @@ struct IoThreadsOptions {
   // Cores of the NUMA node of the block device backing this path come first.
   // Empty: any core this process may use.
   std::string topology_path;
-  bool pin_threads = true;  // false: threads float (tests of unpinned runs)
+  bool pin_threads = true;    // false: threads float (tests of unpinned runs)
   uint32_t ring_depth = 256;  // io_uring entries per thread: deeper queues, more overlap
   IoBackend backend = IoBackend::kAuto;
   // Fault hooks: a FaultEnv (Env::AsFaultEnv) injects into every request.
@@ -124,8 +124,8 @@ class IoThreads {
   std::vector<std::unique_ptr<IoWorker>> workers_;
   std::atomic<uint32_t> next_thread_{0};
   std::atomic<uint32_t> next_pool_{0};
-  std::atomic<bool> closing_{false};      // set by the destructor
-  std::atomic<uint32_t> submitting_{0};   // Submit calls under way
+  std::atomic<bool> closing_{false};     // set by the destructor
+  std::atomic<uint32_t> submitting_{0};  // Submit calls under way
 };
 
 }  // namespace strata::io

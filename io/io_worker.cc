@@ -9,9 +9,9 @@
 #include <cerrno>
 
 #include "base/assert.h"
+#include "base/log.h"
 #include "io/aligned.h"
 #include "io/limits.h"
-#include "base/log.h"
 
 namespace strata::io {
 

@@ -6,16 +6,16 @@
 // Thread safety: Push and Stop may be called from any thread; everything
 // else runs on the worker's own thread. Push from an I/O thread (a completion
 // callback submitting more work) never waits: when the target queue is full
-// the calling I/O thread keeps the slice in its own overflow list. Ownership: batches are created by
-// IoThreads::Submit and deleted by the worker that completes their last
-// request, after running their callback.
+// the calling I/O thread keeps the slice in its own overflow list. Ownership: batches are created
+// by IoThreads::Submit and deleted by the worker that completes their last request, after running
+// their callback.
 #pragma once
 
 #include <sys/uio.h>
 
 #include <atomic>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <future>
 #include <memory>

@@ -1,10 +1,10 @@
 #include "io/ring.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <poll.h>
 
 #include "base/log.h"
 
@@ -16,8 +16,8 @@ constexpr uint64_t kWakeupTag = 1;
 
 Result<std::unique_ptr<Ring>> Ring::Create(const RingOptions& options) {
   if (options.depth == 0 || options.depth > kRingDepthMax) {
-    return Status::InvalidArgument("ring depth " + std::to_string(options.depth) +
-                                   " not in [1, " + std::to_string(kRingDepthMax) + "]");
+    return Status::InvalidArgument("ring depth " + std::to_string(options.depth) + " not in [1, " +
+                                   std::to_string(kRingDepthMax) + "]");
   }
   if (options.pending_max == 0 || options.pending_max > kRingPendingMax) {
     return Status::InvalidArgument("ring pending_max " + std::to_string(options.pending_max) +
@@ -199,10 +199,9 @@ void Ring::Finish(IoRequest* req, int res, CompletionSink* sink, uint32_t* finis
     const bool read = req->op == IoRequest::Op::kRead;
     if (req->bytes_done < req->len) {
       if (res == 0 && !read) {
-        req->status = Status::IOError("io_uring write of file " + req->file->path() +
-                                      " at offset " +
-                                      std::to_string(req->offset + req->bytes_done) +
-                                      " wrote nothing");
+        req->status =
+            Status::IOError("io_uring write of file " + req->file->path() + " at offset " +
+                            std::to_string(req->offset + req->bytes_done) + " wrote nothing");
       } else if (res > 0 && !(read && req->file->direct() && (req->bytes_done % kIoAlignBytes))) {
         pending_.push_front(req);  // partial transfer: issue the rest next
         return;

@@ -33,7 +33,7 @@
 namespace strata::io {
 
 struct RingOptions {
-  uint32_t depth = 256;  // submission queue entries; more overlap, more kernel memory
+  uint32_t depth = 256;         // submission queue entries; more overlap, more kernel memory
   uint32_t pending_max = 4096;  // requests held back when the submission queue is full
 };
 

@@ -37,7 +37,8 @@ Result<std::vector<int>> ParseCpuList(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     size_t comma = text.find(',', pos);
-    std::string_view item = text.substr(pos, comma == std::string_view::npos ? text.npos : comma - pos);
+    std::string_view item =
+        text.substr(pos, comma == std::string_view::npos ? text.npos : comma - pos);
     pos = comma == std::string_view::npos ? text.size() : comma + 1;
     size_t dash = item.find('-');
     int lo = 0;
@@ -77,8 +78,8 @@ Result<std::filesystem::path> BlockDeviceDir(const std::string& path,
     return Status::FromErrno(errno, "topology: stat of " + path);
   }
   dev_t dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-  std::string block = sysfs_root + "/dev/block/" + std::to_string(major(dev)) + ":" +
-                      std::to_string(minor(dev));
+  std::string block =
+      sysfs_root + "/dev/block/" + std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
   std::error_code ec;
   std::filesystem::path real = std::filesystem::canonical(block, ec);
   if (ec) return std::filesystem::path();
@@ -104,8 +105,7 @@ Result<int> NumaNodeOfPath(const std::string& path, const std::string& sysfs_roo
   return -1;
 }
 
-std::vector<uint64_t> DeviceIrqCountsOfPath(const std::string& path,
-                                            const std::string& sysfs_root,
+std::vector<uint64_t> DeviceIrqCountsOfPath(const std::string& path, const std::string& sysfs_root,
                                             const std::string& proc_root) {
   auto real = BlockDeviceDir(path, sysfs_root);
   if (!real.ok() || real->empty()) return {};
@@ -171,7 +171,8 @@ int NodeOfCpu(int cpu, const std::string& sysfs_root) {
   for (const auto& entry : it) {
     std::string name = entry.path().filename().string();
     int node = -1;
-    if (name.rfind("node", 0) == 0 && ParseInt(std::string_view(name).substr(4), &node)) return node;
+    if (name.rfind("node", 0) == 0 && ParseInt(std::string_view(name).substr(4), &node))
+      return node;
   }
   return -1;
 }

@@ -23,8 +23,8 @@ Status RunnerAllocate(Runner runner, size_t bytes, void** out) {
   constexpr size_t kAlign = 64;
   void* ptr = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   if (ptr == nullptr) {
-    return Status::ResourceExhausted("RunnerAllocate: host allocation of " +
-                                     std::to_string(bytes) + " bytes failed");
+    return Status::ResourceExhausted("RunnerAllocate: host allocation of " + std::to_string(bytes) +
+                                     " bytes failed");
   }
   *out = ptr;
   return Status::Ok();

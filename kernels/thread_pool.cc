@@ -62,8 +62,7 @@ void ThreadPool::WorkerLoop() {
       if (stop_ && queue_.empty()) return;
       job = queue_.front();
       const uint32_t joined = job->helpers.fetch_add(1, std::memory_order_relaxed) + 1;
-      if (joined >= job->helpers_max ||
-          job->next.load(std::memory_order_relaxed) >= job->chunks) {
+      if (joined >= job->helpers_max || job->next.load(std::memory_order_relaxed) >= job->chunks) {
         queue_.pop_front();  // enough helpers, or nothing left to take
       }
       if (joined > job->helpers_max) continue;

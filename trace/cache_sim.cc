@@ -83,13 +83,12 @@ Result<IndexedTrace> LoadIndexedTrace(const std::string& path) {
   return t;
 }
 
-Result<uint64_t> SimulateMisses(const IndexedTrace& trace, uint64_t cache_rows,
-                                uint64_t lookahead, FallbackOrder fallback) {
+Result<uint64_t> SimulateMisses(const IndexedTrace& trace, uint64_t cache_rows, uint64_t lookahead,
+                                FallbackOrder fallback) {
   if (trace.max_batch_rows > cache_rows) {
-    return Status::InvalidArgument("--cache-rows " + std::to_string(cache_rows) +
-                                   ": a batch of the trace has " +
-                                   std::to_string(trace.max_batch_rows) +
-                                   " distinct rows, all of which must fit together");
+    return Status::InvalidArgument(
+        "--cache-rows " + std::to_string(cache_rows) + ": a batch of the trace has " +
+        std::to_string(trace.max_batch_rows) + " distinct rows, all of which must fit together");
   }
   std::vector<RowState> rows(trace.index.size());
   MinHeap undeclared;

@@ -38,12 +38,12 @@ inline constexpr uint64_t kLookaheadUnbounded = UINT64_MAX;
 struct IndexedTrace {
   static constexpr uint32_t kNever = UINT32_MAX;
 
-  KeyIndex index;                      // (table, key) -> row id
-  std::vector<uint64_t> batch_begin;   // batches + 1 offsets into rows
-  std::vector<uint32_t> rows;          // row ids, each batch's distinct rows
-  std::vector<uint32_t> next_use;      // per access: next batch using the row, or kNever
-  uint64_t raw_keys = 0;               // keys before deduplication
-  uint64_t max_batch_rows = 0;         // most distinct rows of one batch
+  KeyIndex index;                     // (table, key) -> row id
+  std::vector<uint64_t> batch_begin;  // batches + 1 offsets into rows
+  std::vector<uint32_t> rows;         // row ids, each batch's distinct rows
+  std::vector<uint32_t> next_use;     // per access: next batch using the row, or kNever
+  uint64_t raw_keys = 0;              // keys before deduplication
+  uint64_t max_batch_rows = 0;        // most distinct rows of one batch
 
   uint64_t batches() const { return batch_begin.size() - 1; }
 };
@@ -54,13 +54,13 @@ Result<IndexedTrace> LoadIndexedTrace(const std::string& path);
 
 // Misses of the horizon policy (see above) with a cache of `cache_rows`.
 // InvalidArgument when a batch has more distinct rows than the cache holds.
-Result<uint64_t> SimulateMisses(const IndexedTrace& trace, uint64_t cache_rows,
-                                uint64_t lookahead, FallbackOrder fallback);
+Result<uint64_t> SimulateMisses(const IndexedTrace& trace, uint64_t cache_rows, uint64_t lookahead,
+                                FallbackOrder fallback);
 
 struct OptReport {
   uint64_t batches = 0;
-  uint64_t accesses = 0;         // distinct rows per batch, summed
-  uint64_t unique_rows = 0;      // compulsory misses of any policy
+  uint64_t accesses = 0;     // distinct rows per batch, summed
+  uint64_t unique_rows = 0;  // compulsory misses of any policy
   uint64_t max_batch_rows = 0;
   uint64_t cache_rows = 0;
   uint64_t lookahead = 0;

@@ -28,7 +28,7 @@ struct GenOptions {
   uint32_t batch_size = 4096;           // samples per batch
   uint64_t batches = 100;
   uint32_t workers = 1;
-  double drift = 0.0;                   // ids the hot set slides per batch
+  double drift = 0.0;  // ids the hot set slides per batch
   uint64_t seed = 1;
 };
 

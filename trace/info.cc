@@ -15,8 +15,8 @@ Result<TraceInfo> ComputeTraceInfo(const std::string& path) {
   info.worker_count = reader->header().worker_count;
   for (const auto& t : reader->header().tables) info.tables.push_back({t.name, t.key_space});
   KeyIndex index;
-  std::vector<uint32_t> counts;    // by row id
-  std::vector<uint64_t> seen_in;   // by row id: batch + 1 of its last appearance
+  std::vector<uint32_t> counts;   // by row id
+  std::vector<uint64_t> seen_in;  // by row id: batch + 1 of its last appearance
   TraceBatch batch;
   uint64_t batch_rows_sum = 0;
   while (true) {
@@ -46,7 +46,8 @@ Result<TraceInfo> ComputeTraceInfo(const std::string& path) {
   info.keys = reader->totals().keys;
   info.unique_keys = index.size();
   info.batch_rows_mean =
-      info.batches == 0 ? 0 : static_cast<double>(batch_rows_sum) / static_cast<double>(info.batches);
+      info.batches == 0 ? 0
+                        : static_cast<double>(batch_rows_sum) / static_cast<double>(info.batches);
   // Per-table skew: counts grouped by table, top 1% summed.
   std::vector<std::vector<uint32_t>> by_table(info.tables.size());
   for (uint32_t id = 0; id < index.size(); ++id) by_table[index.TableOf(id)].push_back(counts[id]);

@@ -10,9 +10,7 @@ namespace {
 
 // log1p(x)/x and expm1(x)/x, accurate near 0 (where both tend to 1).
 double Helper1(double x) { return std::abs(x) > 1e-8 ? std::log1p(x) / x : 1 - x / 2 + x * x / 3; }
-double Helper2(double x) {
-  return std::abs(x) > 1e-8 ? std::expm1(x) / x : 1 + x / 2 + x * x / 6;
-}
+double Helper2(double x) { return std::abs(x) > 1e-8 ? std::expm1(x) / x : 1 + x / 2 + x * x / 6; }
 
 }  // namespace
 

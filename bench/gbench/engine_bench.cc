@@ -78,8 +78,9 @@ void BM_Intent(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["ns_per_key"] = benchmark::Counter(
-      double(state.iterations() * kBatch), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_key"] =
+      benchmark::Counter(double(state.iterations() * kBatch),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_Intent)->Unit(benchmark::kMicrosecond);
 
@@ -121,13 +122,13 @@ void PullPush(benchmark::State& state, uint64_t device_rows, uint64_t key_range)
     if (!s.ok()) state.SkipWithError(s.ToString().c_str());
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
-  state.counters["ns_per_key"] = benchmark::Counter(
-      double(state.iterations() * kBatch), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_key"] =
+      benchmark::Counter(double(state.iterations() * kBatch),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   StoreStats s = f.store->Stats();
   state.counters["t0_on_gpu"] = s.t0_on_gpu ? 1 : 0;
-  state.counters["t0_hit_rate"] = s.t0.hits + s.t0.misses
-                                      ? double(s.t0.hits) / double(s.t0.hits + s.t0.misses)
-                                      : 0.0;
+  state.counters["t0_hit_rate"] =
+      s.t0.hits + s.t0.misses ? double(s.t0.hits) / double(s.t0.hits + s.t0.misses) : 0.0;
 }
 
 // Every row resident in T0.

@@ -6,8 +6,8 @@
 #include <numeric>
 #include <vector>
 
-#include "examples/train/fm_model.h"
 #include "base/assert.h"
+#include "examples/train/fm_model.h"
 
 namespace strata::train {
 

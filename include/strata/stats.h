@@ -7,16 +7,16 @@
 namespace strata {
 
 struct TierStats {
-  uint64_t hits = 0;          // lookups served by this tier
-  uint64_t misses = 0;        // lookups that went below it
-  uint64_t rows_in = 0;       // rows moved into this tier (from below or created)
-  uint64_t rows_out = 0;      // rows moved out (evicted down or dropped clean)
+  uint64_t hits = 0;      // lookups served by this tier
+  uint64_t misses = 0;    // lookups that went below it
+  uint64_t rows_in = 0;   // rows moved into this tier (from below or created)
+  uint64_t rows_out = 0;  // rows moved out (evicted down or dropped clean)
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t evictions = 0;
   uint64_t dirty_writebacks = 0;  // dirty rows written down a tier
-  uint64_t rows = 0;          // rows resident now
-  uint64_t rows_max = 0;      // capacity in rows
+  uint64_t rows = 0;              // rows resident now
+  uint64_t rows_max = 0;          // capacity in rows
 };
 
 struct StoreStats {
@@ -24,14 +24,14 @@ struct StoreStats {
   TierStats t1;  // DRAM tier
   uint64_t ssd_row_reads = 0;
   uint64_t ssd_row_writes = 0;
-  uint64_t pulls = 0;            // keys pulled
-  uint64_t pushes = 0;           // keys pushed
-  uint64_t stall_pulls = 0;      // keys a Pull had to fetch synchronously
-  uint64_t prefetched_rows = 0;  // rows moved up by the planner
-  uint64_t late_prefetches = 0;  // prefetched after their window had opened
-  uint64_t intents = 0;          // keys signalled
-  uint64_t expired_intents = 0;  // keys ignored: window already over
-  uint64_t deferred_intents = 0; // intents waiting: T0 full of pinned rows (overload)
+  uint64_t pulls = 0;             // keys pulled
+  uint64_t pushes = 0;            // keys pushed
+  uint64_t stall_pulls = 0;       // keys a Pull had to fetch synchronously
+  uint64_t prefetched_rows = 0;   // rows moved up by the planner
+  uint64_t late_prefetches = 0;   // prefetched after their window had opened
+  uint64_t intents = 0;           // keys signalled
+  uint64_t expired_intents = 0;   // keys ignored: window already over
+  uint64_t deferred_intents = 0;  // intents waiting: T0 full of pinned rows (overload)
   uint64_t planner_rounds = 0;
   uint64_t planner_io_errors = 0;  // prefetch rounds cut short by an I/O error (retried)
   uint64_t cleaned_ahead = 0;      // dirty T1 rows written to SSD ahead of their eviction

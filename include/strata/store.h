@@ -57,8 +57,8 @@ class Store {
   // and counted. REQUIRES: start < end.
   [[nodiscard]] virtual Status Intent(WorkerId worker, TableId table, std::span<const Key> keys,
                                       Clock start, Clock end) = 0;
-  [[nodiscard]] virtual Status Intent(WorkerId worker, std::span<const TableKeys> keys,
-                                      Clock start, Clock end) = 0;
+  [[nodiscard]] virtual Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,
+                                      Clock end) = 0;
   [[nodiscard]] virtual Status AdvanceClock(WorkerId worker) = 0;
   virtual Result<Clock> CurrentClock(WorkerId worker) const = 0;
 

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "base/assert.h"
-#include "storage/dram/limits.h"
 #include "base/log.h"
+#include "storage/dram/limits.h"
 
 namespace strata::storage {
 namespace {

@@ -3,8 +3,8 @@
 #include <bit>
 #include <mutex>
 
-#include "storage/dram/limits.h"
 #include "base/assert.h"
+#include "storage/dram/limits.h"
 
 namespace strata::storage {
 namespace {

@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
+#include "base/hash.h"
 #include "base/mutex.h"
 #include "storage/dram/dram_arena.h"
-#include "base/hash.h"
 #include "strata/types.h"
 
 namespace strata::storage {

@@ -14,9 +14,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/log.h"
 #include "storage/ssd/limits.h"
 #include "storage/ssd/native_table.h"
-#include "base/log.h"
 
 namespace strata::storage::native {
 

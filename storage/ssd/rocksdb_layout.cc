@@ -4,9 +4,9 @@
 // taken for a new store; directories are created with their parents, each
 // new entry fsynced; obsolete checkpoints are deleted only behind a durable
 // pointer, and a failure to delete them never fails the checkpoint.
+#include "base/log.h"
 #include "storage/ssd/limits.h"
 #include "storage/ssd/rocksdb_store.h"
-#include "base/log.h"
 
 namespace strata::storage::rocks {
 namespace {

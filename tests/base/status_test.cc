@@ -1,10 +1,10 @@
-#include "base/assert.h"
 #include "strata/status.h"
 
 #include <gtest/gtest.h>
 
 #include <cerrno>
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "strata/types.h"
 #include "strata/version.h"
@@ -72,7 +72,8 @@ TEST(ResultDeathTest, ValueOfErrorAborts) {
 }
 
 TEST(AssertDeathTest, AssertAbortsWithMessage) {
-  EXPECT_DEATH(STRATA_ASSERT(1 + 1 == 3, "arithmetic"), "assertion failed: 1 \\+ 1 == 3.*arithmetic");
+  EXPECT_DEATH(STRATA_ASSERT(1 + 1 == 3, "arithmetic"),
+               "assertion failed: 1 \\+ 1 == 3.*arithmetic");
 }
 
 TEST(LogTest, LevelControlsOutput) {

@@ -17,8 +17,13 @@ struct Recorder {
   std::map<std::pair<TableId, Key>, Clock> next;
   void Expire(IntentIndex& index, WorkerId w, Clock clock) {
     index.Expire(
-        w, clock, [&](TableId t, Key k) { unpinned.insert({t, k}); },
-        [&](TableId t, Key k, Clock c) { next[{t, k}] = c; });
+        w, clock,
+        [&](TableId t, Key k) {
+          unpinned.insert({t, k});
+        },
+        [&](TableId t, Key k, Clock c) {
+          next[{t, k}] = c;
+        });
   }
 };
 
@@ -26,7 +31,7 @@ TEST(IntentIndexTest, WindowEdgesDueAndExpire) {
   IntentIndex index(1);
   std::vector<Key> keys = {5, 0, ~Key{0}, 5};
   index.Add(0, 0, keys, 3, 4);
-  EXPECT_EQ(index.TrackedKeys(), 3u);  // duplicates folded
+  EXPECT_EQ(index.TrackedKeys(), 3u);    // duplicates folded
   EXPECT_TRUE(index.Due(0, 3).empty());  // start 3 is not < 3
   auto due = index.Due(0, 4);
   ASSERT_EQ(due.size(), 1u);

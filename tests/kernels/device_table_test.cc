@@ -219,12 +219,15 @@ TYPED_TEST(DeviceTableTest, HoldsCapacityRowsOfRandomKeys) {
   std::vector<Key> keys(200000);
   for (Key& k : keys) k = rng();
   std::vector<uint8_t> inserted;
-  ASSERT_TRUE(h.FindOrInsert(std::vector<Key>(keys.begin(), keys.begin() + 60000), nullptr,
-                             &inserted, 0).ok());
-  ASSERT_TRUE(h.FindOrInsert(std::vector<Key>(keys.begin() + 60000, keys.begin() + 120000),
-                             nullptr, &inserted, 0).ok());
-  ASSERT_TRUE(h.FindOrInsert(std::vector<Key>(keys.begin() + 120000, keys.end()), nullptr,
-                             &inserted, 0).ok());
+  ASSERT_TRUE(
+      h.FindOrInsert(std::vector<Key>(keys.begin(), keys.begin() + 60000), nullptr, &inserted, 0)
+          .ok());
+  ASSERT_TRUE(h.FindOrInsert(std::vector<Key>(keys.begin() + 60000, keys.begin() + 120000), nullptr,
+                             &inserted, 0)
+                  .ok());
+  ASSERT_TRUE(
+      h.FindOrInsert(std::vector<Key>(keys.begin() + 120000, keys.end()), nullptr, &inserted, 0)
+          .ok());
   EXPECT_EQ(t->Size(), 200000u);
   EXPECT_NEAR(t->LoadFactor(), 0.85, 0.01);
 }
@@ -394,7 +397,9 @@ TYPED_TEST(DeviceTableTest, ExportAllMatchesModelAfter100kRandomOps) {
   std::unordered_map<Key, ExportedRow> model;
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int> pick_op(0, 4);
-  auto random_key = [&] { return rng() % 2500 + (rng() % 2 ? 0 : ~Key{0} - 2500); };  // <= 5000 keys
+  auto random_key = [&] {
+    return rng() % 2500 + (rng() % 2 ? 0 : ~Key{0} - 2500);
+  };  // <= 5000 keys
   uint64_t ops = 0;
   while (ops < 100000) {
     const int op = pick_op(rng);

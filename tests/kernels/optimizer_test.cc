@@ -56,8 +56,7 @@ void ReferenceStep(const OptimizerOptions& o, uint32_t dim, std::vector<double>&
         const double n_new = n + g[i] * g[i];
         z += g[i] - (std::sqrt(n_new) - std::sqrt(n)) / a * w[i];
         n = n_new;
-        w[i] = std::fabs(z) <= l1 ? 0.0
-                                  : -(z - (z < 0 ? -l1 : l1)) / ((b + std::sqrt(n)) / a + l2);
+        w[i] = std::fabs(z) <= l1 ? 0.0 : -(z - (z < 0 ? -l1 : l1)) / ((b + std::sqrt(n)) / a + l2);
       }
       break;
     }

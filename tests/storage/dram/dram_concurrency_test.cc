@@ -132,11 +132,14 @@ TEST_P(DramConcurrencyTest, LookupsInsertsEvictionsAndPinsInParallel) {
   store.FailNextPuts(0);
   ASSERT_TRUE(cache.FlushDirty().ok());
   std::unordered_map<Key, int64_t> cached;
-  ASSERT_TRUE(cache.ForEach(kTable, [&](Key k, std::span<const std::byte> row, bool dirty) {
-                     EXPECT_FALSE(dirty);
-                     cached[k] = testing::RowVersion(k, row);
-                     return Status::Ok();
-                   }).ok());
+  ASSERT_TRUE(cache
+                  .ForEach(kTable,
+                           [&](Key k, std::span<const std::byte> row, bool dirty) {
+                             EXPECT_FALSE(dirty);
+                             cached[k] = testing::RowVersion(k, row);
+                             return Status::Ok();
+                           })
+                  .ok());
   auto stored = store.Rows(kTable);
   for (int w = 0; w < kWriters; ++w) {
     for (auto [k, version] : last[w]) {

@@ -19,9 +19,12 @@ TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
   // Half the keys near 0 or 2^64-1 (so they repeat often), half anywhere.
   auto pick = [&] {
     switch (rng() % 4) {
-      case 0: return Key{rng() % 512};
-      case 1: return kKeyMax - rng() % 512;
-      default: return Key{rng()};
+      case 0:
+        return Key{rng() % 512};
+      case 1:
+        return kKeyMax - rng() % 512;
+      default:
+        return Key{rng()};
     }
   };
   uint32_t next_slot = 0;

@@ -48,12 +48,15 @@ class DramModelTest : public ::testing::TestWithParam<DramEviction> {
     for (const TableSpec& t : kTables) {
       TableModel& m = model_[t.id];
       std::unordered_map<Key, std::pair<uint64_t, bool>> cached;
-      ASSERT_TRUE(cache_->ForEach(t.id, [&](Key k, std::span<const std::byte> row, bool dirty) {
-                         int64_t v = testing::RowVersion(k, row);
-                         EXPECT_GE(v, 0) << "torn row of key " << k;
-                         cached[k] = {static_cast<uint64_t>(v), dirty};
-                         return Status::Ok();
-                       }).ok());
+      ASSERT_TRUE(cache_
+                      ->ForEach(t.id,
+                                [&](Key k, std::span<const std::byte> row, bool dirty) {
+                                  int64_t v = testing::RowVersion(k, row);
+                                  EXPECT_GE(v, 0) << "torn row of key " << k;
+                                  cached[k] = {static_cast<uint64_t>(v), dirty};
+                                  return Status::Ok();
+                                })
+                      .ok());
       auto stored = store_.Rows(t.id);
       for (auto& [k, pins] : m.pins) EXPECT_TRUE(cached.count(k)) << "pinned key " << k << " lost";
       for (uint64_t i = 0; i < kKeySpace; ++i) {
@@ -92,7 +95,9 @@ TEST_P(DramModelTest, RandomOperationsMatchModel) {
     TableModel& m = model_[t.id];
     const uint32_t rb = t.row_bytes;
     switch (rng() % 10) {
-      case 0: case 1: case 2: {  // write new versions (dirty), or move rows down from above
+      case 0:
+      case 1:
+      case 2: {  // write new versions (dirty), or move rows down from above
         std::vector<Key> keys(1 + rng() % 3);
         std::vector<uint64_t> versions;
         std::vector<std::byte> rows;

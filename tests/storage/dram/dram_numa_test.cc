@@ -1,11 +1,10 @@
 // strata-test-labels: unit
 // The arena's pages follow MPOL_INTERLEAVE over every node the process may
 // use, checked page by page with get_mempolicy(MPOL_F_ADDR).
+#include <gtest/gtest.h>
 #include <numa.h>
 #include <numaif.h>
 #include <sys/mman.h>
-
-#include <gtest/gtest.h>
 
 #include <cerrno>
 #include <cstring>
