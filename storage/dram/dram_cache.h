@@ -106,6 +106,16 @@ class DramCache {
   [[nodiscard]] Status Insert(TableId table, std::span<const Key> keys,
                               std::span<const std::byte> rows, std::span<const uint8_t> dirty,
                               std::span<const Clock> next_use) EXCLUDES(mu_);
+  // Insert in pieces of at most as many rows of `table` as the whole cache
+  // holds, for a batch that may outnumber it: a later piece may evict rows
+  // of an earlier one (dirty ones written to backing first). Sets *placed to
+  // the keys of the pieces that went in, a prefix of `keys`: all of them
+  // when OK; on error the failed piece and those after it changed nothing.
+  [[nodiscard]] Status InsertInPieces(TableId table, std::span<const Key> keys,
+                                      std::span<const std::byte> rows,
+                                      std::span<const uint8_t> dirty,
+                                      std::span<const Clock> next_use, uint64_t* placed)
+      EXCLUDES(mu_);
   // Drops rows (the engine moved them up); missing keys are ignored.
   // FailedPrecondition (nothing changed) when a present key is pinned.
   [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);

@@ -1,4 +1,4 @@
-// DramCache: Insert, Erase, victim selection, write-back and FlushDirty.
+// DramCache: Insert (whole or in pieces), Erase, victim selection, write-back and FlushDirty.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -211,6 +211,28 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
     t->Header(slot).tick.store(tick_base + k, std::memory_order_relaxed);
     t->Header(slot).freq.fetch_add(1, std::memory_order_relaxed);
     OrderSync(t->pos, slot);
+  }
+  return Status::Ok();
+}
+
+Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
+                                 std::span<const std::byte> rows, std::span<const uint8_t> dirty,
+                                 std::span<const Clock> next_use, uint64_t* placed) {
+  *placed = 0;
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "InsertInPieces"));
+  const size_t n = keys.size();
+  const uint32_t rb = t->spec.row_bytes;
+  STRATA_RETURN_IF_ERROR(
+      CheckKeySpan(*t, "InsertInPieces", n * rb, rows.size(), "rows (bytes)", false));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, dirty.size(), "dirty", true));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, next_use.size(), "next_use", true));
+  while (*placed < n) {
+    const uint64_t at = *placed;
+    const uint64_t m = std::min<uint64_t>(t->slots_max, n - at);
+    STRATA_RETURN_IF_ERROR(Insert(table, keys.subspan(at, m), rows.subspan(at * rb, m * rb),
+                                  dirty.empty() ? dirty : dirty.subspan(at, m),
+                                  next_use.empty() ? next_use : next_use.subspan(at, m)));
+    *placed += m;
   }
   return Status::Ok();
 }
