@@ -144,30 +144,38 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   if (n == 0) return Status::Ok();
   HostRows out;
   STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &out));
-  uint64_t dirty_rows = 0;
-  for (uint8_t d : out.dirty) dirty_rows += d ? 1 : 0;
-  // T1 keeps the engine's order, fallback values included.
-  Status s =
-      dram_->Insert(table.id, out.keys,
-                    std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.rows.data()),
-                                               out.rows.size() * sizeof(float)),
-                    out.dirty, out.next_use);
+  // T1 keeps the engine's order, fallback values included. It takes the rows
+  // in pieces it can hold whole: the batch may outnumber all of T1.
+  uint64_t moved = 0;
+  Status s = dram_->InsertInPieces(
+      table.id, out.keys,
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.rows.data()),
+                                 out.rows.size() * sizeof(float)),
+      out.dirty, out.next_use, &moved);
   if (!s.ok()) {
-    // T1 could not take them (its write-back failed): the rows go back to T0,
-    // so none is lost, and the error reaches the caller.
-    Status back = table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(), st.next_use.data(),
-                                           st.dirty.data());
+    // T1 could not take the rest (its write-back failed): those rows go back
+    // to T0, so none is lost, and the error reaches the caller.
+    Status back = table.t0->InsertOrAssign(st.keys.data() + moved, n - moved,
+                                           st.rows.data() + moved * table.row_floats,
+                                           st.next_use.data() + moved, st.dirty.data() + moved);
     STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
+  }
+  uint64_t dirty_rows = 0;
+  for (uint64_t i = 0; i < moved; ++i) dirty_rows += out.dirty[i] ? 1 : 0;
+  if (moved > 0) {
+    KickCleaner();
+    table.evict_frontier.store(
+        *std::min_element(out.next_use.begin(), out.next_use.begin() + moved),
+        std::memory_order_relaxed);
+  }
+  counters_.t0_evictions.fetch_add(moved, std::memory_order_relaxed);
+  counters_.t0_rows_out.fetch_add(moved, std::memory_order_relaxed);
+  counters_.t0_bytes_out.fetch_add(moved * table.row_bytes, std::memory_order_relaxed);
+  counters_.t0_dirty_out.fetch_add(dirty_rows, std::memory_order_relaxed);
+  if (!s.ok()) {
     return s.WithContext("evicting " + std::to_string(n) + " rows of table '" + table.name +
                          "' from T0 to T1");
   }
-  KickCleaner();
-  table.evict_frontier.store(*std::min_element(out.next_use.begin(), out.next_use.end()),
-                             std::memory_order_relaxed);
-  counters_.t0_evictions.fetch_add(n, std::memory_order_relaxed);
-  counters_.t0_rows_out.fetch_add(n, std::memory_order_relaxed);
-  counters_.t0_bytes_out.fetch_add(n * table.row_bytes, std::memory_order_relaxed);
-  counters_.t0_dirty_out.fetch_add(dirty_rows, std::memory_order_relaxed);
   return Status::Ok();
 }
 

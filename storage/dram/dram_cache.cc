@@ -373,6 +373,7 @@ DramCacheStats DramCache::Stats() const {
   s.dirty_writebacks = dirty_writebacks_.load(std::memory_order_relaxed);
   s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
   s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
+  s.room_waits = room_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.index_bytes = order_.size() * kOrderNodeBytes;
   for (const auto& t : tables_) {

@@ -13,9 +13,11 @@
 // known future). kLru and kLfu (least frequently used, LRU among equals) are
 // baselines. A use is a Lookup hit or an Insert; Pin and SetNextUse are not.
 // Pinned rows are never evicted; with no backing store dirty rows are never
-// evicted either. Dirty victims are written to `backing` in one MultiPut per
-// table before their slots are reused; if a write fails the victims stay,
-// still dirty, Insert inserts nothing and returns the error.
+// evicted either; rows CleanAhead is writing are evicted once their write is
+// done (an Insert that needs them waits for it). Dirty victims are written
+// to `backing` in one MultiPut per table before their slots are reused; if a
+// write fails the victims stay, still dirty, Insert inserts nothing and
+// returns the error.
 //
 // Every 64-bit key is valid, 0 and 2^64-1 included.
 //
@@ -25,6 +27,8 @@
 // Erase, Pin, Unpin, MarkDirty, SetNextUse, FlushDirty, ForEach) serialise
 // on one mutex because the eviction order is global and exact; they hold it
 // while writing victims back, which blocks other mutations (never lookups).
+// Erase, and an Insert short of room, may wait (the mutex released) for a
+// CleanAhead write to finish.
 // Ownership: the cache owns its arenas; `backing` is borrowed and must
 // outlive the cache; callers own the spans they pass.
 #pragma once
@@ -73,6 +77,7 @@ struct DramCacheStats {
   uint64_t dirty_writebacks = 0;  // dirty rows written back (eviction, FlushDirty, CleanAhead)
   uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
   uint64_t writeback_errors = 0;  // failed MultiPut calls
+  uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
   uint64_t bytes_used = 0;        // row bytes of resident rows
   uint64_t index_bytes = 0;       // index + per-row metadata + eviction order
 };
@@ -94,12 +99,23 @@ class DramCache {
                               std::span<uint8_t> found, std::span<uint8_t> dirty);
   // Inserts or overwrites rows with dirty flags (empty span: all clean) and
   // next intended use (empty span: all kClockNever). Duplicate keys: last
-  // wins. Evicts to make room; ResourceExhausted (naming the table, nothing
-  // changed) when the new rows cannot fit even after evicting every
-  // evictable row.
+  // wins. Evicts to make room; when the room needs rows CleanAhead is
+  // writing, waits for that write (one MultiPut; no clean starts while an
+  // Insert waits). ResourceExhausted (naming the table, nothing changed) when
+  // the new rows cannot fit even after evicting every evictable row.
   [[nodiscard]] Status Insert(TableId table, std::span<const Key> keys,
                               std::span<const std::byte> rows, std::span<const uint8_t> dirty,
                               std::span<const Clock> next_use) EXCLUDES(mu_);
+  // Insert in pieces of at most as many rows of `table` as the whole cache
+  // holds, for a batch that may outnumber it: a later piece may evict rows
+  // of an earlier one (dirty ones written to backing first). Sets *placed to
+  // the keys of the pieces that went in, a prefix of `keys`: all of them
+  // when OK; on error the failed piece and those after it changed nothing.
+  [[nodiscard]] Status InsertInPieces(TableId table, std::span<const Key> keys,
+                                      std::span<const std::byte> rows,
+                                      std::span<const uint8_t> dirty,
+                                      std::span<const Clock> next_use, uint64_t* placed)
+      EXCLUDES(mu_);
   // Drops rows (the engine moved them up); missing keys are ignored.
   // FailedPrecondition (nothing changed) when a present key is pinned.
   [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
@@ -130,9 +146,11 @@ class DramCache {
   // them clean, so the Inserts that later evict them do no I/O. The writes run
   // without the mutation lock: meanwhile the rows stay resident and readable,
   // are no victims, and an Erase of one waits for its write. A row overwritten
-  // meanwhile stays dirty. Returns the rows written (0: nothing to clean). On
-  // a write error the rows stay dirty and the error is returned. One cleaner
-  // at a time (calls serialise).
+  // meanwhile stays dirty, and an Insert that needs one as a victim waits.
+  // Returns the rows written (0: nothing to clean, or an Insert is waiting for
+  // room, which evicts and writes the victims itself). On a write error the
+  // rows stay dirty and the error is returned. One cleaner at a time (calls
+  // serialise).
   [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max)
       EXCLUDES(clean_mu_, mu_);
   // Calls fn for every resident row of `table` (order unspecified); stops at
@@ -178,6 +196,12 @@ class DramCache {
       REQUIRES(mu_);
   void RebuildOrder() REQUIRES(mu_);  // re-files every entry under its current values
   Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
+  // Evicts until the new rows among keys[picks[k]] fit, waiting for a
+  // CleanAhead write when its rows are needed. Sets slots[k] to each key's
+  // slot (kDramNoSlot: new) and leaves those rows out of the order; on error
+  // they are back in it and nothing changed.
+  Status MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
+                  std::span<uint32_t> slots) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
 
   // The metadata of slot `slot` of the table at position `table`.
@@ -201,6 +225,7 @@ class DramCache {
   mutable base::Mutex mu_;                      // serialises mutations; order before stripe locks
   base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
   uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
+  uint64_t room_waiters_ GUARDED_BY(mu_) = 0;   // Inserts waiting on clean_cv_ for room
   std::set<OrderEntry> order_ GUARDED_BY(mu_);  // evictable rows, first = next victim
   std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
@@ -210,6 +235,7 @@ class DramCache {
   std::atomic<uint64_t> tick_{1};
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
+  std::atomic<uint64_t> room_waits_{0};
 };
 
 }  // namespace strata::storage

@@ -1,4 +1,4 @@
-// DramCache: Insert, Erase, victim selection, write-back and FlushDirty.
+// DramCache: Insert (whole or in pieces), Erase, victim selection, write-back and FlushDirty.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -114,6 +114,44 @@ void DramCache::Release(const Victim& v) {
   bytes_used_ -= t.spec.row_bytes;
 }
 
+Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
+                           std::span<uint32_t> slots) {
+  while (true) {
+    // Rows being overwritten leave the order so they cannot become victims.
+    uint64_t new_rows = 0;
+    for (size_t k = 0; k < picks.size(); ++k) {
+      slots[k] = FindSlot(t, keys[picks[k]]);
+      if (slots[k] == kDramNoSlot) {
+        ++new_rows;
+      } else if (Meta(t.pos, slots[k]).in_order) {
+        OrderRemove(t.pos, slots[k]);
+      }
+    }
+    const uint64_t bytes_new = new_rows * t.spec.row_bytes;
+    const uint64_t bytes_free = options_.dram_bytes_max - bytes_used_;
+    if (bytes_new <= bytes_free) return Status::Ok();
+    std::vector<Victim> victims;
+    Status s = SelectVictims(t, bytes_new - bytes_free, &victims);
+    if (s.ok()) s = WriteBack(victims);
+    if (s.ok()) {
+      for (const Victim& v : victims) Release(v);
+      evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    for (uint32_t slot : slots) {
+      if (slot != kDramNoSlot) OrderSync(t.pos, slot);
+    }
+    // Rows being cleaned are victims again once their write is done: wait for
+    // it (one MultiPut; no new clean starts while an Insert waits), then look
+    // again from the start, since other mutations may run meanwhile.
+    if (!s.IsResourceExhausted() || cleaning_rows_ == 0) return s;
+    room_waits_.fetch_add(1, std::memory_order_relaxed);
+    ++room_waiters_;
+    while (cleaning_rows_ > 0) clean_cv_.Wait(&mu_);
+    --room_waiters_;
+  }
+}
+
 Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
                          std::span<const uint8_t> dirty, std::span<const Clock> next_use) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Insert"));
@@ -135,35 +173,8 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   }
 
   base::MutexLock lock(&mu_);
-  // Rows being overwritten leave the order so they cannot become victims.
   std::vector<uint32_t> slots(picks.size());
-  uint64_t new_rows = 0;
-  for (size_t k = 0; k < picks.size(); ++k) {
-    slots[k] = FindSlot(*t, keys[picks[k]]);
-    if (slots[k] == kDramNoSlot) {
-      ++new_rows;
-    } else if (Meta(t->pos, slots[k]).in_order) {
-      OrderRemove(t->pos, slots[k]);
-    }
-  }
-  auto restore = [&]() REQUIRES(mu_) {
-    for (uint32_t slot : slots) {
-      if (slot != kDramNoSlot) OrderSync(t->pos, slot);
-    }
-  };
-  const uint64_t bytes_new = new_rows * rb;
-  const uint64_t bytes_free = options_.dram_bytes_max - bytes_used_;
-  if (bytes_new > bytes_free) {
-    std::vector<Victim> victims;
-    Status s = SelectVictims(*t, bytes_new - bytes_free, &victims);
-    if (s.ok()) s = WriteBack(victims);
-    if (!s.ok()) {
-      restore();
-      return s;
-    }
-    for (const Victim& v : victims) Release(v);
-    evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
-  }
+  STRATA_RETURN_IF_ERROR(MakeRoom(*t, keys, picks, slots));
 
   const uint64_t tick_base = tick_.fetch_add(picks.size(), std::memory_order_relaxed);
   for (size_t k = 0; k < picks.size(); ++k) {
@@ -200,6 +211,28 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
     t->Header(slot).tick.store(tick_base + k, std::memory_order_relaxed);
     t->Header(slot).freq.fetch_add(1, std::memory_order_relaxed);
     OrderSync(t->pos, slot);
+  }
+  return Status::Ok();
+}
+
+Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
+                                 std::span<const std::byte> rows, std::span<const uint8_t> dirty,
+                                 std::span<const Clock> next_use, uint64_t* placed) {
+  *placed = 0;
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "InsertInPieces"));
+  const size_t n = keys.size();
+  const uint32_t rb = t->spec.row_bytes;
+  STRATA_RETURN_IF_ERROR(
+      CheckKeySpan(*t, "InsertInPieces", n * rb, rows.size(), "rows (bytes)", false));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, dirty.size(), "dirty", true));
+  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, next_use.size(), "next_use", true));
+  while (*placed < n) {
+    const uint64_t at = *placed;
+    const uint64_t m = std::min<uint64_t>(t->slots_max, n - at);
+    STRATA_RETURN_IF_ERROR(Insert(table, keys.subspan(at, m), rows.subspan(at * rb, m * rb),
+                                  dirty.empty() ? dirty : dirty.subspan(at, m),
+                                  next_use.empty() ? next_use : next_use.subspan(at, m)));
+    *placed += m;
   }
   return Status::Ok();
 }
@@ -286,6 +319,8 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
   uint64_t taken = 0;
   {
     base::MutexLock lock(&mu_);
+    // An Insert waiting for room needs the next victims to stay victims.
+    if (room_waiters_ > 0) return uint64_t{0};
     std::vector<Victim> picked;
     uint64_t seen = 0;
     for (auto it = order_.begin(); it != order_.end() && seen < window_rows && taken < rows_max;

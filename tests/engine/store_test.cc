@@ -200,6 +200,35 @@ TEST_P(StoreTest, BatchLargerThanDeviceTierIsDoneInChunks) {
   model.CheckPull(keys, out);
 }
 
+// T0 evicts more rows at once than all of T1 holds: T1 takes them in pieces
+// (its rows go on to SSD), and every value survives the trip.
+TEST_P(StoreTest, EvictionLargerThanDramTierGoesThroughIt) {
+  const uint32_t dim = 2;
+  auto store = Open(Options(64, 8), SgdTables(1, dim));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  SgdModel model{0.5f, dim, {}};
+  std::vector<Key> all;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Key> keys;
+    for (Key k = 0; k < 40; ++k) keys.push_back(round * 1000 + k);
+    all.insert(all.end(), keys.begin(), keys.end());
+    std::vector<float> out(keys.size() * dim), grads(keys.size() * dim, 0.25f);
+    Status s = Pull(*store, w, 0, keys, out.data());
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.ToString();
+    ASSERT_NO_FATAL_FAILURE(model.CheckPull(keys, out));
+    s = Push(*store, w, 0, keys, grads.data());
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.ToString();
+    model.ApplyPush(keys, grads);
+  }
+  EXPECT_GE(store->Stats().t0.evictions, 3u * 16);
+  const std::map<Key, std::vector<float>> rows = testing::ScanRows(*store, 0);
+  ASSERT_EQ(rows.size(), all.size());
+  for (const auto& [k, v] : rows) {
+    for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(v[d], model.rows.at(k)[d], 1e-6) << "key " << k;
+  }
+}
+
 TEST_P(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
   auto store = Open(Options(256, 1024), SgdTables(1, 4));
   ASSERT_NE(store, nullptr);

@@ -73,6 +73,39 @@ TEST_F(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
 }
 
+TEST_F(DramCacheTest, InsertInPiecesTakesABatchLargerThanTheCache) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kLru, &store);
+  const std::vector<Key> keys{1, 2, 3, 4, 5};
+  auto rows = testing::MakeRows(keys, 5, kRowBytes);
+  uint64_t placed = 0;
+  ASSERT_TRUE(c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), {}, &placed).ok());
+  EXPECT_EQ(placed, 5u);
+  // Pieces {1, 2}, {3, 4}, {5}: each evicted the oldest rows before it,
+  // writing them back since they were dirty.
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{4, 5}));
+  for (Key k : {1, 2, 3}) EXPECT_EQ(store.Rows(kTable).at(k), MakeRow(k, 5, kRowBytes)) << k;
+  EXPECT_EQ(store.put_calls(), 2u);  // {1, 2} for the second piece, {3} for the third
+}
+
+TEST_F(DramCacheTest, InsertInPiecesStopsAtTheFirstFailedPiece) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kLru, &store);
+  const std::vector<Key> keys{1, 2, 3, 4, 5};
+  auto rows = testing::MakeRows(keys, 5, kRowBytes);
+  store.FailNextPuts(1);  // the second piece cannot write the first back
+  uint64_t placed = 9;
+  Status s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), {}, &placed);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_EQ(placed, 2u);
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2}));
+  EXPECT_EQ(DirtyFlags(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
+  // Spans of the wrong size: nothing placed.
+  s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(4, 1), {}, &placed);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_EQ(placed, 0u);
+}
+
 TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
   auto c = MakeCache(3, DramEviction::kLru);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {}, {1, 0, 1}).ok());

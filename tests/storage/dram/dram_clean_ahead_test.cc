@@ -4,6 +4,7 @@
 // changed or erased while its copy is written stays correct.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "base/mutex.h"
@@ -146,6 +147,42 @@ TEST_F(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
   EXPECT_TRUE(write_done_before_erase_returned);
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2}));
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
+}
+
+// Regression: the cleaner takes the next victims out of the eviction order
+// while it writes them; an Insert that needed them for room failed with
+// ResourceExhausted ("every other resident row is pinned") instead of waiting.
+TEST_F(DramCleanAheadTest, InsertNeedingRowsBeingWrittenWaitsForTheWrite) {
+  GatedRowStore store(OneTable());
+  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 1}).ok());
+  store.Arm();
+  Result<uint64_t> cleaned = uint64_t{0};
+  std::thread cleaner([&] { cleaned = c->CleanAhead(2, 2); });
+  store.WaitUntilPutStarted();  // rows 1 and 2, all of the cache, are being written
+  Status inserted;
+  bool write_done_before_insert_returned = false;
+  std::atomic<bool> insert_returned{false};
+  std::thread inserter([&] {
+    inserted = Put(*c, {3, 4}, 6, {50, 60});
+    write_done_before_insert_returned = store.put_finished();
+    insert_returned = true;
+  });
+  // The write is let go once the Insert waits for it (or has given up).
+  while (c->Stats().room_waits == 0 && !insert_returned) std::this_thread::yield();
+  store.Release();
+  inserter.join();
+  cleaner.join();
+  ASSERT_TRUE(inserted.ok()) << inserted.ToString();
+  EXPECT_TRUE(write_done_before_insert_returned);
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+  EXPECT_EQ(cleaned.value(), 2u);
+  EXPECT_EQ(c->Stats().room_waits, 1u);
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{3, 4}));
+  // The victims were clean by then: the clean's one MultiPut wrote them.
+  EXPECT_EQ(store.put_calls(), 1u);
+  EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 5, kRowBytes));
+  EXPECT_EQ(store.Rows(kTable).at(2), MakeRow(2, 5, kRowBytes));
 }
 
 TEST_F(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
