@@ -68,11 +68,11 @@ bench: build
 FORMAT_FILES = $(shell git ls-files '*.h' '*.cc' '*.cu' '*.cuh')
 format:
 	@bash scripts/deps.sh
-	clang-format -i $(FORMAT_FILES)
+	@clang-format -i $(FORMAT_FILES) && echo "format: $(words $(FORMAT_FILES)) files"
 
 format-check:
 	@bash scripts/deps.sh
-	clang-format --dry-run --Werror $(FORMAT_FILES)
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: $(words $(FORMAT_FILES)) files clean"
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz build-lint
