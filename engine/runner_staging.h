@@ -3,14 +3,15 @@
 // buffers the engine reuses, and the one copy of exported T0 rows back to the
 // host that eviction, checkpoint and scan share.
 //
-// Thread safety: none inside; a table's RunnerStaging is guarded by its
-// table's mutex (engine/store_impl.h), a HostRows belongs to its caller.
+// Thread safety: none inside; a table's RunnerStaging and PassScratch are
+// guarded by its table's mutex (engine/store_impl.h), a HostRows belongs to its caller.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "engine/key_dedup.h"
 #include "kernels/device_table.h"
 #include "strata/status.h"
 #include "strata/types.h"
@@ -25,6 +26,21 @@ struct RunnerStaging {
   kernels::RunnerBuffer<uint8_t> flags;
   kernels::RunnerBuffer<int64_t> next_use;
   kernels::RunnerBuffer<uint8_t> dirty;
+  kernels::RunnerBuffer<uint32_t> out_rows;  // a Pull's second pass: rows of `out`
+};
+
+// Host scratch of a table's Pull and Push, kept from call to call so the
+// data path allocates nothing once it has grown.
+struct PassScratch {
+  std::vector<int64_t> next_use;  // per key of the batch
+  std::vector<Key> sketch_keys;   // (table, key) mixed for the frequency sketch
+  std::vector<uint8_t> found;     // kGpu: the pass's found flags, copied out
+  std::vector<Key> miss_keys;     // keys T0 lacked, repeats included
+  std::vector<uint32_t> miss_rows;
+  std::vector<int64_t> miss_next_use;
+  std::vector<Key> miss_unique;   // their distinct keys
+  std::vector<Key> batch_unique;  // the batch's distinct keys (slow path)
+  KeyDedup dedup;
 };
 
 // Grows `buffer` to at least `count` elements (doubling), keeping none of its

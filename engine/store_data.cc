@@ -1,10 +1,20 @@
 // The foreground data path: Pull and Push.
 //
-// A Pull or Push takes its table's lock, brings the batch's unique keys into
-// T0 (MakeResident, store_tiers.cc: a miss is fetched synchronously and
-// counted as a stall), then runs one T0 operation on the whole batch and,
-// for a Pull, refreshes the rows' next uses. A batch with more unique keys
-// than T0 has room for is done in chunks through host staging.
+// A Pull takes its table's lock and makes one pass over T0
+// (DeviceTable::FindTouch): each resident key's embedding goes to its row of
+// `out` and its next use is refreshed, and the keys T0 lacks are counted.
+// With none missing that is the whole Pull: one pass, one synchronization.
+// Otherwise only the missing keys take the slow path (PullMisses): their
+// distinct keys are brought into T0 (MakeResident, store_tiers.cc: T1, else
+// T2, else the initializer; counted as stalls) and a second pass over just
+// those keys fills their rows of `out`.
+//
+// A Push is one T0 pass (DeviceTable::Push: repeats summed, one optimizer
+// step per distinct key). If some key is not resident the table applies
+// nothing; the missing keys are brought in and the Push runs again.
+//
+// Batches larger than a T0 call takes, or whose missing keys outnumber T0's
+// free room, are done in chunks through host staging.
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -28,23 +38,78 @@ uint64_t StoreImpl::PullRoom(const Table& table) const {
   return limit - std::min(limit, table.intent_pinned.load(std::memory_order_relaxed));
 }
 
-// Every key of a batch made resident must be found; a miss here would hand
-// the caller a row it never got, so it is an error, never silent.
-Status StoreImpl::CheckAllFound(Table& table, std::span<const Key> keys) {
-  std::vector<uint8_t> found(keys.size());
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyOut(runner_, found.data(), table.staging.flags.data(), keys.size()));
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!found[i]) {
-      return Status::Internal("table '" + table.name + "': key " + std::to_string(keys[i]) +
-                              " missing from T0 right after it was made resident");
-    }
+// The caller's keys as runner memory: the keys themselves on the host runner,
+// a copy in the staging (on `stream`) on a GPU.
+Result<const Key*> StoreImpl::KeysOnRunner(Table& table, std::span<const Key> keys, void* stream) {
+  if (runner_ == kernels::Runner::kHost) return keys.data();
+  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
+  return static_cast<const Key*>(table.staging.keys.data());
+}
+
+// The next use a pass gives each key: one value for the whole batch when no
+// key can differ (LRU fallback, no intents tracked), else one per key in the
+// scratch (copied to the runner on `stream` for a GPU). With the LFU fallback
+// the keys are counted in the frequency sketch first.
+Status StoreImpl::PassNextUses(Table& table, std::span<const Key> keys, void* stream,
+                               kernels::TouchBatch* batch) {
+  PassScratch& sc = table.scratch;
+  CountAccess(table, keys);
+  if (!fallback_.sketch && tracked_keys_.load(std::memory_order_acquire) == 0) {
+    const uint64_t seq = fallback_.access_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    batch->next_use = nullptr;
+    batch->next_use_all = FallbackValue(0, seq);
+    return Status::Ok();
   }
+  STRATA_RETURN_IF_ERROR(NextUses(table, keys, &sc.next_use));
+  if (runner_ == kernels::Runner::kHost) {
+    batch->next_use = sc.next_use.data();
+    return Status::Ok();
+  }
+  RunnerStaging& st = table.staging;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), sc.next_use.data(),
+                                               keys.size() * sizeof(int64_t), stream));
+  batch->next_use = st.next_use.data();
   return Status::Ok();
 }
 
-bool StoreImpl::NeedsChunks(const Table& table, size_t unique_keys) const {
-  return unique_keys > PullRoom(table) || unique_keys > kChunkKeysMax * 16;
+// Fills the scratch's miss_keys, miss_rows and miss_unique from a pass's
+// found flags (runner memory).
+Status StoreImpl::CollectMisses(Table& table, std::span<const Key> keys,
+                                const uint8_t* found_on_runner) {
+  PassScratch& sc = table.scratch;
+  const uint8_t* found = found_on_runner;
+  if (runner_ != kernels::Runner::kHost) {
+    sc.found.resize(keys.size());
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyOut(runner_, sc.found.data(), found_on_runner, keys.size()));
+    found = sc.found.data();
+  }
+  sc.miss_keys.clear();
+  sc.miss_rows.clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (found[i]) continue;
+    sc.miss_keys.push_back(keys[i]);
+    sc.miss_rows.push_back(static_cast<uint32_t>(i));
+  }
+  sc.dedup.Distinct(sc.miss_keys, &sc.miss_unique);
+  return Status::Ok();
+}
+
+// The slow path of Pull and Push: brings the missing keys CollectMisses
+// found into T0 with the batch's resident rows pinned, so that afterwards
+// every key of the batch is resident. false, and nothing done, when the
+// batch's distinct keys exceed T0's free room: the caller takes chunks.
+Result<bool> StoreImpl::BringInMisses(Table& table, std::span<const Key> keys, bool count_access) {
+  PassScratch& sc = table.scratch;
+  sc.dedup.Distinct(keys, &sc.batch_unique);
+  if (sc.batch_unique.size() > PullRoom(table)) return false;
+  STRATA_RETURN_IF_ERROR(PinKeys(table, sc.batch_unique, true));  // missing keys take no pin
+  uint64_t brought_in = 0;
+  Status resident = MakeResident(table, sc.miss_unique, count_access, &brought_in);
+  STRATA_RETURN_IF_ERROR(PinKeys(table, sc.batch_unique, false));
+  STRATA_RETURN_IF_ERROR(resident);
+  return true;
 }
 
 Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> keys, float* out,
@@ -52,22 +117,82 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, out, "Pull"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
-  std::vector<Key> unique = SortedUnique(keys);
   base::MutexLock lock(&table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (NeedsChunks(table, unique.size())) {
-    return PullChunked(table, keys, unique, out, stream);
+  if (keys.size() > table.t0->options().batch_keys_max) {
+    return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/true, stream);
   }
-  uint64_t brought_in = 0;
-  STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/true, &brought_in));
+  kernels::TouchBatch batch;
+  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(table, keys, stream));
+  batch.n = keys.size();
+  batch.out = out;
+  STRATA_RETURN_IF_ERROR(PassNextUses(table, keys, stream, &batch));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.flags, runner_, keys.size()));
+  batch.found = table.staging.flags.data();
+  uint64_t missing = 0;
+  STRATA_RETURN_IF_ERROR(table.t0->FindTouch(batch, &missing, stream));
+  counters_.t0_hits.fetch_add(keys.size() - missing, std::memory_order_relaxed);
+  counters_.t0_misses.fetch_add(missing, std::memory_order_relaxed);
+  if (missing == 0) return Status::Ok();
+  return PullMisses(table, keys, out, batch, stream);
+}
+
+// The slow path of a Pull whose first pass (`first`) found keys missing:
+// their distinct keys are brought into T0, then a second pass fills their
+// rows of `out` (rows gathered by the first pass may be evicted meanwhile:
+// they were read already).
+Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys, float* out,
+                             const kernels::TouchBatch& first, void* stream) {
+  PassScratch& sc = table.scratch;
+  STRATA_RETURN_IF_ERROR(CollectMisses(table, keys, first.found));
+  bool brought = false;
+  STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/true));
+  if (!brought) {
+    return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/false, stream);
+  }
+  // The next uses the first pass gave, for the missing keys.
+  const bool per_key = first.next_use != nullptr;
+  if (per_key) {
+    sc.miss_next_use.resize(sc.miss_rows.size());
+    for (size_t j = 0; j < sc.miss_rows.size(); ++j) {
+      sc.miss_next_use[j] = sc.next_use[sc.miss_rows[j]];
+    }
+  }
+  const size_t m = sc.miss_keys.size();
   RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, keys.size()));
-  STRATA_RETURN_IF_ERROR(
-      table.t0->FindAsync(st.keys.data(), keys.size(), out, st.flags.data(), stream));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
-  STRATA_RETURN_IF_ERROR(CheckAllFound(table, keys));
-  return Touch(table, unique);
+  kernels::TouchBatch second;
+  second.n = m;
+  second.out = out;
+  second.next_use_all = first.next_use_all;
+  if (runner_ == kernels::Runner::kHost) {
+    second.keys = sc.miss_keys.data();
+    second.out_rows = sc.miss_rows.data();
+    second.next_use = per_key ? sc.miss_next_use.data() : nullptr;
+  } else {
+    STRATA_RETURN_IF_ERROR(StageKeys(table, sc.miss_keys, stream));
+    second.keys = st.keys.data();
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.out_rows, runner_, m));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.out_rows.data(), sc.miss_rows.data(),
+                                                 m * sizeof(uint32_t), stream));
+    second.out_rows = st.out_rows.data();
+    if (per_key) {
+      STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
+      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(
+          runner_, st.next_use.data(), sc.miss_next_use.data(), m * sizeof(int64_t), stream));
+      second.next_use = st.next_use.data();
+    }
+  }
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, m));
+  second.found = st.flags.data();
+  uint64_t still_missing = 0;
+  STRATA_RETURN_IF_ERROR(table.t0->FindTouch(second, &still_missing, stream));
+  if (still_missing != 0) {
+    // A key made resident must be found; a miss here would hand the caller a
+    // row it never got, so it is an error, never silent.
+    return Status::Internal("table '" + table.name + "': " + std::to_string(still_missing) +
+                            " keys missing from T0 right after they were made resident");
+  }
+  return Status::Ok();
 }
 
 Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
@@ -75,25 +200,37 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, grads, "Push"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
-  std::vector<Key> unique = SortedUnique(keys);
   base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (NeedsChunks(table, unique.size())) {
-    return PushChunked(table, keys, unique, grads, stream);
+  if (keys.size() > table.t0->options().batch_keys_max) {
+    return PushChunked(table, keys, SortedUnique(keys), grads, stream);
   }
-  uint64_t brought_in = 0;
-  STRATA_RETURN_IF_ERROR(MakeResident(table, unique, /*count_access=*/false, &brought_in));
+  const Key* runner_keys = nullptr;
+  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(table, keys, stream));
+  Status pushed = table.t0->PushAsync(runner_keys, keys.size(), grads, stream);
+  if (pushed.ok()) pushed = table.t0->Synchronize(stream);
+  if (!pushed.IsNotFound()) return pushed;
+
+  // Some key is not resident and nothing was applied: bring the missing keys
+  // in and push again.
   RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
-  STRATA_RETURN_IF_ERROR(table.t0->PushAsync(st.keys.data(), keys.size(), grads, stream));
-  return kernels::RunnerSync(runner_, stream);
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, keys.size()));
+  STRATA_RETURN_IF_ERROR(table.t0->Find(runner_keys, keys.size(), nullptr, st.flags.data()));
+  STRATA_RETURN_IF_ERROR(CollectMisses(table, keys, st.flags.data()));
+  bool brought = false;
+  STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/false));
+  if (!brought) return PushChunked(table, keys, SortedUnique(keys), grads, stream);
+  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(table, keys, stream));
+  STRATA_RETURN_IF_ERROR(table.t0->PushAsync(runner_keys, keys.size(), grads, stream));
+  return table.t0->Synchronize(stream);
 }
 
 // Batches larger than T0's free share: chunks of unique keys, each made
 // resident, read (or updated) and left to be evicted by the next chunk.
 // Host staging, so it works the same for both runners.
 Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
-                              std::span<const Key> unique_keys, float* out, void* stream) {
+                              std::span<const Key> unique_keys, float* out, bool count_lookups,
+                              void* stream) {
   const uint64_t room = PullRoom(table);
   if (room == 0) {
     return Status::ResourceExhausted("Pull on table '" + table.name +
@@ -105,21 +242,37 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
   for (uint64_t i = 0; i < unique_keys.size(); ++i) position.emplace(unique_keys[i], i);
   std::vector<float> values(unique_keys.size() * table.dim);
   RunnerStaging& st = table.staging;
+  uint64_t brought_in_total = 0;
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
     std::span<const Key> chunk =
         unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
     STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/true, &brought_in));
+    brought_in_total += brought_in;
     STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
     STRATA_RETURN_IF_ERROR(
         table.t0->Find(st.keys.data(), chunk.size(), st.values.data(), st.flags.data()));
-    STRATA_RETURN_IF_ERROR(CheckAllFound(table, chunk));
+    std::vector<uint8_t>& found = table.scratch.found;
+    found.resize(chunk.size());
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), chunk.size()));
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      if (found[i] == 0) {
+        return Status::Internal("table '" + table.name + "': key " + std::to_string(chunk[i]) +
+                                " missing from T0 right after it was made resident");
+      }
+    }
     STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, values.data() + off * table.dim,
                                                   st.values.data(),
                                                   chunk.size() * table.dim * sizeof(float)));
     STRATA_RETURN_IF_ERROR(Touch(table, chunk));
+  }
+  if (count_lookups) {
+    // Lookups here are distinct keys fetched (misses) and the rest (hits).
+    counters_.t0_misses.fetch_add(brought_in_total, std::memory_order_relaxed);
+    counters_.t0_hits.fetch_add(keys.size() - brought_in_total, std::memory_order_relaxed);
   }
   std::vector<float> host_out(keys.size() * table.dim);
   for (size_t i = 0; i < keys.size(); ++i) {

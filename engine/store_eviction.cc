@@ -50,13 +50,17 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
   return Status::Ok();
 }
 
+void StoreImpl::CountAccess(Table& table, std::span<const Key> keys) {
+  if (!fallback_.sketch) return;
+  std::vector<Key>& mixed = table.scratch.sketch_keys;
+  mixed.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) mixed[i] = SketchKey(table.id, keys[i]);
+  base::MutexLock lock(&fallback_.mu);
+  fallback_.sketch->Add(mixed);
+}
+
 Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
-  if (fallback_.sketch) {
-    std::vector<Key> mixed(unique_keys.size());
-    for (size_t i = 0; i < unique_keys.size(); ++i) mixed[i] = SketchKey(table.id, unique_keys[i]);
-    base::MutexLock lock(&fallback_.mu);
-    fallback_.sketch->Add(mixed);
-  }
+  CountAccess(table, unique_keys);
   return RefreshNextUse(table, unique_keys, /*with_t1=*/false);
 }
 

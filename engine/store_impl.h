@@ -141,6 +141,7 @@ class StoreImpl final : public Store {
     base::Mutex mu;
     std::unique_ptr<kernels::DeviceTable> t0 GUARDED_BY(mu);
     RunnerStaging staging GUARDED_BY(mu);
+    PassScratch scratch GUARDED_BY(mu);
   };
   struct PendingIntent {
     TableId table;
@@ -239,17 +240,27 @@ class StoreImpl final : public Store {
   Status RestoreMeta(std::span<const std::byte> meta) EXCLUDES(workers_.register_mu);
 
   // The data path (store_data.cc). REQUIRES: table.mu held.
-  bool NeedsChunks(const Table& table, size_t unique_keys) const REQUIRES(table.mu);
   uint64_t PullRoom(const Table& table) const REQUIRES(table.mu);
-  Status CheckAllFound(Table& table, std::span<const Key> keys) REQUIRES(table.mu);
+  Result<const Key*> KeysOnRunner(Table& table, std::span<const Key> keys, void* stream)
+      REQUIRES(table.mu);
+  Status PassNextUses(Table& table, std::span<const Key> keys, void* stream,
+                      kernels::TouchBatch* batch) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
+  Status CollectMisses(Table& table, std::span<const Key> keys, const uint8_t* found_on_runner)
+      REQUIRES(table.mu);
+  Result<bool> BringInMisses(Table& table, std::span<const Key> keys, bool count_access)
+      REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
+  Status PullMisses(Table& table, std::span<const Key> keys, float* out,
+                    const kernels::TouchBatch& first, void* stream) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     float* out, void* stream) REQUIRES(table.mu);
+                     float* out, bool count_lookups, void* stream) REQUIRES(table.mu);
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      const float* grads, void* stream) REQUIRES(table.mu);
 
   // Tier movement (store_tiers.cc). REQUIRES: table.mu held.
-  // Brings `unique_keys` (sorted, unique) into T0. `count_access`: a Pull or
-  // Push (hits, misses and stalls counted) rather than a prefetch.
+  // Brings `unique_keys` (distinct) into T0; *brought_in: how many were not
+  // resident. `count_access`: a Pull (the rows brought in count as stalls).
   Status MakeResident(Table& table, std::span<const Key> unique_keys, bool count_access,
                       uint64_t* brought_in) REQUIRES(table.mu);
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
@@ -270,6 +281,9 @@ class StoreImpl final : public Store {
   int64_t FallbackValue(uint64_t freq, uint64_t seq) const;
   Status NextUses(Table& table, std::span<const Key> keys, std::vector<int64_t>* next_use)
       REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
+  // Counts an access of each key in the LFU fallback's sketch (repeats count).
+  void CountAccess(Table& table, std::span<const Key> keys) REQUIRES(table.mu)
+      EXCLUDES(fallback_.mu);
   Status Touch(Table& table, std::span<const Key> unique_keys) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
   Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu)

@@ -29,10 +29,6 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), n));
   std::vector<Key> present, missing;
   for (size_t i = 0; i < n; ++i) (found[i] ? present : missing).push_back(unique_keys[i]);
-  if (count_access) {
-    counters_.t0_hits.fetch_add(present.size(), std::memory_order_relaxed);
-    counters_.t0_misses.fetch_add(missing.size(), std::memory_order_relaxed);
-  }
   if (missing.empty()) return Status::Ok();
 
   // Room: evict down to the table's current limit (a soft bound the planner
@@ -224,14 +220,19 @@ void StoreImpl::KickCleaner() {
 }
 
 // Runs after T1 took rows (kicked) or every planner period: writes the dirty
-// rows among T1's next victims in bounded passes. An I/O error costs nothing
-// but the head start: the rows stay dirty and their eviction writes them (and
-// reports an error that persists).
+// rows among the ones the next `dram_rows_max / 4` rows T1 takes would evict,
+// in bounded passes. While T1 has free room for that many rows nothing is
+// due: no SSD write, and no promotion waits for a write of the row it takes
+// (DramCache::Erase waits for one). An I/O error costs nothing but the head
+// start: the rows stay dirty and their eviction writes them (and reports an
+// error that persists).
 void StoreImpl::CleanerLoop() {
   const auto period =
       std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1) * 10);
-  const uint64_t window = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
-  const uint64_t passes_max = window / kCleanBatchRowsMax + 1;
+  const uint64_t window_max = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
+  const uint64_t passes_max = window_max / kCleanBatchRowsMax + 1;
+  uint32_t row_bytes_max = 1;
+  for (const auto& table : tables_) row_bytes_max = std::max(row_bytes_max, table->row_bytes);
   uint64_t seen = 0;
   while (true) {
     {
@@ -243,6 +244,13 @@ void StoreImpl::CleanerLoop() {
       if (cleaner_.stop) return;
       seen = cleaner_.kicks;
     }
+    // The rows T1 takes before it must evict: its free bytes in rows of the
+    // widest table (the fewest that fit).
+    const storage::DramCacheStats t1 = dram_->Stats();
+    const uint64_t free_rows =
+        (t1.bytes_max - std::min(t1.bytes_max, t1.bytes_used)) / row_bytes_max;
+    if (free_rows >= window_max) continue;
+    const uint64_t window = window_max - free_rows;
     for (uint64_t pass = 0; pass < passes_max; ++pass) {
       Result<uint64_t> cleaned = dram_->CleanAhead(window, kCleanBatchRowsMax);
       if (!cleaned.ok()) {

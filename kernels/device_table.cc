@@ -206,6 +206,17 @@ Status DeviceTable::Find(const Key* keys, uint64_t n, float* values, uint8_t* fo
   return Synchronize(nullptr);
 }
 
+Status DeviceTable::FindTouch(const TouchBatch& batch, uint64_t* missing, void* stream) {
+  const uint64_t n = batch.n;
+  STRATA_RETURN_IF_ERROR(CheckBatch("FindTouch", batch.keys, n));
+  STRATA_CHECK_ARG(batch.out != nullptr, "FindTouch", "out is null");
+  if (missing == nullptr) return Status::InvalidArgument("DeviceTable::FindTouch: missing is null");
+  *missing = 0;
+  if (n == 0) return Status::Ok();
+  if (runner_ == Runner::kHost) return HostFindTouch(batch, missing);
+  return GpuFindTouch(batch, missing, stream);
+}
+
 Status DeviceTable::FindRows(const Key* keys, uint64_t n, float* rows, uint8_t* found) {
   STRATA_RETURN_IF_ERROR(CheckBatch("FindRows", keys, n));
   STRATA_CHECK_ARG(found != nullptr, "FindRows", "found is null");

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "kernels/device_table_ref.h"
 #include "kernels/initializer.h"
@@ -48,6 +49,18 @@ struct DeviceTableOptions {
   int gpu_device = 0;                 // kGpu: CUDA device ordinal
 };
 
+// One pass of a Pull over resident rows (DeviceTable::FindTouch). Every
+// pointer is runner memory.
+struct TouchBatch {
+  const Key* keys = nullptr;
+  uint64_t n = 0;
+  float* out = nullptr;                // dim floats per output row
+  const uint32_t* out_rows = nullptr;  // output row of key i (null: row i)
+  const int64_t* next_use = nullptr;   // per key (null: next_use_all for all)
+  int64_t next_use_all = kClockNever;
+  uint8_t* found = nullptr;  // per key, 1 when resident (may be null)
+};
+
 // FindOrInsert's per-key outcome.
 inline constexpr uint8_t kInsertFound = 0;    // the row existed
 inline constexpr uint8_t kInsertCreated = 1;  // the row was created by InitRow
@@ -68,6 +81,14 @@ class DeviceTable {
   [[nodiscard]] Status Find(const Key* keys, uint64_t n, float* values, uint8_t* found);
   [[nodiscard]] Status FindAsync(const Key* keys, uint64_t n, float* values, uint8_t* found,
                                  void* stream);
+  // Find, the gather and SetNextUse fused into one pass: for each resident
+  // key i, copies its embedding to batch.out[row(i) * dim] (row(i) =
+  // out_rows[i], or i), sets its next use and sets found[i] = 1; a key not
+  // resident gets found[i] = 0 and changes nothing. *missing (host memory)
+  // receives the number of keys not resident. kGpu: everything runs on
+  // `stream`, and the call waits for it once, to read *missing.
+  [[nodiscard]] Status FindTouch(const TouchBatch& batch, uint64_t* missing, void* stream);
+
   // As Find, whole rows (row_floats each).
   [[nodiscard]] Status FindRows(const Key* keys, uint64_t n, float* rows, uint8_t* found);
 
@@ -143,6 +164,7 @@ class DeviceTable {
 
   // Runner back ends (device_table_host.cc, device_table_gpu.cu).
   Status HostFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats, uint8_t* found);
+  Status HostFindTouch(const TouchBatch& batch, uint64_t* missing);
   Status HostFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
                           int64_t next_use);
   Status HostInsertOrAssign(const Key* keys, uint64_t n, const float* rows, const int64_t* next_use,
@@ -157,6 +179,7 @@ class DeviceTable {
   void GpuRelease();
   Status GpuFind(const Key* keys, uint64_t n, float* out, uint32_t out_floats, uint8_t* found,
                  void* stream);
+  Status GpuFindTouch(const TouchBatch& batch, uint64_t* missing, void* stream);
   Status GpuFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,
                          int64_t next_use, void* stream);
   Status GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows, const int64_t* next_use,
@@ -186,6 +209,9 @@ class DeviceTable {
   // Scratch: per-slot batch owner (0 = none), per-key slot ids.
   RunnerBuffer<uint32_t> owner_;
   RunnerBuffer<uint32_t> slot_of_;
+  // kHost scratch for Push: (slot, index) of keys that occur more than once,
+  // grown geometrically and kept.
+  std::vector<uint64_t> host_repeats_;
   // kGpu scratch for Push: summed gradients, grown on demand.
   RunnerBuffer<float> grad_sums_;
   RunnerBuffer<uint32_t> unique_slots_;

@@ -60,6 +60,23 @@ __device__ inline void RecordFailure(uint64_t* counters, uint64_t i) {
 constexpr uint32_t kKeyTile = kBucketSlots;
 static_assert(kKeyTile == 16);
 
+// The slot of `key` (kNoSlot when absent), found by a tile: lane j compares
+// slot j of each bucket on the key's probe sequence.
+__device__ inline uint64_t TileFind(const cooperative_groups::thread_block_tile<kKeyTile>& tile,
+                                    const DeviceTableRef& ref, Key key) {
+  const uint32_t lane = tile.thread_rank();
+  uint64_t bucket = ref.HomeBucket(key);
+  const uint64_t step = ref.ProbeStep(key);
+  for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
+    const uint64_t s = bucket * kBucketSlots + lane;
+    const uint32_t hits = tile.ballot(ref.keys[s] == key && ref.states[s] == kSlotOccupied);
+    if (hits != 0) return bucket * kBucketSlots + (__ffs(hits) - 1);
+    if (ref.overflow[bucket] == 0) break;
+    bucket = ref.NextBucket(bucket, step);
+  }
+  return kNoSlot;
+}
+
 __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out,
                            uint32_t out_floats, uint8_t* found) {
   namespace cg = cooperative_groups;
@@ -67,26 +84,37 @@ __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, floa
   const uint32_t lane = tile.thread_rank();
   const uint64_t tiles = GridStride() / kKeyTile;
   for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
-    const Key key = keys[i];
-    uint64_t bucket = ref.HomeBucket(key);
-    const uint64_t step = ref.ProbeStep(key);
-    uint64_t slot = kNoSlot;
-    for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
-      const uint64_t s = bucket * kBucketSlots + lane;
-      const uint32_t hits = tile.ballot(ref.keys[s] == key && ref.states[s] == kSlotOccupied);
-      if (hits != 0) {
-        slot = bucket * kBucketSlots + (__ffs(hits) - 1);
-        break;
-      }
-      if (ref.overflow[bucket] == 0) break;
-      bucket = ref.NextBucket(bucket, step);
-    }
+    const uint64_t slot = TileFind(tile, ref, keys[i]);
     if (lane == 0) found[i] = slot != kNoSlot;
     if (slot != kNoSlot && out != nullptr) {
       const float* row = ref.Row(slot);
       float* dst = out + i * out_floats;
       for (uint32_t d = lane; d < out_floats; d += kKeyTile) dst[d] = row[d];
     }
+  }
+}
+
+// FindTouch: the tile search, the gather to the key's output row and the
+// next-use store in one pass; misses counted in counters[kBatchFailed].
+__global__ void FindTouchKernel(DeviceTableRef ref, TouchBatch b, uint64_t* counters) {
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < b.n; i += tiles) {  // uniform per tile
+    const uint64_t slot = TileFind(tile, ref, b.keys[i]);
+    if (lane == 0) {
+      if (b.found != nullptr) b.found[i] = slot != kNoSlot;
+      if (slot == kNoSlot) {
+        detail::AtomicAdd(&counters[kBatchFailed], uint64_t{1});
+      } else {
+        ref.next_use[slot] = b.next_use != nullptr ? b.next_use[i] : b.next_use_all;
+      }
+    }
+    if (slot == kNoSlot) continue;
+    const float* row = ref.Row(slot);
+    float* dst = b.out + (b.out_rows != nullptr ? b.out_rows[i] : i) * uint64_t{ref.dim};
+    for (uint32_t d = lane; d < ref.dim; d += kKeyTile) dst[d] = row[d];
   }
 }
 
@@ -338,6 +366,16 @@ Status DeviceTable::GpuFind(const Key* keys, uint64_t n, float* out, uint32_t ou
   FindKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, out, out_floats,
                                                                     found);
   return LaunchStatus("FindKernel");
+}
+
+Status DeviceTable::GpuFindTouch(const TouchBatch& batch, uint64_t* missing, void* stream) {
+  uint64_t* c = counters_.data();
+  STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
+  FindTouchKernel<<<Blocks(batch.n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, batch, c);
+  STRATA_RETURN_IF_ERROR(LaunchStatus("FindTouchKernel"));
+  STRATA_RETURN_IF_ERROR(detail::GpuCopy(missing, c + kBatchFailed, sizeof(uint64_t),
+                                         detail::GpuCopyKind::kDeviceToHost, stream));
+  return detail::GpuSync(stream);
 }
 
 Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, uint8_t* inserted,

@@ -10,6 +10,7 @@
 
 #include "kernels/device_table.h"
 #include "kernels/thread_pool.h"
+#include "strata/options.h"
 
 namespace strata::kernels {
 namespace {
@@ -32,8 +33,10 @@ struct FailureRecord {
   }
 };
 
-void CopyFloats(float* dst, const float* src, uint32_t n) {
-  std::memcpy(dst, src, sizeof(float) * n);
+// A loop rather than memcpy: rows are short, and an inlined loop beats the
+// call.
+void CopyFloats(float* __restrict dst, const float* __restrict src, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
 }  // namespace
@@ -46,6 +49,24 @@ Status DeviceTable::HostFind(const Key* keys, uint64_t n, float* out, uint32_t o
     found[i] = s != kNoSlot;
     if (s != kNoSlot && out != nullptr) CopyFloats(out + i * out_floats, ref.Row(s), out_floats);
   });
+  return Status::Ok();
+}
+
+Status DeviceTable::HostFindTouch(const TouchBatch& b, uint64_t* missing) {
+  const DeviceTableRef ref = ref_;
+  std::atomic<uint64_t> misses{0};
+  ForEachKey(b.n, options_.host_threads, [&](uint64_t i) {
+    const uint64_t s = ref.Find(b.keys[i]);
+    if (b.found != nullptr) b.found[i] = s != kNoSlot;
+    if (s == kNoSlot) {
+      misses.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const uint64_t row = b.out_rows != nullptr ? b.out_rows[i] : i;
+    CopyFloats(b.out + row * ref.dim, ref.Row(s), ref.dim);
+    detail::StoreRelaxed(&ref.next_use[s], b.next_use != nullptr ? b.next_use[i] : b.next_use_all);
+  });
+  *missing = misses.load(std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -112,41 +133,63 @@ Status DeviceTable::HostForEachFound(const Key* keys, uint64_t n, int op, const 
 Status DeviceTable::HostPush(const Key* keys, uint64_t n, const float* grads) {
   const DeviceTableRef ref = ref_;
   uint32_t* slot_of = slot_of_.data();
-  FailureRecord missing;
-  ForEachKey(n, options_.host_threads, [&](uint64_t i) {
-    slot_of[i] = ref.Locate(keys[i]);
-    if (slot_of[i] == kNoSlot32) missing.Add(i);
-  });
-  if (missing.count.load() > 0) {
-    return NotResident("Push", missing.count.load(), keys[missing.first_index]);
-  }
-  // Dedup: order (slot, batch index); each run of one slot is one key whose
-  // gradients are summed in batch order.
-  std::vector<uint64_t> order(n);
-  for (uint64_t i = 0; i < n; ++i) order[i] = (static_cast<uint64_t>(slot_of[i]) << 32) | i;
-  std::sort(order.begin(), order.end());
-  std::vector<uint64_t> starts;
-  starts.reserve(n + 1);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (i == 0 || (order[i] >> 32) != (order[i - 1] >> 32)) starts.push_back(i);
-  }
-  starts.push_back(n);
+  uint32_t* count = owner_.data();  // occurrences per slot; zero between calls
   const uint32_t dim = ref.dim;
   const OptimizerOptions opt = options_.optimizer;
-  ThreadPool::Shared().ParallelFor(starts.size() - 1, kHostGrainKeys, options_.host_threads,
-                                   [&](uint64_t begin, uint64_t end) {
-                                     std::vector<float> sum(dim);
-                                     for (uint64_t u = begin; u < end; ++u) {
-                                       std::fill(sum.begin(), sum.end(), 0.0f);
-                                       for (uint64_t j = starts[u]; j < starts[u + 1]; ++j) {
-                                         const float* g = grads + (order[j] & 0xffffffffULL) * dim;
-                                         for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
-                                       }
-                                       const uint64_t s = order[starts[u]] >> 32;
-                                       ApplyOptimizer(opt, dim, ref.Row(s), sum.data());
-                                       ref.dirty[s] = 1;
-                                     }
-                                   });
+  FailureRecord missing;
+  // Pass 1: every key's slot, and how often each slot occurs in the batch.
+  ForEachKey(n, options_.host_threads, [&](uint64_t i) {
+    slot_of[i] = ref.Locate(keys[i]);
+    if (slot_of[i] == kNoSlot32) {
+      missing.Add(i);
+    } else {
+      detail::AtomicAdd(&count[slot_of[i]], 1u);
+    }
+  });
+  if (missing.count.load() > 0) {
+    ForEachKey(n, options_.host_threads, [&](uint64_t i) {
+      if (slot_of[i] != kNoSlot32) detail::StoreRelaxed(&count[slot_of[i]], 0u);
+    });
+    return NotResident("Push", missing.count.load(), keys[missing.first_index]);
+  }
+  // Pass 2: a key that occurs once takes its step now; the others are
+  // collected, in no particular order yet.
+  if (host_repeats_.size() < n)
+    host_repeats_.resize(std::max<uint64_t>(n, host_repeats_.size() * 2));
+  uint64_t* repeats = host_repeats_.data();
+  std::atomic<uint64_t> repeat_count{0};
+  ForEachKey(n, options_.host_threads, [&](uint64_t i) {
+    const uint32_t s = slot_of[i];
+    if (detail::LoadRelaxed(&count[s]) == 1) {
+      // Summed from zero like a repeated key's (so -0 reads as +0).
+      float sum[kTableDimMax];
+      const float* g = grads + i * dim;
+      for (uint32_t d = 0; d < dim; ++d) sum[d] = 0.0f + g[d];
+      ApplyOptimizer(opt, dim, ref.Row(s), sum);
+      ref.dirty[s] = 1;
+      detail::StoreRelaxed(&count[s], 0u);
+      return;
+    }
+    repeats[repeat_count.fetch_add(1, std::memory_order_relaxed)] =
+        (static_cast<uint64_t>(s) << 32) | i;
+  });
+  const uint64_t r = repeat_count.load();
+  if (r == 0) return Status::Ok();
+  // Pass 3: repeated keys, ordered by (slot, batch index): each run is one
+  // key whose gradients are summed in batch order, then one step.
+  std::sort(repeats, repeats + r);
+  float sum[kTableDimMax];
+  for (uint64_t j = 0; j < r;) {
+    const uint64_t s = repeats[j] >> 32;
+    std::fill(sum, sum + dim, 0.0f);
+    for (; j < r && (repeats[j] >> 32) == s; ++j) {
+      const float* g = grads + (repeats[j] & 0xffffffffULL) * dim;
+      for (uint32_t d = 0; d < dim; ++d) sum[d] = sum[d] + g[d];
+    }
+    ApplyOptimizer(opt, dim, ref.Row(s), sum);
+    ref.dirty[s] = 1;
+    count[s] = 0;
+  }
   return Status::Ok();
 }
 

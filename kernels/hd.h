@@ -54,6 +54,14 @@ STRATA_HD inline void StoreRelaxed(int64_t* p, int64_t v) {
 #endif
 }
 
+STRATA_HD inline void StoreRelaxed(uint32_t* p, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  *p = v;
+#else
+  std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_relaxed);
+#endif
+}
+
 STRATA_HD inline uint32_t AtomicLoadAcquire(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)
   uint32_t v = *reinterpret_cast<const volatile uint32_t*>(p);

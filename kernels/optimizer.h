@@ -101,12 +101,15 @@ STRATA_HD inline RowStep BeginRowStep(const OptimizerOptions& opt, uint32_t dim,
 // Element i of a step with gradient g (after BeginRowStep). Elements are
 // independent, so the GPU updates a row with several threads and still
 // rounds exactly like the sequential loop.
-STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, float* row, float g,
-                                   uint32_t i, const RowStep& r) {
+// Element i of a step by optimizer K (a compile-time constant, so the
+// per-element loop has no branch on the kind and vectorizes).
+template <Optimizer K>
+STRATA_HD inline void ApplyElementOf(const OptimizerOptions& opt, uint32_t dim, float* row, float g,
+                                     uint32_t i, const RowStep& r) {
   float* w = row;
   float* state = row + dim;
   const float lr = opt.learning_rate;
-  switch (opt.kind) {
+  switch (K) {
     case Optimizer::kSgd:
       w[i] = w[i] - lr * g;
       break;
@@ -153,12 +156,45 @@ STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, fl
   }
 }
 
+STRATA_HD inline void ApplyElement(const OptimizerOptions& opt, uint32_t dim, float* row, float g,
+                                   uint32_t i, const RowStep& r) {
+  switch (opt.kind) {
+    case Optimizer::kSgd:
+      return ApplyElementOf<Optimizer::kSgd>(opt, dim, row, g, i, r);
+    case Optimizer::kAdagrad:
+      return ApplyElementOf<Optimizer::kAdagrad>(opt, dim, row, g, i, r);
+    case Optimizer::kRowwiseAdagrad:
+      return ApplyElementOf<Optimizer::kRowwiseAdagrad>(opt, dim, row, g, i, r);
+    case Optimizer::kAdam:
+      return ApplyElementOf<Optimizer::kAdam>(opt, dim, row, g, i, r);
+    case Optimizer::kFtrl:
+      return ApplyElementOf<Optimizer::kFtrl>(opt, dim, row, g, i, r);
+  }
+}
+
+template <Optimizer K>
+STRATA_HD inline void ApplyRowOf(const OptimizerOptions& opt, uint32_t dim, float* row,
+                                 const float* grad, const RowStep& r) {
+  for (uint32_t i = 0; i < dim; ++i) ApplyElementOf<K>(opt, dim, row, grad[i], i, r);
+}
+
 // Applies one optimizer step with gradient grad[dim] to row in place.
 // REQUIRES: row holds dim + StateFloats(opt.kind, dim) floats.
 STRATA_HD inline void ApplyOptimizer(const OptimizerOptions& opt, uint32_t dim, float* row,
                                      const float* grad) {
   const RowStep r = BeginRowStep(opt, dim, row, grad);
-  for (uint32_t i = 0; i < dim; ++i) ApplyElement(opt, dim, row, grad[i], i, r);
+  switch (opt.kind) {
+    case Optimizer::kSgd:
+      return ApplyRowOf<Optimizer::kSgd>(opt, dim, row, grad, r);
+    case Optimizer::kAdagrad:
+      return ApplyRowOf<Optimizer::kAdagrad>(opt, dim, row, grad, r);
+    case Optimizer::kRowwiseAdagrad:
+      return ApplyRowOf<Optimizer::kRowwiseAdagrad>(opt, dim, row, grad, r);
+    case Optimizer::kAdam:
+      return ApplyRowOf<Optimizer::kAdam>(opt, dim, row, grad, r);
+    case Optimizer::kFtrl:
+      return ApplyRowOf<Optimizer::kFtrl>(opt, dim, row, grad, r);
+  }
 }
 
 }  // namespace strata::kernels

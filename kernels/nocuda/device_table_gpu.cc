@@ -14,6 +14,7 @@ void DeviceTable::GpuRelease() {}
 Status DeviceTable::GpuFind(const Key*, uint64_t, float*, uint32_t, uint8_t*, void*) {
   return NoGpu();
 }
+Status DeviceTable::GpuFindTouch(const TouchBatch&, uint64_t*, void*) { return NoGpu(); }
 Status DeviceTable::GpuFindOrInsert(const Key*, uint64_t, float*, uint8_t*, int64_t, void*) {
   return NoGpu();
 }

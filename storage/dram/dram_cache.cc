@@ -375,6 +375,7 @@ DramCacheStats DramCache::Stats() const {
   s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
   s.room_waits = room_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
+  s.bytes_max = options_.dram_bytes_max;
   s.index_bytes = order_.size() * kOrderNodeBytes;
   for (const auto& t : tables_) {
     const uint64_t header_bytes = DramSlotBytes(t->spec.row_bytes) - t->spec.row_bytes;

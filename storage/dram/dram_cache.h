@@ -79,6 +79,7 @@ struct DramCacheStats {
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
   uint64_t bytes_used = 0;        // row bytes of resident rows
+  uint64_t bytes_max = 0;         // dram_bytes_max
   uint64_t index_bytes = 0;       // index + per-row metadata + eviction order
 };
 
