@@ -200,6 +200,65 @@ TEST_P(StoreTest, BatchLargerThanDeviceTierIsDoneInChunks) {
   model.CheckPull(keys, out);
 }
 
+// A Pull whose batch repeats keys, some resident and some not: every
+// occurrence gets its row, each missing key is fetched once (a stall), and
+// the lookups add up to the keys pulled. The Push after it finds every key
+// resident; a Push of keys T0 lacks brings them in and applies every
+// gradient once.
+TEST_P(StoreTest, RepeatedKeysTakeTheSlowPathOnlyForMissingOnes) {
+  const uint32_t dim = 2;
+  auto store = Open(Options(64, 1024), SgdTables(1, dim));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  SgdModel model{0.5f, dim, {}};
+  std::vector<Key> warm{1, 2, 3, 4};
+  std::vector<float> out(warm.size() * dim);
+  ASSERT_TRUE(Pull(*store, w, 0, warm, out.data()).ok());
+  ASSERT_NO_FATAL_FAILURE(model.CheckPull(warm, out));
+
+  std::vector<Key> keys{2, 50, 2, 51, 50, 4, 50};  // 50 and 51 are missing
+  out.assign(keys.size() * dim, 0.0f);
+  StoreStats before = store->Stats();
+  ASSERT_TRUE(Pull(*store, w, 0, keys, out.data()).ok());
+  ASSERT_NO_FATAL_FAILURE(model.CheckPull(keys, out));
+  for (uint32_t d = 0; d < dim; ++d) {
+    EXPECT_EQ(out[1 * dim + d], out[4 * dim + d]);  // every 50 the same row
+    EXPECT_EQ(out[1 * dim + d], out[6 * dim + d]);
+  }
+  StoreStats after = store->Stats();
+  EXPECT_EQ(after.stall_pulls - before.stall_pulls, 2u);
+  EXPECT_EQ(after.t0.misses - before.t0.misses, 4u);  // three 50s and one 51
+  EXPECT_EQ(after.t0.hits - before.t0.hits, 3u);
+  EXPECT_EQ(after.pulls - before.pulls, keys.size());
+
+  std::vector<float> grads(keys.size() * dim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.125f * static_cast<float>(i + 1);
+  ASSERT_TRUE(Push(*store, w, 0, keys, grads.data()).ok());
+  model.ApplyPush(keys, grads);
+  EXPECT_EQ(store->Stats().t0.rows_in, after.t0.rows_in);  // nothing was missing
+
+  // Push first: 70 and 71 were never pulled; 70 twice.
+  std::vector<Key> fresh{70, 2, 71, 70};
+  std::vector<float> fresh_grads{1, 1, 0.5f, 0.5f, 0.25f, 0.25f, 2, 2};
+  std::vector<float> fresh_before(dim);
+  ASSERT_TRUE(Pull(*store, w, 0, std::vector<Key>{2}, fresh_before.data()).ok());
+  ASSERT_TRUE(Push(*store, w, 0, fresh, fresh_grads.data()).ok());
+  auto rows = testing::ScanRows(*store, 0);
+  ASSERT_EQ(rows.count(70), 1u);
+  ASSERT_EQ(rows.count(71), 1u);
+  model.ApplyPush(std::vector<Key>{2}, std::vector<float>{0.5f, 0.5f});
+  for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(rows[2][d], model.rows.at(2)[d], 1e-6);
+  // 70's row moved by exactly lr * (1 + 2) from where a Pull would have found it.
+  std::vector<float> seventy(dim);
+  ASSERT_TRUE(Pull(*store, w, 0, std::vector<Key>{70}, seventy.data()).ok());
+  auto reference = Open(Options(64, 1024, "reference"), SgdTables(1, dim));
+  ASSERT_NE(reference, nullptr);
+  WorkerId rw = *reference->RegisterWorker();
+  std::vector<float> initial(dim);
+  ASSERT_TRUE(Pull(*reference, rw, 0, std::vector<Key>{70}, initial.data()).ok());
+  for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(seventy[d], initial[d] - 0.5f * 3.0f, 1e-6);
+}
+
 // T0 evicts more rows at once than all of T1 holds: T1 takes them in pieces
 // (its rows go on to SSD), and every value survives the trip.
 TEST_P(StoreTest, EvictionLargerThanDramTierGoesThroughIt) {

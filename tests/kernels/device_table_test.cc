@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -154,6 +155,87 @@ TYPED_TEST(DeviceTableTest, PushSumsDuplicatesAndMarksDirty) {
   EXPECT_EQ(rows[6].row, (std::vector<float>{3 - 0.5f * 2, 4 - 0.5f * 2}));
   EXPECT_EQ(rows[5].dirty, 1);
   EXPECT_EQ(rows[6].dirty, 1);
+}
+
+// One pass gathers the resident keys' embeddings (repeats included), sets
+// their next uses, reports the rest, and leaves the rows of missing keys
+// untouched; a second pass scatters to given rows with one next use for all.
+TYPED_TEST(DeviceTableTest, FindTouchGathersRefreshesAndReportsMisses) {
+  auto t = MakeTable(this->kRunner, this->Options(100, 2));
+  ASSERT_NE(t, nullptr);
+  Harness h(t.get());
+  ASSERT_TRUE(h.InsertOrAssign({1, 2, 3}, {1, 10, 2, 20, 3, 30}, {100, 200, 300}, {}).ok());
+  std::vector<float> out(5 * 2, -7.0f);
+  std::vector<uint8_t> found;
+  uint64_t missing = 0;
+  ASSERT_TRUE(h.FindTouch({2, 99, 1, 2, 98}, {}, {5, 6, 7, 5, 8}, 0, &out, &found, &missing).ok());
+  EXPECT_EQ(missing, 2u);
+  EXPECT_EQ(found, (std::vector<uint8_t>{1, 0, 1, 1, 0}));
+  EXPECT_EQ(out, (std::vector<float>{2, 20, -7, -7, 1, 10, 2, 20, -7, -7}));
+  auto rows = h.ExportAll();
+  EXPECT_EQ(rows[1].next_use, 7);
+  EXPECT_EQ(rows[2].next_use, 5);
+  EXPECT_EQ(rows[3].next_use, 300);  // not in the batch
+  EXPECT_EQ(rows[1].dirty, 0);       // a read does not dirty
+
+  std::vector<float> scattered(4 * 2, 0.0f);
+  ASSERT_TRUE(h.FindTouch({3, 1}, {2, 0}, {}, 42, &scattered, &found, &missing).ok());
+  EXPECT_EQ(missing, 0u);
+  EXPECT_EQ(scattered, (std::vector<float>{1, 10, 0, 0, 3, 30, 0, 0}));
+  rows = h.ExportAll();
+  EXPECT_EQ(rows[1].next_use, 42);
+  EXPECT_EQ(rows[3].next_use, 42);
+  EXPECT_EQ(rows[2].next_use, 5);
+}
+
+// Push takes a step per distinct key with its gradients summed, whether a
+// key occurs once or many times in the batch: the same rows as one step per
+// key of the summed gradient. Gradients are small powers of two, so every
+// summation order gives the same sums.
+TYPED_TEST(DeviceTableTest, PushWithManyRepeatsMatchesOneStepPerKey) {
+  auto o = this->Options(4096, 8, Optimizer::kAdagrad);
+  auto t = MakeTable(this->kRunner, o);
+  ASSERT_NE(t, nullptr);
+  Harness h(t.get());
+  std::mt19937_64 rng(5);
+  const uint32_t rf = t->row_floats();
+  std::vector<Key> resident(1000);
+  std::iota(resident.begin(), resident.end(), 5000);
+  std::vector<float> init = this->RandomRows(rng, resident.size(), rf);
+  for (size_t i = 0; i < resident.size(); ++i) {
+    for (uint32_t d = 8; d < rf; ++d) init[i * rf + d] = 0.5f;  // accumulators
+  }
+  ASSERT_TRUE(h.InsertOrAssign(resident, init, {}, {}).ok());
+  // Half the batch on 8 hot keys, the rest spread: singles and repeats.
+  std::vector<Key> keys;
+  std::vector<float> grads;
+  std::map<Key, std::vector<float>> sums;
+  for (int i = 0; i < 3000; ++i) {
+    const Key k = i % 2 == 0 ? resident[rng() % 8] : resident[rng() % resident.size()];
+    keys.push_back(k);
+    auto& sum = sums[k];
+    sum.resize(8, 0.0f);
+    for (uint32_t d = 0; d < 8; ++d) {
+      const float g = std::ldexp(1.0f, -static_cast<int>(rng() % 6)) * (rng() % 2 ? 1 : -1);
+      grads.push_back(g);
+      sum[d] += g;
+    }
+  }
+  ASSERT_TRUE(h.Push(keys, grads).ok());
+  auto rows = h.ExportAll();
+  for (size_t i = 0; i < resident.size(); ++i) {
+    std::vector<float> want(init.begin() + i * rf, init.begin() + (i + 1) * rf);
+    auto it = sums.find(resident[i]);
+    if (it != sums.end()) ApplyOptimizer(o.optimizer, 8, want.data(), it->second.data());
+    EXPECT_EQ(rows[resident[i]].row, want) << "key " << resident[i];
+    EXPECT_EQ(rows[resident[i]].dirty, it != sums.end() ? 1 : 0) << "key " << resident[i];
+  }
+  // The scratch is clear again: a second Push of one key steps it once.
+  std::vector<float> before = rows[resident[0]].row;
+  ASSERT_TRUE(h.Push({resident[0]}, std::vector<float>(8, 1.0f)).ok());
+  std::vector<float> one(8, 1.0f);
+  ApplyOptimizer(o.optimizer, 8, before.data(), one.data());
+  EXPECT_EQ(h.ExportAll()[resident[0]].row, before);
 }
 
 TYPED_TEST(DeviceTableTest, PushWithMissingKeyAppliesNothing) {
@@ -499,6 +581,11 @@ TYPED_TEST(DeviceTableTest, BadArgumentsChangeNothing) {
   EXPECT_EQ(t->Size(), 0u);
   EXPECT_TRUE(t->Find(nullptr, 1, nullptr, nullptr).IsInvalidArgument());
   EXPECT_TRUE(t->Find(nullptr, 0, nullptr, nullptr).ok());
+  TouchBatch touch;  // no keys, no out
+  touch.n = 1;
+  uint64_t missing = 0;
+  EXPECT_TRUE(t->FindTouch(touch, &missing, nullptr).IsInvalidArgument());
+  EXPECT_TRUE(t->FindTouch(TouchBatch{}, nullptr, nullptr).IsInvalidArgument());
   EXPECT_TRUE(t->EvictCandidates(1, nullptr).IsInvalidArgument());
 }
 

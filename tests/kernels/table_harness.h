@@ -114,6 +114,29 @@ class Harness {
     auto nu = ToRunner(r_, next_use);
     return t_->SetNextUse(k.data(), keys.size(), nu.data());
   }
+  // FindTouch into *out (its rows written where found, others kept);
+  // next_use empty: next_use_all; out_rows empty: row i for key i.
+  Status FindTouch(const std::vector<Key>& keys, const std::vector<uint32_t>& out_rows,
+                   const std::vector<int64_t>& next_use, int64_t next_use_all,
+                   std::vector<float>* out, std::vector<uint8_t>* found, uint64_t* missing) {
+    auto k = ToRunner(r_, keys);
+    auto rows_at = ToRunner(r_, out_rows);
+    auto nu = ToRunner(r_, next_use);
+    auto o = ToRunner(r_, *out);
+    auto f = RunnerArray<uint8_t>(r_, keys.size());
+    TouchBatch b;
+    b.keys = k.data();
+    b.n = keys.size();
+    b.out = o.data();
+    b.out_rows = out_rows.empty() ? nullptr : rows_at.data();
+    b.next_use = next_use.empty() ? nullptr : nu.data();
+    b.next_use_all = next_use_all;
+    b.found = f.data();
+    Status s = t_->FindTouch(b, missing, nullptr);
+    *out = FromRunner(o, out->size());
+    *found = FromRunner(f, keys.size());
+    return s;
+  }
   Status Push(const std::vector<Key>& keys, const std::vector<float>& grads) {
     auto k = ToRunner(r_, keys);
     auto g = ToRunner(r_, grads);
