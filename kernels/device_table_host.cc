@@ -23,6 +23,37 @@ void ForEachKey(uint64_t n, uint32_t threads, Fn&& fn) {
   });
 }
 
+// Runs fn(i, slot) for i in [0, n) on the shared pool, where slot is
+// ref.Find(keys[i]) (kNoSlot when absent), a group of keys at a time: the
+// group's lookups go first, each prefetching the next group's home bucket
+// and the first `prefetch_floats` floats of the row it found, so the cache
+// misses of a group overlap instead of following one another.
+template <class Fn>
+void ForEachGroup(uint64_t n, uint32_t threads, const DeviceTableRef& ref, const Key* keys,
+                  uint32_t prefetch_floats, Fn&& fn) {
+  constexpr uint64_t kGroup = 16;
+  constexpr uint32_t kLineFloats = 16;  // 64-byte cache lines
+  ThreadPool::Shared().ParallelFor(n, kHostGrainKeys, threads, [&](uint64_t begin, uint64_t end) {
+    uint64_t slots[kGroup];
+    for (uint64_t g = begin; g < end; g += kGroup) {
+      const uint64_t group_end = std::min(end, g + kGroup);
+      for (uint64_t i = g; i < group_end; ++i) {
+        if (i + kGroup < end) {
+          const uint64_t bucket = ref.HomeBucket(keys[i + kGroup]);
+          __builtin_prefetch(ref.keys + bucket * kBucketSlots);
+          __builtin_prefetch(ref.states + bucket * kBucketSlots);
+        }
+        const uint64_t s = ref.Find(keys[i]);
+        slots[i - g] = s;
+        if (s == kNoSlot) continue;
+        const float* row = ref.Row(s);
+        for (uint32_t f = 0; f < prefetch_floats; f += kLineFloats) __builtin_prefetch(row + f);
+      }
+      for (uint64_t i = g; i < group_end; ++i) fn(i, slots[i - g]);
+    }
+  });
+}
+
 // Failures of a batch: how many and the first (lowest index).
 struct FailureRecord {
   std::atomic<uint64_t> count{0};
@@ -55,17 +86,18 @@ Status DeviceTable::HostFind(const Key* keys, uint64_t n, float* out, uint32_t o
 Status DeviceTable::HostFindTouch(const TouchBatch& b, uint64_t* missing) {
   const DeviceTableRef ref = ref_;
   std::atomic<uint64_t> misses{0};
-  ForEachKey(b.n, options_.host_threads, [&](uint64_t i) {
-    const uint64_t s = ref.Find(b.keys[i]);
-    if (b.found != nullptr) b.found[i] = s != kNoSlot;
-    if (s == kNoSlot) {
-      misses.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    const uint64_t row = b.out_rows != nullptr ? b.out_rows[i] : i;
-    CopyFloats(b.out + row * ref.dim, ref.Row(s), ref.dim);
-    detail::StoreRelaxed(&ref.next_use[s], b.next_use != nullptr ? b.next_use[i] : b.next_use_all);
-  });
+  ForEachGroup(b.n, options_.host_threads, ref, b.keys, /*prefetch_floats=*/ref.dim,
+               [&](uint64_t i, uint64_t s) {
+                 if (b.found != nullptr) b.found[i] = s != kNoSlot;
+                 if (s == kNoSlot) {
+                   misses.fetch_add(1, std::memory_order_relaxed);
+                   return;
+                 }
+                 const uint64_t row = b.out_rows != nullptr ? b.out_rows[i] : i;
+                 CopyFloats(b.out + row * ref.dim, ref.Row(s), ref.dim);
+                 detail::StoreRelaxed(&ref.next_use[s],
+                                      b.next_use != nullptr ? b.next_use[i] : b.next_use_all);
+               });
   *missing = misses.load(std::memory_order_relaxed);
   return Status::Ok();
 }
@@ -137,9 +169,10 @@ Status DeviceTable::HostPush(const Key* keys, uint64_t n, const float* grads) {
   const uint32_t dim = ref.dim;
   const OptimizerOptions opt = options_.optimizer;
   FailureRecord missing;
-  // Pass 1: every key's slot, and how often each slot occurs in the batch.
-  ForEachKey(n, options_.host_threads, [&](uint64_t i) {
-    slot_of[i] = ref.Locate(keys[i]);
+  // Pass 1: every key's slot, and how often each slot occurs in the batch;
+  // the whole row is prefetched for pass 2.
+  ForEachGroup(n, options_.host_threads, ref, keys, ref.row_floats, [&](uint64_t i, uint64_t s) {
+    slot_of[i] = s == kNoSlot ? kNoSlot32 : static_cast<uint32_t>(s);
     if (slot_of[i] == kNoSlot32) {
       missing.Add(i);
     } else {
