@@ -33,25 +33,39 @@ void ForEachGroup(uint64_t n, uint32_t threads, const DeviceTableRef& ref, const
                   uint32_t prefetch_floats, Fn&& fn) {
   constexpr uint64_t kGroup = 16;
   constexpr uint32_t kLineFloats = 16;  // 64-byte cache lines
-  ThreadPool::Shared().ParallelFor(n, kHostGrainKeys, threads, [&](uint64_t begin, uint64_t end) {
-    uint64_t slots[kGroup];
-    for (uint64_t g = begin; g < end; g += kGroup) {
-      const uint64_t group_end = std::min(end, g + kGroup);
-      for (uint64_t i = g; i < group_end; ++i) {
-        if (i + kGroup < end) {
-          const uint64_t bucket = ref.HomeBucket(keys[i + kGroup]);
-          __builtin_prefetch(ref.keys + bucket * kBucketSlots);
-          __builtin_prefetch(ref.states + bucket * kBucketSlots);
-        }
-        const uint64_t s = ref.Find(keys[i]);
-        slots[i - g] = s;
-        if (s == kNoSlot) continue;
-        const float* row = ref.Row(s);
-        for (uint32_t f = 0; f < prefetch_floats; f += kLineFloats) __builtin_prefetch(row + f);
-      }
-      for (uint64_t i = g; i < group_end; ++i) fn(i, slots[i - g]);
-    }
-  });
+  // The range function captures one pointer, so std::function stores it
+  // in place: no allocation per call.
+  struct Context {
+    const DeviceTableRef& ref;
+    const Key* keys;
+    uint32_t prefetch_floats;
+    Fn& fn;
+  } ctx{ref, keys, prefetch_floats, fn};
+  ThreadPool::Shared().ParallelFor(n, kHostGrainKeys, threads,
+                                   [&ctx](uint64_t begin, uint64_t end) {
+                                     const DeviceTableRef& ref = ctx.ref;
+                                     const Key* keys = ctx.keys;
+                                     const uint32_t prefetch_floats = ctx.prefetch_floats;
+                                     auto& fn = ctx.fn;
+                                     uint64_t slots[kGroup];
+                                     for (uint64_t g = begin; g < end; g += kGroup) {
+                                       const uint64_t group_end = std::min(end, g + kGroup);
+                                       for (uint64_t i = g; i < group_end; ++i) {
+                                         if (i + kGroup < end) {
+                                           const uint64_t bucket = ref.HomeBucket(keys[i + kGroup]);
+                                           __builtin_prefetch(ref.keys + bucket * kBucketSlots);
+                                           __builtin_prefetch(ref.states + bucket * kBucketSlots);
+                                         }
+                                         const uint64_t s = ref.Find(keys[i]);
+                                         slots[i - g] = s;
+                                         if (s == kNoSlot) continue;
+                                         const float* row = ref.Row(s);
+                                         for (uint32_t f = 0; f < prefetch_floats; f += kLineFloats)
+                                           __builtin_prefetch(row + f);
+                                       }
+                                       for (uint64_t i = g; i < group_end; ++i) fn(i, slots[i - g]);
+                                     }
+                                   });
 }
 
 // Failures of a batch: how many and the first (lowest index).
