@@ -17,7 +17,9 @@
 //   store_open.cc        Open: tables, tiers, the SSD Env, threads; Close
 //   store_checks.cc      what Open and every call accept: options, ids, batches
 //   store_workers.cc     workers and clocks, FindTable, the checkpoint meta
-//   store_data.cc        the foreground data path: Pull, Push, chunked batches
+//   store_data.cc        the foreground data path: Pull and Push in one T0
+//                        pass, the slow path of missing keys, chunked batches
+//   key_dedup.h          distinct keys by hashing (the slow path's dedup)
 //   store_tiers.cc       moving rows between tiers (MakeResident, EvictFromT0,
 //                        staging) and the cleaner thread
 //   store_eviction.cc    the eviction order: next uses, fallback values, T0

@@ -7,8 +7,8 @@
 namespace strata {
 
 struct TierStats {
-  uint64_t hits = 0;      // lookups served by this tier
-  uint64_t misses = 0;    // lookups that went below it
+  uint64_t hits = 0;      // lookups served by this tier (T0: keys of Pulls, repeats included)
+  uint64_t misses = 0;    // lookups that went below it (T0: hits + misses = pulls)
   uint64_t rows_in = 0;   // rows moved into this tier (from below or created)
   uint64_t rows_out = 0;  // rows moved out (evicted down or dropped clean)
   uint64_t bytes_in = 0;
@@ -26,7 +26,7 @@ struct StoreStats {
   uint64_t ssd_row_writes = 0;
   uint64_t pulls = 0;             // keys pulled
   uint64_t pushes = 0;            // keys pushed
-  uint64_t stall_pulls = 0;       // keys a Pull had to fetch synchronously
+  uint64_t stall_pulls = 0;       // distinct keys Pulls had to fetch synchronously
   uint64_t prefetched_rows = 0;   // rows moved up by the planner
   uint64_t late_prefetches = 0;   // prefetched after their window had opened
   uint64_t intents = 0;           // keys signalled
