@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/key_dedup.h"
@@ -29,18 +30,19 @@ struct RunnerStaging {
   kernels::RunnerBuffer<uint32_t> out_rows;  // a Pull's second pass: rows of `out`
 };
 
-// Host scratch of a table's Pull and Push, kept from call to call so the
-// data path allocates nothing once it has grown.
+// Host scratch of a DeviceTier's passes, kept from call to call so the data
+// path allocates nothing once it has grown.
 struct PassScratch {
-  std::vector<int64_t> next_use;  // per key of the batch
-  std::vector<Key> sketch_keys;   // (table, key) mixed for the frequency sketch
-  std::vector<uint8_t> found;     // kGpu: the pass's found flags, copied out
-  std::vector<Key> miss_keys;     // keys T0 lacked, repeats included
-  std::vector<uint32_t> miss_rows;
+  std::vector<uint8_t> found;       // kGpu: the pass's found flags, copied out
+  std::vector<Key> miss_keys;       // keys T0 lacked, repeats included
+  std::vector<uint32_t> miss_rows;  // their positions in the batch
   std::vector<int64_t> miss_next_use;
-  std::vector<Key> miss_unique;   // their distinct keys
-  std::vector<Key> batch_unique;  // the batch's distinct keys (slow path)
+  std::vector<Key> miss_unique;  // their distinct keys
   KeyDedup dedup;
+  // The next uses the last Touch gave (the caller's memory, alive through
+  // its Pull; empty: next_use_all for every key).
+  std::span<const int64_t> next_use;
+  int64_t next_use_all = kClockNever;
 };
 
 // Grows `buffer` to at least `count` elements (doubling), keeping none of its

@@ -18,10 +18,8 @@ Status StoreImpl::WriteBackT0(Table& table) {
   std::vector<Key> keys;
   std::vector<float> rows;
   std::vector<int64_t> next_use;
-  HostRows chunk;
-  STRATA_RETURN_IF_ERROR(table.t0->ExportAll([&](const kernels::RowBatch& batch) -> Status {
-    STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &chunk));
-    for (uint64_t i = 0; i < batch.count; ++i) {
+  STRATA_RETURN_IF_ERROR(table.t0->ExportAll([&](const HostRows& chunk) -> Status {
+    for (uint64_t i = 0; i < chunk.keys.size(); ++i) {
       if (!chunk.dirty[i]) continue;
       keys.push_back(chunk.keys[i]);
       rows.insert(rows.end(), chunk.rows.begin() + i * table.row_floats,
@@ -35,16 +33,8 @@ Status StoreImpl::WriteBackT0(Table& table) {
       ssd_->MultiPut(table.id, keys,
                      std::span<const std::byte>(reinterpret_cast<const std::byte*>(rows.data()),
                                                 rows.size() * sizeof(float))));
-  RunnerStaging& st = table.staging;
-  const std::vector<uint8_t> clean(std::min<size_t>(keys.size(), kChunkKeysMax), 0);
-  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-    size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
-    STRATA_RETURN_IF_ERROR(StageRows(table, std::span<const Key>(keys.data() + off, n),
-                                     rows.data() + off * table.row_floats, next_use.data() + off,
-                                     clean.data()));
-    STRATA_RETURN_IF_ERROR(table.t0->InsertOrAssign(st.keys.data(), n, st.rows.data(),
-                                                    st.next_use.data(), st.dirty.data()));
-  }
+  const std::vector<uint8_t> clean(keys.size(), 0);
+  STRATA_RETURN_IF_ERROR(table.t0->Insert(keys, rows.data(), next_use.data(), clean.data()));
   counters_.t0_dirty_out.fetch_add(keys.size(), std::memory_order_relaxed);
   return Status::Ok();
 }
@@ -72,10 +62,8 @@ Status StoreImpl::ScanTable(TableId table_id,
   Table& table = *tables_[table_id];
   base::MutexLock lock(&table.mu);
   std::unordered_set<Key> seen;
-  HostRows chunk;
-  STRATA_RETURN_IF_ERROR(table.t0->ExportAll([&](const kernels::RowBatch& batch) -> Status {
-    STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &chunk));
-    for (uint64_t i = 0; i < batch.count; ++i) {
+  STRATA_RETURN_IF_ERROR(table.t0->ExportAll([&](const HostRows& chunk) -> Status {
+    for (uint64_t i = 0; i < chunk.keys.size(); ++i) {
       seen.insert(chunk.keys[i]);
       STRATA_RETURN_IF_ERROR(
           fn(chunk.keys[i],

@@ -38,76 +38,34 @@ uint64_t StoreImpl::PullRoom(const Table& table) const {
   return limit - std::min(limit, table.intent_pinned.load(std::memory_order_relaxed));
 }
 
-// The caller's keys as runner memory: the keys themselves on the host runner,
-// a copy in the staging (on `stream`) on a GPU.
-Result<const Key*> StoreImpl::KeysOnRunner(Table& table, std::span<const Key> keys, void* stream) {
-  if (runner_ == kernels::Runner::kHost) return keys.data();
-  STRATA_RETURN_IF_ERROR(StageKeys(table, keys, stream));
-  return static_cast<const Key*>(table.staging.keys.data());
-}
-
-// The next use a pass gives each key: one value for the whole batch when no
-// key can differ (LRU fallback, no intents tracked), else one per key in the
-// scratch (copied to the runner on `stream` for a GPU). With the LFU fallback
-// the keys are counted in the frequency sketch first.
-Status StoreImpl::PassNextUses(Table& table, std::span<const Key> keys, void* stream,
-                               kernels::TouchBatch* batch) {
-  PassScratch& sc = table.scratch;
+// The next uses a pass gives the batch: one value for all when no key can
+// differ (LRU fallback, no intents tracked), else one per key. With the LFU
+// fallback the keys are counted in the frequency sketch first.
+Result<std::span<const int64_t>> StoreImpl::PassNextUses(Table& table, std::span<const Key> keys,
+                                                         int64_t* all) {
   CountAccess(table, keys);
   if (!fallback_.sketch && tracked_keys_.load(std::memory_order_acquire) == 0) {
     const uint64_t seq = fallback_.access_seq.fetch_add(1, std::memory_order_relaxed) + 1;
-    batch->next_use = nullptr;
-    batch->next_use_all = FallbackValue(0, seq);
-    return Status::Ok();
+    *all = FallbackValue(0, seq);
+    return std::span<const int64_t>();
   }
-  STRATA_RETURN_IF_ERROR(NextUses(table, keys, &sc.next_use));
-  if (runner_ == kernels::Runner::kHost) {
-    batch->next_use = sc.next_use.data();
-    return Status::Ok();
-  }
-  RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, keys.size()));
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), sc.next_use.data(),
-                                               keys.size() * sizeof(int64_t), stream));
-  batch->next_use = st.next_use.data();
-  return Status::Ok();
+  STRATA_RETURN_IF_ERROR(NextUses(table, keys, &table.next_use));
+  *all = kClockNever;
+  return std::span<const int64_t>(table.next_use);
 }
 
-// Fills the scratch's miss_keys, miss_rows and miss_unique from a pass's
-// found flags (runner memory).
-Status StoreImpl::CollectMisses(Table& table, std::span<const Key> keys,
-                                const uint8_t* found_on_runner) {
-  PassScratch& sc = table.scratch;
-  const uint8_t* found = found_on_runner;
-  if (runner_ != kernels::Runner::kHost) {
-    sc.found.resize(keys.size());
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyOut(runner_, sc.found.data(), found_on_runner, keys.size()));
-    found = sc.found.data();
-  }
-  sc.miss_keys.clear();
-  sc.miss_rows.clear();
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (found[i]) continue;
-    sc.miss_keys.push_back(keys[i]);
-    sc.miss_rows.push_back(static_cast<uint32_t>(i));
-  }
-  sc.dedup.Distinct(sc.miss_keys, &sc.miss_unique);
-  return Status::Ok();
-}
-
-// The slow path of Pull and Push: brings the missing keys CollectMisses
-// found into T0 with the batch's resident rows pinned, so that afterwards
-// every key of the batch is resident. false, and nothing done, when the
-// batch's distinct keys exceed T0's free room: the caller takes chunks.
+// The slow path of Pull and Push: brings the missing keys the tier listed
+// (CollectMisses) into T0 with the batch's resident rows pinned, so that
+// afterwards every key of the batch is resident. false, and nothing done,
+// when the batch's distinct keys exceed T0's free room: the caller takes
+// chunks.
 Result<bool> StoreImpl::BringInMisses(Table& table, std::span<const Key> keys, bool count_access) {
-  PassScratch& sc = table.scratch;
-  sc.dedup.Distinct(keys, &sc.batch_unique);
-  if (sc.batch_unique.size() > PullRoom(table)) return false;
-  STRATA_RETURN_IF_ERROR(PinKeys(table, sc.batch_unique, true));  // missing keys take no pin
+  table.dedup.Distinct(keys, &table.batch_unique);
+  if (table.batch_unique.size() > PullRoom(table)) return false;
+  STRATA_RETURN_IF_ERROR(table.t0->Pin(table.batch_unique, true));  // missing keys take no pin
   uint64_t brought_in = 0;
-  Status resident = MakeResident(table, sc.miss_unique, count_access, &brought_in);
-  STRATA_RETURN_IF_ERROR(PinKeys(table, sc.batch_unique, false));
+  Status resident = MakeResident(table, table.t0->missing_keys(), count_access, &brought_in);
+  STRATA_RETURN_IF_ERROR(table.t0->Pin(table.batch_unique, false));
   STRATA_RETURN_IF_ERROR(resident);
   return true;
 }
@@ -119,73 +77,32 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   Table& table = *tables_[table_id];
   base::MutexLock lock(&table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (keys.size() > table.t0->options().batch_keys_max) {
+  if (keys.size() > table.t0->batch_keys_max()) {
     return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/true, stream);
   }
-  kernels::TouchBatch batch;
-  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(table, keys, stream));
-  batch.n = keys.size();
-  batch.out = out;
-  STRATA_RETURN_IF_ERROR(PassNextUses(table, keys, stream, &batch));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.flags, runner_, keys.size()));
-  batch.found = table.staging.flags.data();
+  int64_t next_use_all = kClockNever;
+  std::span<const int64_t> next_use;
+  STRATA_ASSIGN_OR_RETURN(next_use, PassNextUses(table, keys, &next_use_all));
   uint64_t missing = 0;
-  STRATA_RETURN_IF_ERROR(table.t0->FindTouch(batch, &missing, stream));
+  STRATA_RETURN_IF_ERROR(table.t0->Touch(keys, next_use, next_use_all, out, stream, &missing));
   counters_.t0_hits.fetch_add(keys.size() - missing, std::memory_order_relaxed);
   counters_.t0_misses.fetch_add(missing, std::memory_order_relaxed);
   if (missing == 0) return Status::Ok();
-  return PullMisses(table, keys, out, batch, stream);
+  return PullMisses(table, keys, out, stream);
 }
 
-// The slow path of a Pull whose first pass (`first`) found keys missing:
-// their distinct keys are brought into T0, then a second pass fills their
-// rows of `out` (rows gathered by the first pass may be evicted meanwhile:
-// they were read already).
-Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys, float* out,
-                             const kernels::TouchBatch& first, void* stream) {
-  PassScratch& sc = table.scratch;
-  STRATA_RETURN_IF_ERROR(CollectMisses(table, keys, first.found));
+// The slow path of a Pull whose pass found keys missing: their distinct keys
+// are brought into T0, then a second pass fills their rows of `out` (rows
+// gathered by the first pass may be evicted meanwhile: they were read).
+Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys, float* out, void* stream) {
+  STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys));
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/true));
   if (!brought) {
     return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/false, stream);
   }
-  // The next uses the first pass gave, for the missing keys.
-  const bool per_key = first.next_use != nullptr;
-  if (per_key) {
-    sc.miss_next_use.resize(sc.miss_rows.size());
-    for (size_t j = 0; j < sc.miss_rows.size(); ++j) {
-      sc.miss_next_use[j] = sc.next_use[sc.miss_rows[j]];
-    }
-  }
-  const size_t m = sc.miss_keys.size();
-  RunnerStaging& st = table.staging;
-  kernels::TouchBatch second;
-  second.n = m;
-  second.out = out;
-  second.next_use_all = first.next_use_all;
-  if (runner_ == kernels::Runner::kHost) {
-    second.keys = sc.miss_keys.data();
-    second.out_rows = sc.miss_rows.data();
-    second.next_use = per_key ? sc.miss_next_use.data() : nullptr;
-  } else {
-    STRATA_RETURN_IF_ERROR(StageKeys(table, sc.miss_keys, stream));
-    second.keys = st.keys.data();
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.out_rows, runner_, m));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.out_rows.data(), sc.miss_rows.data(),
-                                                 m * sizeof(uint32_t), stream));
-    second.out_rows = st.out_rows.data();
-    if (per_key) {
-      STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, m));
-      STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(
-          runner_, st.next_use.data(), sc.miss_next_use.data(), m * sizeof(int64_t), stream));
-      second.next_use = st.next_use.data();
-    }
-  }
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, m));
-  second.found = st.flags.data();
   uint64_t still_missing = 0;
-  STRATA_RETURN_IF_ERROR(table.t0->FindTouch(second, &still_missing, stream));
+  STRATA_RETURN_IF_ERROR(table.t0->TouchMisses(out, stream, &still_missing));
   if (still_missing != 0) {
     // A key made resident must be found; a miss here would hand the caller a
     // row it never got, so it is an error, never silent.
@@ -202,27 +119,20 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   Table& table = *tables_[table_id];
   base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (keys.size() > table.t0->options().batch_keys_max) {
+  if (keys.size() > table.t0->batch_keys_max()) {
     return PushChunked(table, keys, SortedUnique(keys), grads, stream);
   }
-  const Key* runner_keys = nullptr;
-  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(table, keys, stream));
-  Status pushed = table.t0->PushAsync(runner_keys, keys.size(), grads, stream);
-  if (pushed.ok()) pushed = table.t0->Synchronize(stream);
+  Status pushed = table.t0->Push(keys, grads, stream);
   if (!pushed.IsNotFound()) return pushed;
 
   // Some key is not resident and nothing was applied: bring the missing keys
   // in and push again.
-  RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, keys.size()));
-  STRATA_RETURN_IF_ERROR(table.t0->Find(runner_keys, keys.size(), nullptr, st.flags.data()));
-  STRATA_RETURN_IF_ERROR(CollectMisses(table, keys, st.flags.data()));
+  STRATA_RETURN_IF_ERROR(table.t0->FindPresence(keys));
+  STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys));
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/false));
   if (!brought) return PushChunked(table, keys, SortedUnique(keys), grads, stream);
-  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(table, keys, stream));
-  STRATA_RETURN_IF_ERROR(table.t0->PushAsync(runner_keys, keys.size(), grads, stream));
-  return table.t0->Synchronize(stream);
+  return table.t0->Push(keys, grads, stream);
 }
 
 // Batches larger than T0's free share: chunks of unique keys, each made
@@ -241,7 +151,7 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
   position.reserve(unique_keys.size());
   for (uint64_t i = 0; i < unique_keys.size(); ++i) position.emplace(unique_keys[i], i);
   std::vector<float> values(unique_keys.size() * table.dim);
-  RunnerStaging& st = table.staging;
+  std::vector<uint8_t> found;
   uint64_t brought_in_total = 0;
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
     std::span<const Key> chunk =
@@ -249,24 +159,13 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
     uint64_t brought_in = 0;
     STRATA_RETURN_IF_ERROR(MakeResident(table, chunk, /*count_access=*/true, &brought_in));
     brought_in_total += brought_in;
-    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
-    STRATA_RETURN_IF_ERROR(
-        table.t0->Find(st.keys.data(), chunk.size(), st.values.data(), st.flags.data()));
-    std::vector<uint8_t>& found = table.scratch.found;
-    found.resize(chunk.size());
-    STRATA_RETURN_IF_ERROR(
-        kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), chunk.size()));
+    STRATA_RETURN_IF_ERROR(table.t0->Gather(chunk, values.data() + off * table.dim, &found));
     for (size_t i = 0; i < chunk.size(); ++i) {
       if (found[i] == 0) {
         return Status::Internal("table '" + table.name + "': key " + std::to_string(chunk[i]) +
                                 " missing from T0 right after it was made resident");
       }
     }
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, values.data() + off * table.dim,
-                                                  st.values.data(),
-                                                  chunk.size() * table.dim * sizeof(float)));
     STRATA_RETURN_IF_ERROR(Touch(table, chunk));
   }
   if (count_lookups) {
@@ -306,7 +205,6 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
     const float* src = host_grads.data() + i * table.dim;
     for (uint32_t d = 0; d < table.dim; ++d) dst[d] += src[d];
   }
-  RunnerStaging& st = table.staging;
   for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
     std::span<const Key> chunk =
         unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
@@ -325,12 +223,7 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
                               " keys, then failed: " + resident.ToString());
     }
     STRATA_RETURN_IF_ERROR(resident);
-    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, chunk.size() * table.dim));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.values.data(),
-                                                 summed.data() + off * table.dim,
-                                                 chunk.size() * table.dim * sizeof(float)));
-    STRATA_RETURN_IF_ERROR(table.t0->Push(st.keys.data(), chunk.size(), st.values.data()));
+    STRATA_RETURN_IF_ERROR(table.t0->PushHost(chunk, summed.data() + off * table.dim));
   }
   return Status::Ok();
 }

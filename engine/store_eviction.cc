@@ -52,7 +52,7 @@ Status StoreImpl::NextUses(Table& table, std::span<const Key> keys,
 
 void StoreImpl::CountAccess(Table& table, std::span<const Key> keys) {
   if (!fallback_.sketch) return;
-  std::vector<Key>& mixed = table.scratch.sketch_keys;
+  std::vector<Key>& mixed = table.sketch_keys;
   mixed.resize(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) mixed[i] = SketchKey(table.id, keys[i]);
   base::MutexLock lock(&fallback_.mu);
@@ -69,16 +69,11 @@ Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
 // out on the Pull path: its order is set again when a row is demoted.
 Status StoreImpl::RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) {
   std::vector<int64_t> next_use;
-  RunnerStaging& st = table.staging;
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
     std::span<const Key> chunk =
         keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
     STRATA_RETURN_IF_ERROR(NextUses(table, chunk, &next_use));
-    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, chunk.size()));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use.data(),
-                                                 chunk.size() * sizeof(int64_t)));
-    STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(st.keys.data(), chunk.size(), st.next_use.data()));
+    STRATA_RETURN_IF_ERROR(table.t0->SetNextUse(chunk, next_use));
     if (with_t1) STRATA_RETURN_IF_ERROR(dram_->SetNextUse(table.id, chunk, next_use));
   }
   return Status::Ok();

@@ -1,12 +1,11 @@
 // StoreImpl: the Store behind include/strata/store.h.
 //
-// Tiers: T0 is one kernels::DeviceTable per table (GPU memory, or its host
-// twin); T1 is one storage::DramCache shared by all tables; T2 is a
-// storage::RowStore (native SSD store or RocksDB). The hierarchy is
-// exclusive: a row promoted to T0 leaves T1; a row evicted from T0 is demoted
-// into T1 with its dirty flag; T1 writes dirty rows to T2 before reusing their
-// slots and drops clean ones. A row never seen is created in T0 by the
-// table's deterministic initializer (so dropping it clean loses nothing).
+// Tiers: T0 is one DeviceTier per table (a kernels::DeviceTable in GPU
+// memory, or its host twin, with its staging); T1 is one storage::DramCache shared by all tables;
+// T2 is a storage::RowStore (native SSD store or RocksDB). The hierarchy is exclusive: a row
+// promoted to T0 leaves T1; a row evicted from T0 is demoted into T1 with its dirty flag; T1 writes
+// dirty rows to T2 before reusing their slots and drops clean ones. A row never seen is created in
+// T0 by the table's deterministic initializer (so dropping it clean loses nothing).
 //
 // T0 eviction order is the device table's "largest next_use first": a row
 // with an intent has next_use = the start of its nearest window (Belady on
@@ -27,6 +26,8 @@
 //   store_intent.cc      Intent, DrainIntents and the planner thread
 //   store_checkpoint.cc  Checkpoint, T0 write-back, ScanTable
 //   store_stats.cc       Stats
+//   device_tier.h        T0 of one table: its DeviceTable, the staging between
+//                        host and runner memory, every batch operation on T0
 //   runner_staging.h     staging buffers and the copy of T0 rows to the host
 //
 // Locking, outermost first:
@@ -52,6 +53,7 @@
 
 #include "base/mutex.h"
 #include "engine/action_timing.h"
+#include "engine/device_tier.h"
 #include "engine/frequency_sketch.h"
 #include "engine/intent_index.h"
 #include "engine/limits.h"
@@ -141,9 +143,14 @@ class StoreImpl final : public Store {
     std::atomic<uint64_t> intent_pinned{0};
 
     base::Mutex mu;
-    std::unique_ptr<kernels::DeviceTable> t0 GUARDED_BY(mu);
-    RunnerStaging staging GUARDED_BY(mu);
-    PassScratch scratch GUARDED_BY(mu);
+    std::unique_ptr<DeviceTier> t0 GUARDED_BY(mu);
+    // Host scratch of Pull and Push (kept, so the data path allocates
+    // nothing once grown): per-key next uses, keys mixed for the frequency
+    // sketch, the batch's distinct keys on the slow path.
+    std::vector<int64_t> next_use GUARDED_BY(mu);
+    std::vector<Key> sketch_keys GUARDED_BY(mu);
+    std::vector<Key> batch_unique GUARDED_BY(mu);
+    KeyDedup dedup GUARDED_BY(mu);
   };
   struct PendingIntent {
     TableId table;
@@ -243,18 +250,15 @@ class StoreImpl final : public Store {
 
   // The data path (store_data.cc). REQUIRES: table.mu held.
   uint64_t PullRoom(const Table& table) const REQUIRES(table.mu);
-  Result<const Key*> KeysOnRunner(Table& table, std::span<const Key> keys, void* stream)
-      REQUIRES(table.mu);
-  Status PassNextUses(Table& table, std::span<const Key> keys, void* stream,
-                      kernels::TouchBatch* batch) REQUIRES(table.mu)
+  // The next uses a Pull's pass gives `keys`: *all when every key gets the
+  // same, else per key in table.next_use (returned span).
+  Result<std::span<const int64_t>> PassNextUses(Table& table, std::span<const Key> keys,
+                                                int64_t* all) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
-  Status CollectMisses(Table& table, std::span<const Key> keys, const uint8_t* found_on_runner)
-      REQUIRES(table.mu);
   Result<bool> BringInMisses(Table& table, std::span<const Key> keys, bool count_access)
       REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
-  Status PullMisses(Table& table, std::span<const Key> keys, float* out,
-                    const kernels::TouchBatch& first, void* stream) REQUIRES(table.mu)
-      EXCLUDES(intent_mu_, fallback_.mu);
+  Status PullMisses(Table& table, std::span<const Key> keys, float* out, void* stream)
+      REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      float* out, bool count_lookups, void* stream) REQUIRES(table.mu);
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
@@ -268,12 +272,6 @@ class StoreImpl final : public Store {
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
                    std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
   Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu) EXCLUDES(cleaner_.mu);
-  // Pins or unpins.
-  Status PinKeys(Table& table, std::span<const Key> keys, bool pin) REQUIRES(table.mu);
-  Status StageKeys(Table& table, std::span<const Key> keys, void* stream = nullptr)
-      REQUIRES(table.mu);
-  Status StageRows(Table& table, std::span<const Key> keys, const float* rows,
-                   const int64_t* next_use, const uint8_t* dirty) REQUIRES(table.mu);
 
   // The cleaner thread (store_tiers.cc).
   void CleanerLoop() EXCLUDES(cleaner_.mu);

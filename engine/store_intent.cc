@@ -191,7 +191,7 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
     }
     i = j;
     base::MutexLock lock(&table.mu);
-    STRATA_RETURN_IF_ERROR(PinKeys(table, unpin, /*pin=*/false));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(unpin, /*pin=*/false));
     STRATA_ASSERT(table.intent_pinned >= unpin.size(), "intent pin count underflow");
     table.intent_pinned -= unpin.size();
     STRATA_RETURN_IF_ERROR(RefreshNextUse(table, keys, /*with_t1=*/true));
@@ -295,7 +295,7 @@ Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> wind
     counters_.prefetched_rows.fetch_add(brought_in, std::memory_order_relaxed);
     if (part == &late) counters_.late_prefetches.fetch_add(brought_in, std::memory_order_relaxed);
   }
-  STRATA_RETURN_IF_ERROR(PinKeys(table, new_pins, /*pin=*/true));
+  STRATA_RETURN_IF_ERROR(table.t0->Pin(new_pins, /*pin=*/true));
   table.intent_pinned += new_pins.size();
   {
     base::MutexLock ilock(&intent_mu_);

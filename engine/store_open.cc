@@ -102,7 +102,7 @@ Status StoreImpl::Init() {
     if (!created.ok()) return created.status().WithContext("table '" + opt.name + "'");
     {
       base::MutexLock table_lock(&table->mu);  // not shared yet; for the analysis
-      table->t0 = std::move(created).value();
+      table->t0 = std::make_unique<DeviceTier>(std::move(created).value());
     }
 
     specs.push_back({table->id, opt.name, table->row_bytes});

@@ -21,12 +21,8 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   *brought_in = 0;
   const size_t n = unique_keys.size();
   if (n == 0) return Status::Ok();
-  RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(StageKeys(table, unique_keys));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
-  STRATA_RETURN_IF_ERROR(table.t0->Find(st.keys.data(), n, nullptr, st.flags.data()));
-  std::vector<uint8_t> found(n);
-  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found.data(), st.flags.data(), n));
+  std::vector<uint8_t> found;
+  STRATA_RETURN_IF_ERROR(table.t0->Presence(unique_keys, &found));
   std::vector<Key> present, missing;
   for (size_t i = 0; i < n; ++i) (found[i] ? present : missing).push_back(unique_keys[i]);
   if (missing.empty()) return Status::Ok();
@@ -37,9 +33,9 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
   if (size + missing.size() > limit) {
     // Pin the batch's resident rows so eviction cannot pick them.
-    STRATA_RETURN_IF_ERROR(PinKeys(table, present, true));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, true));
     Status evicted = EvictFromT0(table, size + missing.size() - limit);
-    STRATA_RETURN_IF_ERROR(PinKeys(table, present, false));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, false));
     STRATA_RETURN_IF_ERROR(evicted);
     const uint64_t now = table.t0->Size();
     if (table.t0_rows_cap < now + missing.size()) {
@@ -57,20 +53,16 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   std::vector<int64_t> next_use;
   STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
   const size_t m = missing.size();
-  STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
-  Status inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
-                                             st.dirty.data());
+  Status inserted = table.t0->Insert(missing, rows.data(), next_use.data(), dirty.data());
   if (inserted.IsResourceExhausted()) {
     // Some key found no slot within the table's probe bound (a crowded
     // neighbourhood, rare below the load factor T0 is sized for): evict more
     // rows, the whole batch pinned meanwhile, and place the batch again.
-    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, true));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(unique_keys, true));
     Status evicted = EvictFromT0(table, std::max<uint64_t>(m, table.t0_share / 16));
-    STRATA_RETURN_IF_ERROR(PinKeys(table, unique_keys, false));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(unique_keys, false));
     STRATA_RETURN_IF_ERROR(evicted);
-    STRATA_RETURN_IF_ERROR(StageRows(table, missing, rows.data(), next_use.data(), dirty.data()));
-    inserted = table.t0->InsertOrAssign(st.keys.data(), m, st.rows.data(), st.next_use.data(),
-                                        st.dirty.data());
+    inserted = table.t0->Insert(missing, rows.data(), next_use.data(), dirty.data());
   }
   STRATA_RETURN_IF_ERROR(inserted.WithContext("table '" + table.name + "' T0"));
   // The rows have their new home in T0; only now do they leave T1.
@@ -129,17 +121,10 @@ Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector
 
 Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   if (count == 0) return Status::Ok();
-  RunnerStaging& st = table.staging;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, count));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, count * table.row_floats));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, count));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, count));
-  kernels::RowBatch batch{st.keys.data(), st.rows.data(), st.next_use.data(), st.dirty.data(), 0};
-  STRATA_RETURN_IF_ERROR(table.t0->EvictCandidates(count, &batch));
-  const uint64_t n = batch.count;
-  if (n == 0) return Status::Ok();
   HostRows out;
-  STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, table.row_floats, &out));
+  STRATA_RETURN_IF_ERROR(table.t0->Evict(count, &out));
+  const uint64_t n = out.keys.size();
+  if (n == 0) return Status::Ok();
   // T1 keeps the engine's order, fallback values included. It takes the rows
   // in pieces it can hold whole: the batch may outnumber all of T1.
   uint64_t moved = 0;
@@ -151,9 +136,9 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   if (!s.ok()) {
     // T1 could not take the rest (its write-back failed): those rows go back
     // to T0, so none is lost, and the error reaches the caller.
-    Status back = table.t0->InsertOrAssign(st.keys.data() + moved, n - moved,
-                                           st.rows.data() + moved * table.row_floats,
-                                           st.next_use.data() + moved, st.dirty.data() + moved);
+    Status back = table.t0->Insert(std::span<const Key>(out.keys).subspan(moved),
+                                   out.rows.data() + moved * table.row_floats,
+                                   out.next_use.data() + moved, out.dirty.data() + moved);
     STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
   }
   uint64_t dirty_rows = 0;
@@ -173,42 +158,6 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
                          "' from T0 to T1");
   }
   return Status::Ok();
-}
-
-Status StoreImpl::PinKeys(Table& table, std::span<const Key> keys, bool pin) {
-  RunnerStaging& st = table.staging;
-  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
-    std::span<const Key> chunk =
-        keys.subspan(off, std::min<size_t>(kChunkKeysMax, keys.size() - off));
-    STRATA_RETURN_IF_ERROR(StageKeys(table, chunk));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, chunk.size()));
-    STRATA_RETURN_IF_ERROR(pin ? table.t0->Pin(st.keys.data(), chunk.size(), st.flags.data())
-                               : table.t0->Unpin(st.keys.data(), chunk.size()));
-  }
-  return Status::Ok();
-}
-
-// Copies keys into the table's runner staging (st.keys).
-Status StoreImpl::StageKeys(Table& table, std::span<const Key> keys, void* stream) {
-  STRATA_RETURN_IF_ERROR(ReserveRunner(table.staging.keys, runner_, keys.size()));
-  return kernels::RunnerCopyIn(runner_, table.staging.keys.data(), keys.data(), keys.size_bytes(),
-                               stream);
-}
-
-// Copies whole rows with their next uses and dirty flags into the staging.
-Status StoreImpl::StageRows(Table& table, std::span<const Key> keys, const float* rows,
-                            const int64_t* next_use, const uint8_t* dirty) {
-  RunnerStaging& st = table.staging;
-  const size_t n = keys.size();
-  STRATA_RETURN_IF_ERROR(StageKeys(table, keys));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * table.row_floats));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.rows.data(), rows, n * size_t{table.row_bytes}));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use, n * sizeof(int64_t)));
-  return kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty, n);
 }
 
 void StoreImpl::KickCleaner() {

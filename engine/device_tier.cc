@@ -1,0 +1,210 @@
+#include "engine/device_tier.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/limits.h"
+
+namespace strata::engine {
+
+DeviceTier::DeviceTier(std::unique_ptr<kernels::DeviceTable> table)
+    : table_(std::move(table)),
+      runner_(table_->runner()),
+      row_floats_(table_->row_floats()),
+      dim_(table_->dim()) {}
+
+Status DeviceTier::StageKeys(std::span<const Key> keys, void* stream) {
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.keys, runner_, keys.size()));
+  return kernels::RunnerCopyIn(runner_, staging_.keys.data(), keys.data(), keys.size_bytes(),
+                               stream);
+}
+
+Result<const Key*> DeviceTier::KeysOnRunner(std::span<const Key> keys, void* stream) {
+  if (runner_ == kernels::Runner::kHost) return keys.data();
+  STRATA_RETURN_IF_ERROR(StageKeys(keys, stream));
+  return static_cast<const Key*>(staging_.keys.data());
+}
+
+template <class T>
+Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer, const T* data,
+                                      size_t count, void* stream) {
+  if (runner_ == kernels::Runner::kHost) return data;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(buffer, runner_, count));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, buffer.data(), data, count * sizeof(T), stream));
+  return static_cast<const T*>(buffer.data());
+}
+
+Result<const uint8_t*> DeviceTier::FoundOnHost(size_t n) {
+  if (runner_ == kernels::Runner::kHost) return static_cast<const uint8_t*>(staging_.flags.data());
+  scratch_.found.resize(n);
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyOut(runner_, scratch_.found.data(), staging_.flags.data(), n));
+  return static_cast<const uint8_t*>(scratch_.found.data());
+}
+
+Status DeviceTier::Touch(std::span<const Key> keys, std::span<const int64_t> next_use,
+                         int64_t next_use_all, float* out, void* stream, uint64_t* missing) {
+  kernels::TouchBatch batch;
+  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(keys, stream));
+  batch.n = keys.size();
+  batch.out = out;
+  batch.next_use_all = next_use_all;
+  if (!next_use.empty()) {
+    STRATA_ASSIGN_OR_RETURN(batch.next_use,
+                            OnRunner(staging_.next_use, next_use.data(), keys.size(), stream));
+  }
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, keys.size()));
+  batch.found = staging_.flags.data();
+  scratch_.next_use = next_use;
+  scratch_.next_use_all = next_use_all;
+  return table_->FindTouch(batch, missing, stream);
+}
+
+Status DeviceTier::CollectMisses(std::span<const Key> keys) {
+  PassScratch& sc = scratch_;
+  const uint8_t* found = nullptr;
+  STRATA_ASSIGN_OR_RETURN(found, FoundOnHost(keys.size()));
+  sc.miss_keys.clear();
+  sc.miss_rows.clear();
+  sc.miss_next_use.clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (found[i]) continue;
+    sc.miss_keys.push_back(keys[i]);
+    sc.miss_rows.push_back(static_cast<uint32_t>(i));
+    if (!sc.next_use.empty()) sc.miss_next_use.push_back(sc.next_use[i]);
+  }
+  sc.dedup.Distinct(sc.miss_keys, &sc.miss_unique);
+  return Status::Ok();
+}
+
+Status DeviceTier::TouchMisses(float* out, void* stream, uint64_t* still_missing) {
+  PassScratch& sc = scratch_;
+  const size_t m = sc.miss_keys.size();
+  kernels::TouchBatch batch;
+  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(sc.miss_keys, stream));
+  batch.n = m;
+  batch.out = out;
+  STRATA_ASSIGN_OR_RETURN(batch.out_rows,
+                          OnRunner(staging_.out_rows, sc.miss_rows.data(), m, stream));
+  batch.next_use_all = sc.next_use_all;
+  if (!sc.miss_next_use.empty()) {
+    STRATA_ASSIGN_OR_RETURN(batch.next_use,
+                            OnRunner(staging_.next_use, sc.miss_next_use.data(), m, stream));
+  }
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, m));
+  batch.found = staging_.flags.data();
+  return table_->FindTouch(batch, still_missing, stream);
+}
+
+Status DeviceTier::Push(std::span<const Key> keys, const float* grads, void* stream) {
+  const Key* runner_keys = nullptr;
+  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(keys, stream));
+  STRATA_RETURN_IF_ERROR(table_->PushAsync(runner_keys, keys.size(), grads, stream));
+  return table_->Synchronize(stream);
+}
+
+Status DeviceTier::FindPresence(std::span<const Key> keys) {
+  const Key* runner_keys = nullptr;
+  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(keys, nullptr));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, keys.size()));
+  return table_->Find(runner_keys, keys.size(), nullptr, staging_.flags.data());
+}
+
+Status DeviceTier::Presence(std::span<const Key> keys, std::vector<uint8_t>* found) {
+  found->resize(keys.size());
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    const size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
+    STRATA_RETURN_IF_ERROR(FindPresence(keys.subspan(off, n)));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyOut(runner_, found->data() + off, staging_.flags.data(), n));
+  }
+  return Status::Ok();
+}
+
+Status DeviceTier::Pin(std::span<const Key> keys, bool pin) {
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    const size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
+    STRATA_RETURN_IF_ERROR(StageKeys(keys.subspan(off, n)));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, n));
+    STRATA_RETURN_IF_ERROR(pin ? table_->Pin(staging_.keys.data(), n, staging_.flags.data())
+                               : table_->Unpin(staging_.keys.data(), n));
+  }
+  return Status::Ok();
+}
+
+Status DeviceTier::Insert(std::span<const Key> keys, const float* rows, const int64_t* next_use,
+                          const uint8_t* dirty) {
+  RunnerStaging& st = staging_;
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    const size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
+    STRATA_RETURN_IF_ERROR(StageKeys(keys.subspan(off, n)));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * row_floats_));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(),
+                                                 rows + off * row_floats_,
+                                                 n * row_floats_ * sizeof(float)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use + off,
+                                                 n * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty + off, n));
+    STRATA_RETURN_IF_ERROR(table_->InsertOrAssign(st.keys.data(), n, st.rows.data(),
+                                                  st.next_use.data(), st.dirty.data()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceTier::SetNextUse(std::span<const Key> keys, std::span<const int64_t> next_use) {
+  for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
+    const size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
+    STRATA_RETURN_IF_ERROR(StageKeys(keys.subspan(off, n)));
+    STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.next_use, runner_, n));
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, staging_.next_use.data(),
+                                                 next_use.data() + off, n * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(table_->SetNextUse(staging_.keys.data(), n, staging_.next_use.data()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceTier::Evict(uint64_t count, HostRows* out) {
+  RunnerStaging& st = staging_;
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.keys, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, count * row_floats_));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, count));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, count));
+  kernels::RowBatch batch{st.keys.data(), st.rows.data(), st.next_use.data(), st.dirty.data(), 0};
+  STRATA_RETURN_IF_ERROR(table_->EvictCandidates(count, &batch));
+  return CopyRowsToHost(runner_, batch, row_floats_, out);
+}
+
+Status DeviceTier::Gather(std::span<const Key> keys, float* values, std::vector<uint8_t>* found) {
+  RunnerStaging& st = staging_;
+  const size_t n = keys.size();
+  STRATA_RETURN_IF_ERROR(StageKeys(keys));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, n * dim_));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.flags, runner_, n));
+  STRATA_RETURN_IF_ERROR(table_->Find(st.keys.data(), n, st.values.data(), st.flags.data()));
+  found->resize(n);
+  STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, found->data(), st.flags.data(), n));
+  return kernels::RunnerCopyOut(runner_, values, st.values.data(), n * dim_ * sizeof(float));
+}
+
+Status DeviceTier::PushHost(std::span<const Key> keys, const float* grads) {
+  RunnerStaging& st = staging_;
+  const size_t n = keys.size();
+  STRATA_RETURN_IF_ERROR(StageKeys(keys));
+  STRATA_RETURN_IF_ERROR(ReserveRunner(st.values, runner_, n * dim_));
+  STRATA_RETURN_IF_ERROR(
+      kernels::RunnerCopyIn(runner_, st.values.data(), grads, n * dim_ * sizeof(float)));
+  return table_->Push(st.keys.data(), n, st.values.data());
+}
+
+Status DeviceTier::ExportAll(const std::function<Status(const HostRows&)>& fn) {
+  HostRows chunk;
+  return table_->ExportAll([&](const kernels::RowBatch& batch) -> Status {
+    STRATA_RETURN_IF_ERROR(CopyRowsToHost(runner_, batch, row_floats_, &chunk));
+    return fn(chunk);
+  });
+}
+
+}  // namespace strata::engine
