@@ -26,8 +26,8 @@ Result<const Key*> DeviceTier::KeysOnRunner(std::span<const Key> keys, void* str
 }
 
 template <class T>
-Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer, const T* data,
-                                      size_t count, void* stream) {
+Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer, const T* data, size_t count,
+                                      void* stream) {
   if (runner_ == kernels::Runner::kHost) return data;
   STRATA_RETURN_IF_ERROR(ReserveRunner(buffer, runner_, count));
   STRATA_RETURN_IF_ERROR(
@@ -142,11 +142,10 @@ Status DeviceTier::Insert(std::span<const Key> keys, const float* rows, const in
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.rows, runner_, n * row_floats_));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.next_use, runner_, n));
     STRATA_RETURN_IF_ERROR(ReserveRunner(st.dirty, runner_, n));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(),
-                                                 rows + off * row_floats_,
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.rows.data(), rows + off * row_floats_,
                                                  n * row_floats_ * sizeof(float)));
-    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use + off,
-                                                 n * sizeof(int64_t)));
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, st.next_use.data(), next_use + off, n * sizeof(int64_t)));
     STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, st.dirty.data(), dirty + off, n));
     STRATA_RETURN_IF_ERROR(table_->InsertOrAssign(st.keys.data(), n, st.rows.data(),
                                                   st.next_use.data(), st.dirty.data()));

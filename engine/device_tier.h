@@ -70,8 +70,8 @@ class DeviceTier {
   [[nodiscard]] Status Pin(std::span<const Key> keys, bool pin);
   // Writes whole rows (row_floats each) with next uses and dirty flags.
   // ResourceExhausted when some key found no slot (keys before it may be in).
-  [[nodiscard]] Status Insert(std::span<const Key> keys, const float* rows,
-                              const int64_t* next_use, const uint8_t* dirty);
+  [[nodiscard]] Status Insert(std::span<const Key> keys, const float* rows, const int64_t* next_use,
+                              const uint8_t* dirty);
   // Sets the next use of the resident keys among `keys`.
   [[nodiscard]] Status SetNextUse(std::span<const Key> keys, std::span<const int64_t> next_use);
   // Takes up to `count` unpinned rows with the largest next use out of T0
@@ -79,7 +79,8 @@ class DeviceTier {
   [[nodiscard]] Status Evict(uint64_t count, HostRows* out);
   // The embeddings of `keys` (dim floats each) into host memory, with
   // found flags.
-  [[nodiscard]] Status Gather(std::span<const Key> keys, float* values, std::vector<uint8_t>* found);
+  [[nodiscard]] Status Gather(std::span<const Key> keys, float* values,
+                              std::vector<uint8_t>* found);
   // A Push of summed gradients held in host memory (dim floats per key).
   [[nodiscard]] Status PushHost(std::span<const Key> keys, const float* grads);
   // Calls fn with every resident row, copied to the host in chunks.

@@ -1,11 +1,13 @@
 // StoreImpl: the Store behind include/strata/store.h.
 //
 // Tiers: T0 is one DeviceTier per table (a kernels::DeviceTable in GPU
-// memory, or its host twin, with its staging); T1 is one storage::DramCache shared by all tables;
-// T2 is a storage::RowStore (native SSD store or RocksDB). The hierarchy is exclusive: a row
-// promoted to T0 leaves T1; a row evicted from T0 is demoted into T1 with its dirty flag; T1 writes
-// dirty rows to T2 before reusing their slots and drops clean ones. A row never seen is created in
-// T0 by the table's deterministic initializer (so dropping it clean loses nothing).
+// memory, or its host twin, with its staging); T1 is one storage::DramCache
+// shared by all tables; T2 is a storage::RowStore (native SSD store or
+// RocksDB). The hierarchy is exclusive: a row promoted to T0 leaves T1; a
+// row evicted from T0 is demoted into T1 with its dirty flag; T1 writes
+// dirty rows to T2 before reusing their slots and drops clean ones. A row
+// never seen is created in T0 by the table's deterministic initializer (so
+// dropping it clean loses nothing).
 //
 // T0 eviction order is the device table's "largest next_use first": a row
 // with an intent has next_use = the start of its nearest window (Belady on
