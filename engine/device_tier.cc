@@ -1,6 +1,7 @@
 #include "engine/device_tier.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "engine/limits.h"
@@ -20,18 +21,19 @@ Status DeviceTier::StageKeys(std::span<const Key> keys, void* stream) {
 }
 
 Result<const Key*> DeviceTier::KeysOnRunner(std::span<const Key> keys, void* stream) {
-  if (runner_ == kernels::Runner::kHost) return keys.data();
-  STRATA_RETURN_IF_ERROR(StageKeys(keys, stream));
-  return static_cast<const Key*>(staging_.keys.data());
+  return OnRunner(staging_.keys, pinned_keys_, keys.data(), keys.size(), stream);
 }
 
 template <class T>
-Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer, const T* data, size_t count,
+Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer,
+                                      kernels::HostStaging<T>& pinned, const T* data, size_t count,
                                       void* stream) {
   if (runner_ == kernels::Runner::kHost) return data;
   STRATA_RETURN_IF_ERROR(ReserveRunner(buffer, runner_, count));
+  STRATA_RETURN_IF_ERROR(pinned.Reserve(runner_, count));
+  if (count > 0) std::memcpy(pinned.data(), data, count * sizeof(T));
   STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, buffer.data(), data, count * sizeof(T), stream));
+      kernels::RunnerCopyIn(runner_, buffer.data(), pinned.data(), count * sizeof(T), stream));
   return static_cast<const T*>(buffer.data());
 }
 
@@ -51,8 +53,8 @@ Status DeviceTier::Touch(std::span<const Key> keys, std::span<const int64_t> nex
   batch.out = out;
   batch.next_use_all = next_use_all;
   if (!next_use.empty()) {
-    STRATA_ASSIGN_OR_RETURN(batch.next_use,
-                            OnRunner(staging_.next_use, next_use.data(), keys.size(), stream));
+    STRATA_ASSIGN_OR_RETURN(batch.next_use, OnRunner(staging_.next_use, pinned_next_use_,
+                                                     next_use.data(), keys.size(), stream));
   }
   STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, keys.size()));
   batch.found = staging_.flags.data();
@@ -85,12 +87,12 @@ Status DeviceTier::TouchMisses(float* out, void* stream, uint64_t* still_missing
   STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(sc.miss_keys, stream));
   batch.n = m;
   batch.out = out;
-  STRATA_ASSIGN_OR_RETURN(batch.out_rows,
-                          OnRunner(staging_.out_rows, sc.miss_rows.data(), m, stream));
+  STRATA_ASSIGN_OR_RETURN(batch.out_rows, OnRunner(staging_.out_rows, pinned_out_rows_,
+                                                   sc.miss_rows.data(), m, stream));
   batch.next_use_all = sc.next_use_all;
   if (!sc.miss_next_use.empty()) {
-    STRATA_ASSIGN_OR_RETURN(batch.next_use,
-                            OnRunner(staging_.next_use, sc.miss_next_use.data(), m, stream));
+    STRATA_ASSIGN_OR_RETURN(batch.next_use, OnRunner(staging_.next_use, pinned_next_use_,
+                                                     sc.miss_next_use.data(), m, stream));
   }
   STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, m));
   batch.found = staging_.flags.data();

@@ -92,10 +92,11 @@ class DeviceTier {
   // The caller's keys as runner memory: in place on the host runner.
   Result<const Key*> KeysOnRunner(std::span<const Key> keys, void* stream);
   // Host data as runner memory: in place on the host runner, else copied
-  // into `buffer` on `stream`.
+  // through page-locked `pinned` into `buffer` on `stream`. A pinned buffer
+  // is reused only by a later call, after its stream was waited for.
   template <class T>
-  Result<const T*> OnRunner(kernels::RunnerBuffer<T>& buffer, const T* data, size_t count,
-                            void* stream);
+  Result<const T*> OnRunner(kernels::RunnerBuffer<T>& buffer, kernels::HostStaging<T>& pinned,
+                            const T* data, size_t count, void* stream);
   // The found flags of the last pass or FindPresence, on the host.
   Result<const uint8_t*> FoundOnHost(size_t n);
 
@@ -105,6 +106,10 @@ class DeviceTier {
   const uint32_t dim_;
   RunnerStaging staging_;
   PassScratch scratch_;
+  // kGpu: page-locked host copies of what the data path sends on a stream.
+  kernels::HostStaging<Key> pinned_keys_;
+  kernels::HostStaging<int64_t> pinned_next_use_;
+  kernels::HostStaging<uint32_t> pinned_out_rows_;
 };
 
 }  // namespace strata::engine

@@ -22,16 +22,6 @@
 #include "engine/store_impl.h"
 
 namespace strata::engine {
-namespace {
-
-std::vector<Key> SortedUnique(std::span<const Key> keys) {
-  std::vector<Key> unique(keys.begin(), keys.end());
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  return unique;
-}
-
-}  // namespace
 
 uint64_t StoreImpl::PullRoom(const Table& table) const {
   const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
@@ -78,7 +68,8 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   base::MutexLock lock(&table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
   if (keys.size() > table.t0->batch_keys_max()) {
-    return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/true, stream);
+    table.dedup.Distinct(keys, &table.batch_unique);
+    return PullChunked(table, keys, table.batch_unique, out, /*count_lookups=*/true, stream);
   }
   int64_t next_use_all = kClockNever;
   std::span<const int64_t> next_use;
@@ -99,7 +90,8 @@ Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys, float* out
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/true));
   if (!brought) {
-    return PullChunked(table, keys, SortedUnique(keys), out, /*count_lookups=*/false, stream);
+    // BringInMisses left the batch's distinct keys in table.batch_unique.
+    return PullChunked(table, keys, table.batch_unique, out, /*count_lookups=*/false, stream);
   }
   uint64_t still_missing = 0;
   STRATA_RETURN_IF_ERROR(table.t0->TouchMisses(out, stream, &still_missing));
@@ -120,7 +112,8 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
   if (keys.size() > table.t0->batch_keys_max()) {
-    return PushChunked(table, keys, SortedUnique(keys), grads, stream);
+    table.dedup.Distinct(keys, &table.batch_unique);
+    return PushChunked(table, keys, table.batch_unique, grads, stream);
   }
   Status pushed = table.t0->Push(keys, grads, stream);
   if (!pushed.IsNotFound()) return pushed;
@@ -131,7 +124,7 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys));
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/false));
-  if (!brought) return PushChunked(table, keys, SortedUnique(keys), grads, stream);
+  if (!brought) return PushChunked(table, keys, table.batch_unique, grads, stream);
   return table.t0->Push(keys, grads, stream);
 }
 
@@ -195,7 +188,7 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, host_grads.data(), grads,
                                                 host_grads.size() * sizeof(float), stream));
   STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
-  // Duplicates summed here, in key order; the table then sees unique keys.
+  // Duplicates summed here, in batch order; the table then sees distinct keys.
   std::unordered_map<Key, uint64_t> position;
   position.reserve(unique_keys.size());
   for (uint64_t i = 0; i < unique_keys.size(); ++i) position.emplace(unique_keys[i], i);

@@ -212,6 +212,8 @@ class DeviceTable {
   // kHost scratch for Push: (slot, index) of keys that occur more than once,
   // grown geometrically and kept.
   std::vector<uint64_t> host_repeats_;
+  // kGpu: a page-locked word FindTouch copies its miss count into.
+  HostStaging<uint64_t> host_word_;
   // kGpu scratch for Push: summed gradients, grown on demand.
   RunnerBuffer<float> grad_sums_;
   RunnerBuffer<uint32_t> unique_slots_;

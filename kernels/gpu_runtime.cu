@@ -46,6 +46,16 @@ void GpuFree(void* ptr) {
   if (ptr != nullptr) (void)cudaFree(ptr);
 }
 
+Status GpuHostAllocate(size_t bytes, void** out) {
+  *out = nullptr;
+  if (bytes == 0) return Status::Ok();
+  return CallStatus(cudaMallocHost(out, bytes), "cudaMallocHost", bytes);
+}
+
+void GpuHostFree(void* ptr) {
+  if (ptr != nullptr) (void)cudaFreeHost(ptr);
+}
+
 Status GpuCopy(void* dst, const void* src, size_t bytes, GpuCopyKind kind, void* stream) {
   if (bytes == 0) return Status::Ok();
   const cudaMemcpyKind k = kind == GpuCopyKind::kHostToDevice   ? cudaMemcpyHostToDevice

@@ -29,6 +29,10 @@ namespace strata::kernels::detail {
 enum class GpuCopyKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 [[nodiscard]] Status GpuAllocate(size_t bytes, void** out);
 void GpuFree(void* ptr);
+// Page-locked host memory (cudaMallocHost): copies between it and the
+// device on a stream are asynchronous.
+[[nodiscard]] Status GpuHostAllocate(size_t bytes, void** out);
+void GpuHostFree(void* ptr);
 [[nodiscard]] Status GpuCopy(void* dst, const void* src, size_t bytes, GpuCopyKind kind,
                              void* stream);
 [[nodiscard]] Status GpuMemset(void* dst, int value, size_t bytes, void* stream);

@@ -30,6 +30,19 @@ Status RunnerAllocate(Runner runner, size_t bytes, void** out) {
   return Status::Ok();
 }
 
+Status HostStagingAllocate(Runner runner, size_t bytes, void** out) {
+  if (runner == Runner::kGpu) return detail::GpuHostAllocate(bytes, out);
+  return RunnerAllocate(Runner::kHost, bytes, out);
+}
+
+void HostStagingFree(Runner runner, void* ptr) {
+  if (runner == Runner::kGpu) {
+    detail::GpuHostFree(ptr);
+  } else {
+    std::free(ptr);
+  }
+}
+
 void RunnerFree(Runner runner, void* ptr) {
   if (runner == Runner::kGpu) {
     detail::GpuFree(ptr);

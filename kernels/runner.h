@@ -48,6 +48,48 @@ void RunnerFree(Runner runner, void* ptr);
 // Waits for everything issued on `stream` (kHost: nothing to wait for).
 [[nodiscard]] Status RunnerSync(Runner runner, void* stream);
 
+// Host memory that staging copies to and from the runner go through:
+// page-locked on kGpu (so a copy on a stream is asynchronous and ordered with
+// the kernels on it), plain aligned memory on kHost.
+[[nodiscard]] Status HostStagingAllocate(Runner runner, size_t bytes, void** out);
+void HostStagingFree(Runner runner, void* ptr);
+
+// A growable host staging array (HostStagingAllocate) of trivially copyable
+// T. Reserve keeps nothing of the old contents.
+template <class T>
+class HostStaging {
+ public:
+  HostStaging() = default;
+  ~HostStaging() { Reset(); }
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+
+  // At least `count` elements (doubling), allocated for `runner`.
+  [[nodiscard]] Status Reserve(Runner runner, size_t count) {
+    if (data_ != nullptr && size_ >= count && runner_ == runner) return Status::Ok();
+    const size_t want = count > size_ * 2 ? count : size_ * 2;
+    Reset();
+    void* ptr = nullptr;
+    STRATA_RETURN_IF_ERROR(HostStagingAllocate(runner, want * sizeof(T), &ptr));
+    runner_ = runner;
+    data_ = static_cast<T*>(ptr);
+    size_ = want;
+    return Status::Ok();
+  }
+  void Reset() {
+    if (data_ != nullptr) HostStagingFree(runner_, data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data() { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  Runner runner_ = Runner::kHost;
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 // Owning, movable array of `count` T in runner memory. T must be trivially
 // copyable (it is memcpy'd between host and device).
 template <class T>

@@ -21,6 +21,11 @@ Status GpuAllocate(size_t, void** out) {
   return NoCuda("GpuAllocate");
 }
 void GpuFree(void*) {}
+Status GpuHostAllocate(size_t, void** out) {
+  *out = nullptr;
+  return NoCuda("GpuHostAllocate");
+}
+void GpuHostFree(void*) {}
 Status GpuCopy(void*, const void*, size_t, GpuCopyKind, void*) { return NoCuda("GpuCopy"); }
 Status GpuMemset(void*, int, size_t, void*) { return NoCuda("GpuMemset"); }
 Status GpuSync(void*) { return NoCuda("GpuSync"); }
