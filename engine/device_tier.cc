@@ -20,21 +20,47 @@ Status DeviceTier::StageKeys(std::span<const Key> keys, void* stream) {
                                stream);
 }
 
-Result<const Key*> DeviceTier::KeysOnRunner(std::span<const Key> keys, void* stream) {
-  return OnRunner(staging_.keys, pinned_keys_, keys.data(), keys.size(), stream);
+Status DeviceTier::ReservePass(size_t n, bool with_next_use, bool with_out_rows) {
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, n));
+  if (runner_ == kernels::Runner::kHost) return Status::Ok();
+  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.keys, runner_, n));
+  STRATA_RETURN_IF_ERROR(pinned_keys_.Reserve(runner_, n));
+  if (with_next_use) {
+    STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.next_use, runner_, n));
+    STRATA_RETURN_IF_ERROR(pinned_next_use_.Reserve(runner_, n));
+  }
+  if (with_out_rows) {
+    STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.out_rows, runner_, n));
+    STRATA_RETURN_IF_ERROR(pinned_out_rows_.Reserve(runner_, n));
+  }
+  return Status::Ok();
 }
 
 template <class T>
-Result<const T*> DeviceTier::OnRunner(kernels::RunnerBuffer<T>& buffer,
-                                      kernels::HostStaging<T>& pinned, const T* data, size_t count,
-                                      void* stream) {
+Result<const T*> DeviceTier::Send(kernels::RunnerBuffer<T>& buffer, kernels::HostStaging<T>& pinned,
+                                  const T* data, size_t count, void* stream) {
   if (runner_ == kernels::Runner::kHost) return data;
-  STRATA_RETURN_IF_ERROR(ReserveRunner(buffer, runner_, count));
-  STRATA_RETURN_IF_ERROR(pinned.Reserve(runner_, count));
+  if (buffer.size() < count || pinned.size() < count) {
+    return Status::Internal("DeviceTier: staging of " + std::to_string(count) +
+                            " elements used before ReservePass grew it");
+  }
   if (count > 0) std::memcpy(pinned.data(), data, count * sizeof(T));
   STRATA_RETURN_IF_ERROR(
       kernels::RunnerCopyIn(runner_, buffer.data(), pinned.data(), count * sizeof(T), stream));
   return static_cast<const T*>(buffer.data());
+}
+
+Result<const Key*> DeviceTier::SendKeys(std::span<const Key> keys, void* stream) {
+  return Send(staging_.keys, pinned_keys_, keys.data(), keys.size(), stream);
+}
+
+Status DeviceTier::Settle(Status status, void* stream) {
+  if (!status.ok() && runner_ == kernels::Runner::kGpu) {
+    // Best effort: the first error is the one reported.
+    Status synced = kernels::RunnerSync(runner_, stream);
+    static_cast<void>(synced);
+  }
+  return status;
 }
 
 Result<const uint8_t*> DeviceTier::FoundOnHost(size_t n) {
@@ -47,34 +73,38 @@ Result<const uint8_t*> DeviceTier::FoundOnHost(size_t n) {
 
 Status DeviceTier::Touch(std::span<const Key> keys, std::span<const int64_t> next_use,
                          int64_t next_use_all, float* out, void* stream, uint64_t* missing) {
-  kernels::TouchBatch batch;
-  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(keys, stream));
-  batch.n = keys.size();
-  batch.out = out;
-  batch.next_use_all = next_use_all;
-  if (!next_use.empty()) {
-    STRATA_ASSIGN_OR_RETURN(batch.next_use, OnRunner(staging_.next_use, pinned_next_use_,
-                                                     next_use.data(), keys.size(), stream));
-  }
-  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, keys.size()));
-  batch.found = staging_.flags.data();
-  scratch_.next_use = next_use;
-  scratch_.next_use_all = next_use_all;
-  return table_->FindTouch(batch, missing, stream);
+  STRATA_RETURN_IF_ERROR(ReservePass(keys.size(), !next_use.empty(), /*with_out_rows=*/false));
+  return Settle(
+      [&]() -> Status {
+        kernels::TouchBatch batch;
+        STRATA_ASSIGN_OR_RETURN(batch.keys, SendKeys(keys, stream));
+        batch.n = keys.size();
+        batch.out = out;
+        batch.next_use_all = next_use_all;
+        if (!next_use.empty()) {
+          STRATA_ASSIGN_OR_RETURN(batch.next_use, Send(staging_.next_use, pinned_next_use_,
+                                                       next_use.data(), keys.size(), stream));
+        }
+        batch.found = staging_.flags.data();
+        return table_->FindTouch(batch, missing, stream);
+      }(),
+      stream);
 }
 
-Status DeviceTier::CollectMisses(std::span<const Key> keys) {
+Status DeviceTier::CollectMisses(std::span<const Key> keys, std::span<const int64_t> next_use,
+                                 int64_t next_use_all) {
   PassScratch& sc = scratch_;
   const uint8_t* found = nullptr;
   STRATA_ASSIGN_OR_RETURN(found, FoundOnHost(keys.size()));
   sc.miss_keys.clear();
   sc.miss_rows.clear();
   sc.miss_next_use.clear();
+  sc.next_use_all = next_use_all;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (found[i]) continue;
     sc.miss_keys.push_back(keys[i]);
     sc.miss_rows.push_back(static_cast<uint32_t>(i));
-    if (!sc.next_use.empty()) sc.miss_next_use.push_back(sc.next_use[i]);
+    if (!next_use.empty()) sc.miss_next_use.push_back(next_use[i]);
   }
   sc.dedup.Distinct(sc.miss_keys, &sc.miss_unique);
   return Status::Ok();
@@ -83,34 +113,47 @@ Status DeviceTier::CollectMisses(std::span<const Key> keys) {
 Status DeviceTier::TouchMisses(float* out, void* stream, uint64_t* still_missing) {
   PassScratch& sc = scratch_;
   const size_t m = sc.miss_keys.size();
-  kernels::TouchBatch batch;
-  STRATA_ASSIGN_OR_RETURN(batch.keys, KeysOnRunner(sc.miss_keys, stream));
-  batch.n = m;
-  batch.out = out;
-  STRATA_ASSIGN_OR_RETURN(batch.out_rows, OnRunner(staging_.out_rows, pinned_out_rows_,
-                                                   sc.miss_rows.data(), m, stream));
-  batch.next_use_all = sc.next_use_all;
-  if (!sc.miss_next_use.empty()) {
-    STRATA_ASSIGN_OR_RETURN(batch.next_use, OnRunner(staging_.next_use, pinned_next_use_,
-                                                     sc.miss_next_use.data(), m, stream));
-  }
-  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, m));
-  batch.found = staging_.flags.data();
-  return table_->FindTouch(batch, still_missing, stream);
+  STRATA_RETURN_IF_ERROR(ReservePass(m, !sc.miss_next_use.empty(), /*with_out_rows=*/true));
+  return Settle(
+      [&]() -> Status {
+        kernels::TouchBatch batch;
+        STRATA_ASSIGN_OR_RETURN(batch.keys, SendKeys(sc.miss_keys, stream));
+        batch.n = m;
+        batch.out = out;
+        STRATA_ASSIGN_OR_RETURN(batch.out_rows, Send(staging_.out_rows, pinned_out_rows_,
+                                                     sc.miss_rows.data(), m, stream));
+        batch.next_use_all = sc.next_use_all;
+        if (!sc.miss_next_use.empty()) {
+          STRATA_ASSIGN_OR_RETURN(batch.next_use, Send(staging_.next_use, pinned_next_use_,
+                                                       sc.miss_next_use.data(), m, stream));
+        }
+        batch.found = staging_.flags.data();
+        return table_->FindTouch(batch, still_missing, stream);
+      }(),
+      stream);
 }
 
 Status DeviceTier::Push(std::span<const Key> keys, const float* grads, void* stream) {
-  const Key* runner_keys = nullptr;
-  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(keys, stream));
-  STRATA_RETURN_IF_ERROR(table_->PushAsync(runner_keys, keys.size(), grads, stream));
-  return table_->Synchronize(stream);
+  STRATA_RETURN_IF_ERROR(ReservePass(keys.size(), false, false));
+  return Settle(
+      [&]() -> Status {
+        const Key* runner_keys = nullptr;
+        STRATA_ASSIGN_OR_RETURN(runner_keys, SendKeys(keys, stream));
+        STRATA_RETURN_IF_ERROR(table_->PushAsync(runner_keys, keys.size(), grads, stream));
+        return table_->Synchronize(stream);
+      }(),
+      stream);
 }
 
 Status DeviceTier::FindPresence(std::span<const Key> keys) {
-  const Key* runner_keys = nullptr;
-  STRATA_ASSIGN_OR_RETURN(runner_keys, KeysOnRunner(keys, nullptr));
-  STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, keys.size()));
-  return table_->Find(runner_keys, keys.size(), nullptr, staging_.flags.data());
+  STRATA_RETURN_IF_ERROR(ReservePass(keys.size(), false, false));
+  return Settle(
+      [&]() -> Status {
+        const Key* runner_keys = nullptr;
+        STRATA_ASSIGN_OR_RETURN(runner_keys, SendKeys(keys, nullptr));
+        return table_->Find(runner_keys, keys.size(), nullptr, staging_.flags.data());
+      }(),
+      nullptr);
 }
 
 Status DeviceTier::Presence(std::span<const Key> keys, std::vector<uint8_t>* found) {
@@ -125,14 +168,26 @@ Status DeviceTier::Presence(std::span<const Key> keys, std::vector<uint8_t>* fou
 }
 
 Status DeviceTier::Pin(std::span<const Key> keys, bool pin) {
+  Status first = Status::Ok();
   for (size_t off = 0; off < keys.size(); off += kChunkKeysMax) {
     const size_t n = std::min<size_t>(kChunkKeysMax, keys.size() - off);
-    STRATA_RETURN_IF_ERROR(StageKeys(keys.subspan(off, n)));
-    STRATA_RETURN_IF_ERROR(ReserveRunner(staging_.flags, runner_, n));
-    STRATA_RETURN_IF_ERROR(pin ? table_->Pin(staging_.keys.data(), n, staging_.flags.data())
-                               : table_->Unpin(staging_.keys.data(), n));
+    Status done = StageKeys(keys.subspan(off, n));
+    if (done.ok() && pin) done = ReserveRunner(staging_.flags, runner_, n);
+    if (done.ok()) {
+      done = pin ? table_->Pin(staging_.keys.data(), n, staging_.flags.data())
+                 : table_->Unpin(staging_.keys.data(), n);
+    }
+    if (done.ok()) continue;
+    if (pin) {
+      // No pin outlives a failed call: the chunks already pinned are unpinned.
+      Status undone = Pin(keys.first(off), false);
+      static_cast<void>(undone);
+      return done;
+    }
+    // Unpinning goes on past a failed chunk; the first error is returned.
+    if (first.ok()) first = done;
   }
-  return Status::Ok();
+  return first;
 }
 
 Status DeviceTier::Insert(std::span<const Key> keys, const float* rows, const int64_t* next_use,

@@ -48,8 +48,11 @@ class DeviceTier {
   [[nodiscard]] Status Touch(std::span<const Key> keys, std::span<const int64_t> next_use,
                              int64_t next_use_all, float* out, void* stream, uint64_t* missing);
   // After a Touch (or FindPresence) that found keys missing: lists them,
-  // their positions in `keys` (the same keys) and their distinct keys.
-  [[nodiscard]] Status CollectMisses(std::span<const Key> keys);
+  // their positions in `keys` (the same keys), their next uses (the ones the
+  // Touch was given; empty after a FindPresence) and their distinct keys.
+  [[nodiscard]] Status CollectMisses(std::span<const Key> keys,
+                                     std::span<const int64_t> next_use = {},
+                                     int64_t next_use_all = kClockNever);
   std::span<const Key> missing_keys() const { return scratch_.miss_unique; }
   // The second pass, over the positions CollectMisses listed only, with the
   // next uses the first pass gave them. *still_missing: keys not resident.
@@ -66,7 +69,9 @@ class DeviceTier {
   // ---- Rows moving in and out (host memory, any number of keys) ----
   // found[i] = 1 when keys[i] is resident.
   [[nodiscard]] Status Presence(std::span<const Key> keys, std::vector<uint8_t>* found);
-  // Adds (pin) or removes one pin per key; missing keys are ignored.
+  // Adds (pin) or removes one pin per key; missing keys are ignored. A failed
+  // pin leaves no key pinned by this call; a failed unpin still unpins every
+  // chunk it can and returns the first error.
   [[nodiscard]] Status Pin(std::span<const Key> keys, bool pin);
   // Writes whole rows (row_floats each) with next uses and dirty flags.
   // ResourceExhausted when some key found no slot (keys before it may be in).
@@ -89,14 +94,21 @@ class DeviceTier {
  private:
   // Host keys into the staging's key buffer (on `stream`).
   Status StageKeys(std::span<const Key> keys, void* stream = nullptr);
-  // The caller's keys as runner memory: in place on the host runner.
-  Result<const Key*> KeysOnRunner(std::span<const Key> keys, void* stream);
+  // Grows, before a pass queues anything, every buffer a pass of n keys
+  // uses: a page-locked buffer is never freed or refilled while a copy queued
+  // on a stream may still read it.
+  Status ReservePass(size_t n, bool with_next_use, bool with_out_rows);
   // Host data as runner memory: in place on the host runner, else copied
-  // through page-locked `pinned` into `buffer` on `stream`. A pinned buffer
-  // is reused only by a later call, after its stream was waited for.
+  // through page-locked `pinned` into `buffer` on `stream`. REQUIRES: both
+  // grown by ReservePass.
   template <class T>
-  Result<const T*> OnRunner(kernels::RunnerBuffer<T>& buffer, kernels::HostStaging<T>& pinned,
-                            const T* data, size_t count, void* stream);
+  Result<const T*> Send(kernels::RunnerBuffer<T>& buffer, kernels::HostStaging<T>& pinned,
+                        const T* data, size_t count, void* stream);
+  // The keys by Send, through the key staging.
+  Result<const Key*> SendKeys(std::span<const Key> keys, void* stream);
+  // Returns `status`; when it is an error, first waits for `stream`, so that
+  // nothing queued by the failed call still runs when the next one starts.
+  Status Settle(Status status, void* stream);
   // The found flags of the last pass or FindPresence, on the host.
   Result<const uint8_t*> FoundOnHost(size_t n);
 

@@ -39,9 +39,7 @@ struct PassScratch {
   std::vector<int64_t> miss_next_use;
   std::vector<Key> miss_unique;  // their distinct keys
   KeyDedup dedup;
-  // The next uses the last Touch gave (the caller's memory, alive through
-  // its Pull; empty: next_use_all for every key).
-  std::span<const int64_t> next_use;
+  // The next use of every missing key when miss_next_use is empty.
   int64_t next_use_all = kClockNever;
 };
 

@@ -55,8 +55,10 @@ Result<bool> StoreImpl::BringInMisses(Table& table, std::span<const Key> keys, b
   STRATA_RETURN_IF_ERROR(table.t0->Pin(table.batch_unique, true));  // missing keys take no pin
   uint64_t brought_in = 0;
   Status resident = MakeResident(table, table.t0->missing_keys(), count_access, &brought_in);
-  STRATA_RETURN_IF_ERROR(table.t0->Pin(table.batch_unique, false));
+  // Unpinned whatever MakeResident returned; its error comes first.
+  Status unpinned = table.t0->Pin(table.batch_unique, false);
   STRATA_RETURN_IF_ERROR(resident);
+  STRATA_RETURN_IF_ERROR(unpinned);
   return true;
 }
 
@@ -69,7 +71,7 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);
   if (keys.size() > table.t0->batch_keys_max()) {
     table.dedup.Distinct(keys, &table.batch_unique);
-    return PullChunked(table, keys, table.batch_unique, out, /*count_lookups=*/true, stream);
+    return PullChunked(table, keys, table.batch_unique, out, /*first_pass=*/true, stream);
   }
   int64_t next_use_all = kClockNever;
   std::span<const int64_t> next_use;
@@ -79,19 +81,22 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
   counters_.t0_hits.fetch_add(keys.size() - missing, std::memory_order_relaxed);
   counters_.t0_misses.fetch_add(missing, std::memory_order_relaxed);
   if (missing == 0) return Status::Ok();
-  return PullMisses(table, keys, out, stream);
+  return PullMisses(table, keys, next_use, next_use_all, out, stream);
 }
 
 // The slow path of a Pull whose pass found keys missing: their distinct keys
 // are brought into T0, then a second pass fills their rows of `out` (rows
 // gathered by the first pass may be evicted meanwhile: they were read).
-Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys, float* out, void* stream) {
-  STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys));
+Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys,
+                             std::span<const int64_t> next_use, int64_t next_use_all, float* out,
+                             void* stream) {
+  STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys, next_use, next_use_all));
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/true));
   if (!brought) {
     // BringInMisses left the batch's distinct keys in table.batch_unique.
-    return PullChunked(table, keys, table.batch_unique, out, /*count_lookups=*/false, stream);
+    // The pass counted the lookups and the accesses already.
+    return PullChunked(table, keys, table.batch_unique, out, /*first_pass=*/false, stream);
   }
   uint64_t still_missing = 0;
   STRATA_RETURN_IF_ERROR(table.t0->TouchMisses(out, stream, &still_missing));
@@ -130,9 +135,11 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
 
 // Batches larger than T0's free share: chunks of unique keys, each made
 // resident, read (or updated) and left to be evicted by the next chunk.
-// Host staging, so it works the same for both runners.
+// Host staging, so it works the same for both runners. `first_pass`: no
+// pass over T0 ran for this Pull, so the chunks count its lookups and (LFU)
+// its accesses; after a pass they were counted there.
 Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
-                              std::span<const Key> unique_keys, float* out, bool count_lookups,
+                              std::span<const Key> unique_keys, float* out, bool first_pass,
                               void* stream) {
   const uint64_t room = PullRoom(table);
   if (room == 0) {
@@ -159,9 +166,10 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
                                 " missing from T0 right after it was made resident");
       }
     }
-    STRATA_RETURN_IF_ERROR(Touch(table, chunk));
+    if (first_pass) CountAccess(table, chunk);
+    STRATA_RETURN_IF_ERROR(RefreshNextUse(table, chunk, /*with_t1=*/false));
   }
-  if (count_lookups) {
+  if (first_pass) {
     // Lookups here are distinct keys fetched (misses) and the rest (hits).
     counters_.t0_misses.fetch_add(brought_in_total, std::memory_order_relaxed);
     counters_.t0_hits.fetch_add(keys.size() - brought_in_total, std::memory_order_relaxed);

@@ -59,11 +59,6 @@ void StoreImpl::CountAccess(Table& table, std::span<const Key> keys) {
   fallback_.sketch->Add(mixed);
 }
 
-Status StoreImpl::Touch(Table& table, std::span<const Key> unique_keys) {
-  CountAccess(table, unique_keys);
-  return RefreshNextUse(table, unique_keys, /*with_t1=*/false);
-}
-
 // Gives `keys` their current next use (intent or fallback) in T0 and, with
 // `with_t1`, in T1 (rows absent from a tier are skipped there). T1 is left
 // out on the Pull path: its order is set again when a row is demoted.

@@ -259,10 +259,12 @@ class StoreImpl final : public Store {
       EXCLUDES(intent_mu_, fallback_.mu);
   Result<bool> BringInMisses(Table& table, std::span<const Key> keys, bool count_access)
       REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
-  Status PullMisses(Table& table, std::span<const Key> keys, float* out, void* stream)
-      REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
+  Status PullMisses(Table& table, std::span<const Key> keys, std::span<const int64_t> next_use,
+                    int64_t next_use_all, float* out, void* stream) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     float* out, bool count_lookups, void* stream) REQUIRES(table.mu);
+                     float* out, bool first_pass, void* stream) REQUIRES(table.mu)
+      EXCLUDES(intent_mu_, fallback_.mu);
   Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      const float* grads, void* stream) REQUIRES(table.mu);
 
@@ -286,8 +288,6 @@ class StoreImpl final : public Store {
   // Counts an access of each key in the LFU fallback's sketch (repeats count).
   void CountAccess(Table& table, std::span<const Key> keys) REQUIRES(table.mu)
       EXCLUDES(fallback_.mu);
-  Status Touch(Table& table, std::span<const Key> unique_keys) REQUIRES(table.mu)
-      EXCLUDES(intent_mu_, fallback_.mu);
   Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
   void RebalanceT0();

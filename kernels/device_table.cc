@@ -137,6 +137,9 @@ Status DeviceTable::Allocate() {
   STRATA_RETURN_IF_ERROR(counters_.Allocate(r, detail::kTableCounterWords));
   STRATA_RETURN_IF_ERROR(owner_.Allocate(r, slots));
   STRATA_RETURN_IF_ERROR(slot_of_.Allocate(r, options_.batch_keys_max));
+  // The word FindTouch reads back; allocated here so that no call fails (or
+  // frees page-locked memory) after it queued work on a stream.
+  STRATA_RETURN_IF_ERROR(host_word_.Reserve(r, 1));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, keys_.data(), 0, keys_.bytes()));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, states_.data(), 0, states_.bytes()));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, next_use_.data(), 0, next_use_.bytes()));

@@ -121,9 +121,10 @@ class DeviceTable {
   [[nodiscard]] Status SetNextUse(const Key* keys, uint64_t n, const int64_t* next_use);
 
   // Fused optimizer step: gradients grads[n*dim] of duplicate keys are
-  // summed (in batch order), then the optimizer runs once per distinct key in
-  // place and marks the row dirty. Any key not present: NotFound naming the
-  // first such key, and nothing is applied.
+  // summed (in batch order on the host runner; in no fixed order on a GPU,
+  // whose atomic adds may differ from it in the last bits), then the
+  // optimizer runs once per distinct key in place and marks the row dirty. Any key not present:
+  // NotFound naming the first such key, and nothing is applied.
   [[nodiscard]] Status Push(const Key* keys, uint64_t n, const float* grads);
   [[nodiscard]] Status PushAsync(const Key* keys, uint64_t n, const float* grads, void* stream);
 

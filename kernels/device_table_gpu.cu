@@ -373,7 +373,6 @@ Status DeviceTable::GpuFindTouch(const TouchBatch& batch, uint64_t* missing, voi
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
   FindTouchKernel<<<Blocks(batch.n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, batch, c);
   STRATA_RETURN_IF_ERROR(LaunchStatus("FindTouchKernel"));
-  STRATA_RETURN_IF_ERROR(host_word_.Reserve(Runner::kGpu, 1));
   STRATA_RETURN_IF_ERROR(detail::GpuCopy(host_word_.data(), c + kBatchFailed, sizeof(uint64_t),
                                          detail::GpuCopyKind::kDeviceToHost, stream));
   STRATA_RETURN_IF_ERROR(detail::GpuSync(stream));

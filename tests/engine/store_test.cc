@@ -259,6 +259,49 @@ TEST_P(StoreTest, RepeatedKeysTakeTheSlowPathOnlyForMissingOnes) {
   for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(seventy[d], initial[d] - 0.5f * 3.0f, 1e-6);
 }
 
+// With the LFU fallback every key has a next use of its own. A Push of many
+// keys T0 lacks, right after a Pull of one key, must not read the Pull's
+// next uses (one value) for the Push's keys (ASan reads past them if it
+// does), and applies every gradient once.
+TEST_P(StoreTest, PushOfMissingKeysAfterSmallPullUsesNoNextUsesOfThePull) {
+  const uint32_t dim = 2;
+  StoreOptions o = Options(256, 1024);
+  o.fallback_policy = FallbackPolicy::kLfu;
+  auto store = Open(o, SgdTables(1, dim));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  SgdModel model{0.5f, dim, {}};
+  std::vector<float> one(dim);
+  ASSERT_TRUE(Pull(*store, w, 0, std::vector<Key>{7}, one.data()).ok());
+  ASSERT_NO_FATAL_FAILURE(model.CheckPull(std::vector<Key>{7}, one));
+
+  std::vector<Key> keys;
+  for (Key k = 100; k < 300; ++k) keys.push_back(k);
+  keys.push_back(7);
+  keys.push_back(150);
+  std::vector<float> grads(keys.size() * dim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.25f * static_cast<float>(i % 5 + 1);
+  ASSERT_TRUE(Push(*store, w, 0, keys, grads.data()).ok());
+  // Keys never pulled start from the initializer: pull them from a second
+  // store to know it, then check each moved by lr times its summed gradient.
+  auto reference = Open(Options(256, 1024, "reference"), SgdTables(1, dim));
+  ASSERT_NE(reference, nullptr);
+  WorkerId rw = *reference->RegisterWorker();
+  std::vector<Key> distinct(keys.begin(), keys.end() - 2);
+  std::vector<float> initial(distinct.size() * dim);
+  ASSERT_TRUE(Pull(*reference, rw, 0, distinct, initial.data()).ok());
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    model.rows[distinct[i]] =
+        std::vector<float>(initial.begin() + i * dim, initial.begin() + (i + 1) * dim);
+  }
+  model.ApplyPush(keys, grads);
+  auto rows = testing::ScanRows(*store, 0);
+  for (Key k : keys) {
+    ASSERT_EQ(rows.count(k), 1u) << "key " << k;
+    for (uint32_t d = 0; d < dim; ++d) EXPECT_NEAR(rows[k][d], model.rows.at(k)[d], 1e-6) << k;
+  }
+}
+
 // T0 evicts more rows at once than all of T1 holds: T1 takes them in pieces
 // (its rows go on to SSD), and every value survives the trip.
 TEST_P(StoreTest, EvictionLargerThanDramTierGoesThroughIt) {
