@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/mutex.h"
+#include "bench/row_staging.h"
 #include "bench/verify_model.h"
 #include "strata/store.h"
 #include "strata/trace.h"
@@ -113,6 +114,7 @@ struct Run {
   uint64_t batches_total;
   Store* store;
   VerifyModel* model;  // null without --verify
+  bool t0_on_gpu;      // Pull and Push take device memory
   std::vector<std::string> table_names;
   std::vector<std::unique_ptr<BatchQueue>> queues;
   std::vector<WorkerId> ids;
@@ -253,6 +255,8 @@ Status Loader(Run& run, uint32_t w) {
 Status Worker(Run& run, uint32_t w) {
   const uint32_t dim = run.options.dim;
   const WorkerId id = run.ids[w];
+  RowStaging staging(run.t0_on_gpu);
+  STRATA_RETURN_IF_ERROR(staging.Check());
   trace::TraceBatch batch;
   std::vector<float> rows;
   std::vector<std::vector<float>> grads;  // per table of the batch
@@ -272,8 +276,10 @@ Status Worker(Run& run, uint32_t w) {
       if (n == 0) continue;
       rows.resize(n * dim);
       grads[i].resize(n * dim);
-      STRATA_RETURN_IF_ERROR(
-          PullRetried(run, id, t.table, t.keys, rows.data()).WithContext(context()));
+      float* target = nullptr;
+      STRATA_ASSIGN_OR_RETURN(target, staging.PullTarget(rows.data(), rows.size()));
+      STRATA_RETURN_IF_ERROR(PullRetried(run, id, t.table, t.keys, target).WithContext(context()));
+      STRATA_RETURN_IF_ERROR(staging.FinishPull(rows.data(), rows.size()));
       run.pulls.fetch_add(n, std::memory_order_relaxed);
       if (run.model != nullptr) {
         run.model->ReadStarted(t.table, t.keys, &started);
@@ -296,11 +302,12 @@ Status Worker(Run& run, uint32_t w) {
       const auto& t = batch.tables[i];
       if (t.keys.empty()) continue;
       if (run.model != nullptr) run.model->BeforePush(t.table, t.keys);
-      STRATA_RETURN_IF_ERROR(
-          WithRetries(
-              run, [&] { return run.store->Push(id, t.table, t.keys, grads[i].data()); },
-              [&] { return Describe(run, "Push", t.table, t.keys.size()); })
-              .WithContext(context()));
+      const float* source = nullptr;
+      STRATA_ASSIGN_OR_RETURN(source, staging.PushSource(grads[i].data(), grads[i].size()));
+      STRATA_RETURN_IF_ERROR(WithRetries(
+                                 run, [&] { return run.store->Push(id, t.table, t.keys, source); },
+                                 [&] { return Describe(run, "Push", t.table, t.keys.size()); })
+                                 .WithContext(context()));
       if (run.model != nullptr) run.model->AfterPush(w, t.table, t.keys);
     }
     STRATA_RETURN_IF_ERROR(WithRetries(
@@ -398,6 +405,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;
   so.device_share_growth_max = o.device_share_growth;
+  so.use_gpu = o.use_gpu;
   std::vector<TableOptions> tables;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];
@@ -414,10 +422,11 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   }
   STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));
 
-  Run run{o, workers, batches_total, store.get(), model.get()};
+  const bool t0_on_gpu = store->Stats().t0_on_gpu;
+  Run run{o, workers, batches_total, store.get(), model.get(), t0_on_gpu};
   for (const TableOptions& t : tables) run.table_names.push_back(t.name);
   for (uint32_t w = 0; w < workers; ++w) {
-    STRATA_ASSIGN_OR_RETURN(WorkerId id, store->RegisterWorker(-1));
+    STRATA_ASSIGN_OR_RETURN(WorkerId id, store->RegisterWorker(t0_on_gpu ? 0 : -1));
     run.ids.push_back(id);
     run.queues.push_back(o.intents ? std::make_unique<BatchQueue>(o.lookahead, o.lookahead)
                                    : std::make_unique<BatchQueue>(kReadAheadBatches, 0));

@@ -53,6 +53,9 @@ struct ReplayOptions {
   // trainer's forward and backward pass): the time the planner has to
   // prefetch the next batches. 0: the worker only calls the store.
   uint64_t compute_us = 0;
+  // T0 on the GPU when one is visible (rows staged through device memory,
+  // bench/row_staging.h); false keeps it on the host runner.
+  bool use_gpu = true;
   // StoreOptions::device_share_growth_max: T0 quota lending between tables.
   double device_share_growth = 0.25;
   // Attempts of one store call failing with IOError or ResourceExhausted

@@ -20,6 +20,7 @@ struct ReplayArgs {
   std::string faults;  // the --faults spelling of options.faults
   std::string fallback = "lru";
   std::string ssd_backend = "native";
+  bool no_gpu = false;
   bool progress = false;
   bool json = false;
 };
@@ -54,6 +55,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"rows_per_s", r.rows_per_s},
           {"elapsed_s", r.elapsed_s},
           {"cache_rows", r.cache_rows},
+          {"t0_on_gpu", r.stats.t0_on_gpu},
           {"t0_hits", r.t0_hits},
           {"t1_hits", r.t1_hits},
           {"t2_hits", r.t2_hits},
@@ -90,6 +92,7 @@ Status ParseWords(ReplayArgs* a) {
     return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
   }
   a->options.intents = !a->no_intents;
+  a->options.use_gpu = !a->no_gpu;
   STRATA_ASSIGN_OR_RETURN(a->options.faults, ParseFaultOptions(a->faults));
   return Status::Ok();
 }
@@ -176,6 +179,7 @@ CommandRegistrar reg{
           "simulated model compute per batch in microseconds (between pulls and pushes)", 0,
           bench::kReplayComputeUsMax)
           ->capture_default_str();
+      c->add_flag("--no-gpu", args->no_gpu, "keep T0 on the host even when a GPU is visible");
       c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
       c->add_flag("--json", args->json, "print JSON");
       c->callback([args] { Run(*args); });

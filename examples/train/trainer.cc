@@ -4,9 +4,9 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "bench/row_staging.h"
 #include "examples/train/limits.h"
 #include "examples/train/metrics.h"
-#include "examples/train/row_staging.h"
 
 namespace strata::train {
 namespace {
@@ -53,7 +53,7 @@ class WorkerSession {
   Store* const store_;
   const WorkerId worker_;
   std::mutex* const mu_;
-  RowStaging staging_;
+  bench::RowStaging staging_;
 };
 
 void FillStoreCounters(const StoreStats& before, const StoreStats& after, EpochReport* r) {

@@ -1,20 +1,21 @@
-// RowStaging: where Pull writes and Push reads. On the host runner
+// RowStaging: where Pull writes and Push reads, for the harness's callers of
+// the Store (`strata replay`, `strata train`). On the host runner
 // (Stats().t0_on_gpu false) the store reads and writes host memory, so the
-// trainer's own host vectors are used directly. When T0 is a GPU the store
+// caller's own host vectors are used directly. When T0 is a GPU the store
 // takes device pointers: rows are pulled into a device buffer and copied to
 // the host, where the model's math runs; gradients are copied to a device
 // buffer before Push. The copies use the CUDA runtime directly (as any
 // pipeline on a GPU would); a build without CUDA cannot meet a GPU store and
 // says so.
 //
-// Thread safety: none; one per trainer thread. Owns its device buffers.
+// Thread safety: none; one per worker thread. Owns its device buffers.
 #pragma once
 
 #include <cstddef>
 
 #include "strata/status.h"
 
-namespace strata::train {
+namespace strata::bench {
 
 class RowStaging {
  public:
@@ -43,4 +44,4 @@ class RowStaging {
   size_t device_floats_ = 0;
 };
 
-}  // namespace strata::train
+}  // namespace strata::bench

@@ -1,4 +1,4 @@
-#include "examples/train/row_staging.h"
+#include "bench/row_staging.h"
 
 #include <string>
 
@@ -8,7 +8,7 @@
 #include "base/cuda_status.h"
 #endif
 
-namespace strata::train {
+namespace strata::bench {
 
 RowStaging::~RowStaging() {
 #if defined(STRATA_HAVE_CUDA)
@@ -22,7 +22,7 @@ Status RowStaging::Check() const {
 #else
   if (!on_device_) return Status::Ok();
   return Status::FailedPrecondition(
-      "train: the store keeps T0 on a GPU, but this build has no CUDA runtime to stage rows "
+      "the store keeps T0 on a GPU, but this build has no CUDA runtime to stage rows "
       "through device memory; rebuild with CUDA or run with --no-gpu");
 #endif
 }
@@ -31,13 +31,13 @@ Result<float*> RowStaging::Device(size_t floats) {
 #if defined(STRATA_HAVE_CUDA)
   if (floats > device_floats_) {
     if (device_ != nullptr) {
-      STRATA_RETURN_IF_ERROR(base::CudaStatus(cudaFree(device_), "train: cudaFree"));
+      STRATA_RETURN_IF_ERROR(base::CudaStatus(cudaFree(device_), "row staging: cudaFree"));
     }
     device_ = nullptr;
     device_floats_ = 0;
     void* ptr = nullptr;
     STRATA_RETURN_IF_ERROR(
-        base::CudaStatus(cudaMalloc(&ptr, floats * sizeof(float)), "train: cudaMalloc"));
+        base::CudaStatus(cudaMalloc(&ptr, floats * sizeof(float)), "row staging: cudaMalloc"));
     device_ = static_cast<float*>(ptr);
     device_floats_ = floats;
   }
@@ -57,7 +57,7 @@ Status RowStaging::FinishPull(float* host, size_t floats) {
   if (!on_device_ || floats == 0) return Status::Ok();
 #if defined(STRATA_HAVE_CUDA)
   return base::CudaStatus(cudaMemcpy(host, device_, floats * sizeof(float), cudaMemcpyDeviceToHost),
-                          "train: cudaMemcpy device to host");
+                          "row staging: cudaMemcpy device to host");
 #else
   (void)host;
   return Check();
@@ -71,10 +71,10 @@ Result<const float*> RowStaging::PushSource(const float* host, size_t floats) {
   if (floats > 0) {
     STRATA_RETURN_IF_ERROR(
         base::CudaStatus(cudaMemcpy(device, host, floats * sizeof(float), cudaMemcpyHostToDevice),
-                         "train: cudaMemcpy host to device"));
+                         "row staging: cudaMemcpy host to device"));
   }
 #endif
   return static_cast<const float*>(device);
 }
 
-}  // namespace strata::train
+}  // namespace strata::bench
