@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# The Store on a GPU, verified in one command (docs/gpu/README.md).
+#
+#   bash scripts/gpu_check.sh OUT [--quick]   run the checks, write OUT/summary.json + OUT/log
+#   bash scripts/gpu_check.sh --pack [DIR]    build here (sm_90) and pack what the run needs
+#
+# Run: the GPU tests (every test labelled gpu: the device table's and the
+# Store's, parameterized over the host and GPU runner), compute-sanitizer's
+# memcheck and racecheck over the GPU-only tests, the engine benchmark
+# (resident Pull and Pull + Push at 1,048,576 keys x dim 64 beside `strata
+# bench table`'s find and push of the same shape), `strata replay` and
+# `strata train` with T0 on the GPU and on the host runner (same SSD reads,
+# AUC within 1e-4), and the side-by-side with HierarchicalKV when it was
+# built. Without a GPU it says so and runs the host parts, so it is tested
+# on machines without one (tests/scripts/gpu_check_test.cc runs --quick).
+# OUT receives three files (a lent machine hands back only a few): log (every
+# step's output), summary.json (the steps' outcomes, the numbers and the
+# issue's checks) and details.tar.gz (each step's own output and JSON). The
+# exit status is 0 when every step that ran passed.
+#
+# Binaries: from the pack ($STRATA_GPU_PACK, default .gpu-pack/ at the
+# repository root) when it exists, else from $STRATA_GPU_BUILD (default
+# build/), configured and built when its strata binary is missing. A GPU
+# machine without the project's Debian packages (liburing, RocksDB, ...)
+# runs from a pack made here: `--pack` builds with CUDA for sm_90 (and the
+# HierarchicalKV side-by-side when ../shared/baselines/HierarchicalKV or
+# $STRATA_HKV_DIR exists) and copies the binaries, the shared libraries they
+# load that are not the C library or the GPU driver, the test data and the
+# commit into the pack, compressed. Carry the pack with the run.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# The test binaries labelled gpu (tests/<module>/<name>.cc: strata-test-labels).
+gpu_tests() {
+  grep -l '^// strata-test-labels:.*\bgpu\b' "$here"/tests/*/*_test.cc | while read -r f; do
+    rel=${f#"$here"/tests/}
+    echo "${rel%.cc}" | tr / _
+  done
+}
+# The tests that run only on a GPU (sanitized: the host runner has nothing for it).
+gpu_only_tests() { echo kernels_device_table_gpu_test; }
+
+pack() {
+  local dir=${1:-$here/.gpu-pack}
+  local build=${STRATA_GPU_BUILD:-$here/build}
+  local hkv=${STRATA_HKV_DIR:-}
+  if [[ -z $hkv && -f $here/../shared/baselines/HierarchicalKV/include/merlin_hashtable.cuh ]]; then
+    hkv=$(cd "$here/../shared/baselines/HierarchicalKV" && pwd)
+  fi
+  bash "$here/scripts/deps.sh" || return 1
+  local cache=(-DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
+  [[ -n $hkv ]] && cache+=("-DSTRATA_HKV_DIR=$hkv")
+  cmake -S "$here" -B "$build" -G Ninja "${cache[@]}" >/dev/null || return 1
+  local targets=(strata strata_engine_bench $(gpu_tests))
+  [[ -n $hkv ]] && targets+=(strata_hkv_side_by_side)
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || return 1
+  rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/data"
+  local bins=()
+  for t in "${targets[@]}"; do bins+=("$build/bin/$t"); done
+  # Shared libraries outside the C library and the driver (the GPU machine has
+  # its own of those); the C++ runtime goes along, in case its is older.
+  ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libcuda.so*) ;;
+      *) cp -L "$lib" "$dir/lib/" || return 1 ;;
+    esac
+  done
+  cp "${bins[@]}" "$dir/bin/" || return 1
+  strip --strip-unneeded "$dir"/bin/* "$dir"/lib/* 2>/dev/null
+  cp "$here/examples/train/data/criteo_kaggle_train_head10k.txt" "$dir/data/"
+  (cd "$here" && git rev-parse HEAD 2>/dev/null || echo unknown) >"$dir/COMMIT"
+  (cd "$dir" && tar -cJf payload.tar.xz bin lib data && rm -rf bin lib data) || return 1
+  echo "gpu_check: packed $(du -sh "$dir" | cut -f1) into $dir (commit $(cat "$dir/COMMIT"))"
+}
+
+if [[ ${1:-} == --pack ]]; then
+  pack "${2:-}"
+  exit $?
+fi
+
+out=${1:?usage: gpu_check.sh OUT [--quick] | gpu_check.sh --pack [DIR]}
+quick=0
+[[ ${2:-} == --quick ]] && quick=1
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+log=$out/log
+: >"$log"
+say() { echo "gpu_check: $*" | tee -a "$log"; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/strata_gpu_check.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+detail=$work/detail  # each step's output, packed into OUT/details.tar.gz
+mkdir -p "$detail"
+: >"$detail/steps.tsv"
+
+# ---- Binaries ---------------------------------------------------------------
+pack_dir=${STRATA_GPU_PACK:-$here/.gpu-pack}
+data=$here/examples/train/data/criteo_kaggle_train_head10k.txt
+commit=$(cd "$here" && git rev-parse HEAD 2>/dev/null || echo unknown)
+if [[ -f $pack_dir/payload.tar.xz ]]; then
+  bin=$work/pack/bin
+  mkdir -p "$work/pack" && tar -xJf "$pack_dir/payload.tar.xz" -C "$work/pack" || exit 1
+  export LD_LIBRARY_PATH=$work/pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  data=$work/pack/data/criteo_kaggle_train_head10k.txt
+  commit=$(cat "$pack_dir/COMMIT")
+  say "binaries from the pack $pack_dir (commit $commit)"
+else
+  build=${STRATA_GPU_BUILD:-$here/build}
+  if [[ ! -x $build/bin/strata ]]; then
+    say "building $build"
+    (bash "$here/scripts/deps.sh" && cmake -S "$here" -B "$build" -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build "$build" -j "$(nproc)") >>"$log" 2>&1 || {
+      say "build failed (see $log)"
+      exit 1
+    }
+  fi
+  bin=$build/bin
+  say "binaries from $bin (commit $commit)"
+fi
+if ! "$bin/strata" info >>"$log" 2>&1; then
+  say "$bin/strata does not start here (missing libraries?): see $log"
+  exit 1
+fi
+
+gpu=0
+gpu_name=none
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  gpu=1
+  gpu_name=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+fi
+if [[ $gpu == 1 ]]; then
+  say "GPU: $gpu_name"
+else
+  say "no GPU visible: running the host parts only (GPU steps are recorded as skipped)"
+fi
+
+# step NAME [--gpu] CMD...: runs CMD with its output in DETAIL/NAME.txt and
+# the log; records NAME, pass|fail|skip and seconds in steps.tsv. A step
+# gets $STRATA_GPU_CHECK_STEP_S seconds (240; exit 124 when it runs out).
+step() {
+  local name=$1
+  shift
+  if [[ $1 == --gpu ]]; then
+    shift
+    if [[ $gpu == 0 ]]; then
+      printf '%s\tskip\t0\tno GPU visible\n' "$name" >>"$detail/steps.tsv"
+      return 0
+    fi
+  fi
+  say "== $name: $*"
+  local start=$SECONDS
+  timeout "${STRATA_GPU_CHECK_STEP_S:-240}" "$@" >"$detail/$name.txt" 2>&1
+  local rc=$?
+  cat "$detail/$name.txt" >>"$log"
+  local result=pass
+  [[ $rc != 0 ]] && result=fail
+  printf '%s\t%s\t%s\texit %s\n' "$name" "$result" $((SECONDS - start)) "$rc" >>"$detail/steps.tsv"
+  say "   $result (exit $rc, $((SECONDS - start)) s)"
+}
+
+export STRATA_SOURCE_DIR=$here
+
+# ---- GPU tests (host runner cases too; GPU cases skip without a GPU) --------
+tests=$(gpu_tests)
+[[ $quick == 1 ]] && tests=$(gpu_only_tests)
+for t in $tests; do
+  step "test_$t" "$bin/$t" --gtest_brief=1 "--gtest_output=json:$detail/test_$t.json"
+done
+# ---- compute-sanitizer over the GPU-only tests ------------------------------
+for tool in memcheck racecheck; do
+  for t in $(gpu_only_tests); do
+    if [[ $gpu == 1 ]] && ! command -v compute-sanitizer >/dev/null; then
+      printf 'sanitizer_%s_%s\tfail\t0\tcompute-sanitizer not found\n' "$tool" "$t" >>"$detail/steps.tsv"
+      continue
+    fi
+    step "sanitizer_${tool}_$t" --gpu compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/$t" --gtest_brief=1
+  done
+done
+
+# ---- Engine benchmark beside the table's own find and push ------------------
+if [[ $quick == 1 ]]; then
+  step engine_bench "$bin/strata_engine_bench" --benchmark_filter='BM_PullPushResident$' \
+    --benchmark_min_time=0.05 --benchmark_format=json "--benchmark_out=$detail/engine_bench.json"
+  step table_bench "$bin/strata" bench table --capacity 65536 --dim 16 --load-factor 0.5 \
+    --batch 4096 --op find,push --iters 3 --json
+else
+  step engine_bench "$bin/strata_engine_bench" \
+    --benchmark_filter='BM_PullPushResident$|BM_PullResident1M|BM_RoundTripResident1M' \
+    --benchmark_min_time=1 --benchmark_format=json "--benchmark_out=$detail/engine_bench.json"
+  # The same shape as BM_*Resident1M: 2^20 keys per call, dim 64, AdaGrad.
+  step table_bench "$bin/strata" bench table --capacity 2097152 --dim 64 --load-factor 0.5 \
+    --batch 1048576 --op find,push --optimizer adagrad --iters 20 --json
+fi
+
+# ---- replay and train: T0 on the GPU beside the host runner -----------------
+batches=400
+rows=10000
+[[ $quick == 1 ]] && batches=60 && rows=2000
+step trace_gen "$bin/strata" trace gen --preset criteo-kaggle --scale 0.001 --batch-size 256 \
+  --batches $batches --seed 3 --out "$work/check.trace"
+for where in gpu host; do
+  flag=()
+  [[ $where == host ]] && flag=(--no-gpu)
+  gate=()
+  [[ $where == gpu ]] && gate=(--gpu)
+  step "replay_$where" "${gate[@]}" "$bin/strata" replay "$work/check.trace" --dir "$work/replay_$where" \
+    --device-rows 2048 --dram-rows 8192 --workers 1 --lookahead 4 --verify "${flag[@]}" --json
+  step "train_$where" "${gate[@]}" "$bin/strata" train "$data" --rows-max $rows --dir "$work/train_$where" \
+    --device-rows 2048 --dram-rows 8192 --batch-size 64 --epochs 1 --lookahead 2 --seed 1 \
+    "${flag[@]}" --json
+done
+
+# ---- HierarchicalKV side by side ---------------------------------------------
+if [[ -x $bin/strata_hkv_side_by_side ]]; then
+  step hkv --gpu "$bin/strata_hkv_side_by_side" --json "$detail/hkv.json"
+else
+  printf 'hkv\tskip\t0\tnot built (configure with -DSTRATA_HKV_DIR)\n' >>"$detail/steps.tsv"
+fi
+
+# ---- Summary ----------------------------------------------------------------
+python3 "$here/scripts/gpu_check_summary.py" "$detail" "$out" "$commit" "$gpu" "$gpu_name" \
+  "$quick" | tee -a "$log"
+status=${PIPESTATUS[0]}
+tar -czf "$out/details.tar.gz" -C "$detail" . || status=1
+say "summary: $out/summary.json, log: $log, each step's output: $out/details.tar.gz"
+exit "$status"

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Gathers a gpu_check.sh run (DETAIL/steps.tsv and each step's output in
+DETAIL) into OUT/summary.json and prints a short table: the steps, the numbers and the
+checks of the GPU issue (a resident Pull at least 0.5x the table's find, a
+Pull + Push at least 0.25x, replay and train on the GPU equal to the host
+runner, find and insert_or_assign at least HierarchicalKV's). Exit status 1
+when a step failed.
+
+Usage: gpu_check_summary.py DETAIL OUT COMMIT GPU(0|1) GPU_NAME QUICK(0|1)
+"""
+import json
+import os
+import sys
+
+
+def read_json_output(path):
+    """The JSON document a step printed (stdout may follow other lines)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(text[start:])[0]
+    except ValueError:
+        return None
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def gtest_counts(doc):
+    counts = {"tests": 0, "failed": 0, "skipped": 0}
+    for suite in (doc or {}).get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            counts["tests"] += 1
+            if t.get("failures"):
+                counts["failed"] += 1
+            elif t.get("result") == "SKIPPED":
+                counts["skipped"] += 1
+    return counts
+
+
+def main():
+    detail, out, commit, gpu, gpu_name, quick = sys.argv[1:7]
+    gpu, quick = gpu == "1", quick == "1"
+    steps = []
+    with open(os.path.join(detail, "steps.tsv")) as f:
+        for line in f:
+            name, result, seconds, note = line.rstrip("\n").split("\t")
+            steps.append({"name": name, "result": result, "seconds": int(seconds), "note": note})
+    summary = {"commit": commit, "gpu": gpu_name if gpu else None, "quick": quick,
+               "steps": steps, "tests": {}, "numbers": {}, "checks": {}}
+
+    for s in steps:
+        if s["name"].startswith("test_"):
+            summary["tests"][s["name"][5:]] = gtest_counts(
+                load(os.path.join(detail, s["name"] + ".json")))
+
+    numbers = summary["numbers"]
+    bench = load(os.path.join(detail, "engine_bench.json")) or {}
+    for b in bench.get("benchmarks", []):
+        numbers[b["name"]] = {"keys_per_s": b.get("items_per_second"),
+                              "ns_per_key": b.get("ns_per_key"),
+                              "t0_on_gpu": b.get("t0_on_gpu")}
+    table = read_json_output(os.path.join(detail, "table_bench.txt")) or {}
+    for r in table.get("results", []):
+        numbers["table_" + r["op"]] = {"keys_per_s": r["keys_per_s"], "dim": r["dim"],
+                                       "runner": table.get("runner")}
+    for where in ("gpu", "host"):
+        rep = read_json_output(os.path.join(detail, "replay_%s.txt" % where))
+        if rep:
+            numbers["replay_" + where] = {k: rep.get(k) for k in (
+                "ssd_row_reads", "ssd_row_writes", "stall_fraction", "rows_per_s", "t0_on_gpu")}
+        tr = read_json_output(os.path.join(detail, "train_%s.txt" % where))
+        if tr:
+            numbers["train_" + where] = {k: tr.get(k) for k in (
+                "validation_auc", "ssd_row_reads", "t0_on_gpu")}
+    hkv = load(os.path.join(detail, "hkv.json"))
+    if hkv:
+        numbers["hkv"] = hkv
+
+    checks = summary["checks"]
+
+    def rate(name):
+        return (numbers.get(name) or {}).get("keys_per_s")
+
+    if gpu and not quick:
+        find = rate("table_find")
+        pull, round_trip = rate("BM_PullResident1M"), rate("BM_RoundTripResident1M")
+        if find and pull:
+            checks["pull_vs_table_find"] = {"value": pull / find, "bar": 0.5,
+                                            "pass": pull / find >= 0.5}
+        if find and round_trip:
+            checks["pull_push_vs_table_find"] = {"value": round_trip / find, "bar": 0.25,
+                                                 "pass": round_trip / find >= 0.25}
+        g, h = numbers.get("replay_gpu"), numbers.get("replay_host")
+        if g and h:
+            checks["replay_ssd_reads_equal"] = {
+                "value": [g["ssd_row_reads"], h["ssd_row_reads"]],
+                "pass": g["ssd_row_reads"] == h["ssd_row_reads"]}
+        g, h = numbers.get("train_gpu"), numbers.get("train_host")
+        if g and h:
+            diff = abs(g["validation_auc"] - h["validation_auc"])
+            checks["train_auc_equal"] = {"value": diff, "bar": 1e-4, "pass": diff <= 1e-4}
+        if hkv:
+            for op in ("find", "insert_or_assign", "find_or_insert"):
+                ratios = [r["ratio"] for r in hkv["results"] if r["op"] == op]
+                if ratios:
+                    checks["hkv_%s_min_ratio" % op] = {
+                        "value": min(ratios), "bar": 1.0,
+                        "pass": min(ratios) >= 1.0 if op != "find_or_insert" else None}
+
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+
+    print("%-44s %-6s %6s  %s" % ("step", "result", "s", "note"))
+    for s in steps:
+        print("%-44s %-6s %6d  %s" % (s["name"], s["result"], s["seconds"], s["note"]))
+    for name, counts in summary["tests"].items():
+        print("tests %-38s %d run, %d failed, %d skipped" % (
+            name, counts["tests"], counts["failed"], counts["skipped"]))
+    for name, c in checks.items():
+        verdict = {True: "pass", False: "FAIL", None: "info"}[c["pass"]]
+        print("check %-38s %-4s %s" % (name, verdict, json.dumps(c["value"])))
+    return 1 if any(s["result"] == "fail" for s in steps) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

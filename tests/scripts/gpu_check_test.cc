@@ -1,0 +1,104 @@
+// strata-test-labels: integration
+// strata-test-timeout: 600
+//
+// scripts/gpu_check.sh runs here too: on a machine without a GPU it says so,
+// records the GPU steps as skipped and runs the host parts. Runs its --quick
+// form on this build tree (no pack) and reads the summary it writes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "kernels/gpu_runtime.h"
+#include "tests/util/scratch_dir.h"
+#include "tests/util/source_files.h"
+
+namespace strata {
+namespace {
+
+int RunScript(const std::string& cmd, std::string* out) {
+  std::FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  const int rc = ::pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+const nlohmann::json* FindStep(const nlohmann::json& summary, const std::string& name) {
+  for (const auto& s : summary["steps"]) {
+    if (s["name"] == name) return &s;
+  }
+  return nullptr;
+}
+
+TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
+  strata::testing::ScratchDir dir;
+  const std::string out_dir = dir.File("out");
+  std::string out;
+  const std::string cmd = "STRATA_GPU_PACK=" + dir.File("no-pack") +
+                          " STRATA_GPU_BUILD=" + STRATA_TEST_BINARY_DIR + " timeout 540 bash " +
+                          testing::SourceDir() + "/scripts/gpu_check.sh " + out_dir + " --quick";
+  ASSERT_EQ(RunScript(cmd, &out), 0) << out;
+
+  std::ifstream in(out_dir + "/summary.json");
+  ASSERT_TRUE(in.good()) << "no summary.json\n" << out;
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  EXPECT_TRUE(summary["quick"].get<bool>());
+  const bool gpu = kernels::VisibleGpuCount() > 0;
+  EXPECT_EQ(summary["gpu"].is_null(), !gpu) << summary.dump(2);
+
+  // Every step that ran passed; without a GPU the GPU steps say why they skipped.
+  for (const auto& s : summary["steps"]) {
+    EXPECT_NE(s["result"], "fail") << s.dump();
+  }
+  for (const char* name : {"test_kernels_device_table_gpu_test", "engine_bench", "table_bench",
+                           "trace_gen", "replay_host", "train_host"}) {
+    const nlohmann::json* s = FindStep(summary, name);
+    ASSERT_NE(s, nullptr) << name << " missing\n" << summary.dump(2);
+    EXPECT_EQ((*s)["result"], "pass") << name;
+  }
+  for (const char* name :
+       {"replay_gpu", "train_gpu", "sanitizer_memcheck_kernels_device_table_gpu_test",
+        "sanitizer_racecheck_kernels_device_table_gpu_test"}) {
+    const nlohmann::json* s = FindStep(summary, name);
+    ASSERT_NE(s, nullptr) << name << " missing\n" << summary.dump(2);
+    if (!gpu) {
+      EXPECT_EQ((*s)["result"], "skip") << name;
+      EXPECT_EQ((*s)["note"], "no GPU visible") << name;
+    }
+  }
+  EXPECT_NE(out.find(gpu ? "GPU:" : "no GPU visible"), std::string::npos) << out;
+
+  // The numbers come from the steps' own output.
+  const auto& n = summary["numbers"];
+  ASSERT_TRUE(n.contains("replay_host")) << summary.dump(2);
+  EXPECT_GT(n["replay_host"]["ssd_row_reads"].get<double>(), 0);
+  EXPECT_FALSE(n["replay_host"]["t0_on_gpu"].get<bool>());
+  ASSERT_TRUE(n.contains("train_host")) << summary.dump(2);
+  const double auc = n["train_host"]["validation_auc"].get<double>();
+  EXPECT_GT(auc, 0.5);
+  EXPECT_LT(auc, 1.0);
+  ASSERT_TRUE(n.contains("BM_PullPushResident")) << summary.dump(2);
+  EXPECT_GT(n["BM_PullPushResident"]["keys_per_s"].get<double>(), 0);
+  ASSERT_TRUE(n.contains("table_find")) << summary.dump(2);
+  EXPECT_GT(n["table_find"]["keys_per_s"].get<double>(), 0);
+  // The device table's GPU test ran (its cases skip without a GPU).
+  const auto& t = summary["tests"]["kernels_device_table_gpu_test"];
+  EXPECT_GT(t["tests"].get<int>(), 0);
+  EXPECT_EQ(t["failed"].get<int>(), 0);
+  if (!gpu) EXPECT_EQ(t["skipped"], t["tests"]);
+}
+
+TEST(GpuCheckTest, MissingOutArgumentIsAnError) {
+  std::string out;
+  EXPECT_NE(RunScript("bash " + testing::SourceDir() + "/scripts/gpu_check.sh", &out), 0);
+  EXPECT_NE(out.find("usage"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace strata
