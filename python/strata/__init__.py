@@ -1,0 +1,37 @@
+"""Strata from Python: embedding tables with their optimizer state across
+GPU memory, host memory and NVMe SSD, with intents that move rows up the
+tiers before a batch needs them (docs/python.md).
+
+    import numpy as np, strata
+    tables = [strata.Table("ads", dim=16, optimizer="adagrad")]
+    with strata.Store("/tmp/store", tables, use_gpu=False) as store:
+        w = store.register_worker()
+        keys = np.array([3, 7, 7], dtype=np.uint64)
+        store.intent(w, "ads", keys, start=0, end=1)
+        rows = store.pull(w, "ads", keys)      # (3, 16) float32
+        store.push(w, "ads", keys, np.ones_like(rows))
+        store.advance_clock(w)
+        store.checkpoint()
+
+Keys are 1-D numpy.uint64 arrays, rows and gradients C-contiguous float32
+arrays of shape (len(keys), dim) on the host; other arrays are a TypeError
+naming what was expected. Every call that may wait releases the GIL. Errors
+are the exceptions of strata._errors (strata.InvalidArgument, ...).
+"""
+from ._errors import (  # noqa: F401
+    Corruption,
+    Error,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    IOError,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
+from ._strata import Store, Table, __version__, build_info  # noqa: F401
+
+__all__ = [
+    "Store", "Table", "Error", "InvalidArgument", "NotFound", "IOError", "Corruption",
+    "ResourceExhausted", "FailedPrecondition", "Unavailable", "Internal", "build_info",
+]
