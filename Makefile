@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 BUILD ?= build
 
-.PHONY: all deps build test demo crash asan tsan fuzz lint bench format format-check clean
+.PHONY: all deps build test demo demo-python crash asan tsan fuzz lint bench format format-check clean
 
 all: build
 
@@ -22,6 +22,14 @@ build: deps $(BUILD)/build.ninja
 # CTest suite; prints the output of failing tests.
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_FLAGS)
+
+# The same click model in PyTorch through the strata Python package
+# (examples/python/train_ctr.py) on the shipped Criteo sample: per-epoch
+# validation AUC and the tier counters.
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+demo-python: build
+	PYTHONPATH=$(BUILD)/python $(PYTHON) examples/python/train_ctr.py \
+	  examples/train/data/criteo_kaggle_train_head10k.txt
 
 # The long crash campaign (tests/engine/crash_campaign_test.cc): CRASH_TRIALS
 # kills and power losses per backend (make test runs 20 of each). A failure
