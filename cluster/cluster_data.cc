@@ -8,7 +8,8 @@
 // rows go back by a second MPI_Alltoallv and scatter into `out` in the
 // caller's order. Push: the gradients of duplicates are summed before they
 // travel, go to the owners in the same all-to-all shape, and each owner sums
-// what the ranks sent for a key and pushes every key once.
+// what the ranks sent for a key and pushes every key once. A cluster of one
+// rank calls its shard directly.
 #include <chrono>
 #include <cstring>
 
@@ -85,6 +86,11 @@ Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
 Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) {
   base::MutexLock lock(&collective_mu_);
   const Status local = CheckCall(worker, table, keys, out, "Cluster::Pull");
+  if (world_size() == 1) {  // nothing to exchange: the shard is the store
+    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));  // the message names rank 0
+    counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
+    return shard_->Pull(worker, table, keys, out);
+  }
   if (local.ok()) router_.Route(table, keys, static_cast<uint32_t>(world_size()));
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> recv_counts;
@@ -122,6 +128,11 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
                          const float* grads) {
   base::MutexLock lock(&collective_mu_);
   const Status local = CheckCall(worker, table, keys, grads, "Cluster::Push");
+  if (world_size() == 1) {
+    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
+    counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
+    return shard_->Push(worker, table, keys, grads);
+  }
   const uint32_t dim = local.ok() ? tables_[table].dim : 0;
   if (local.ok()) {
     router_.Route(table, keys, static_cast<uint32_t>(world_size()));
