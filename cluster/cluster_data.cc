@@ -86,8 +86,10 @@ Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
 Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) {
   base::MutexLock lock(&collective_mu_);
   const Status local = CheckCall(worker, table, keys, out, "Cluster::Pull");
-  if (world_size() == 1) {  // nothing to exchange: the shard is the store
-    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));  // the message names rank 0
+  // One rank: nothing to exchange, the shard is the store (AgreeOn still
+  // names rank 0 in a refusal, as at any size).
+  if (world_size() == 1) {
+    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
     counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
     return shard_->Pull(worker, table, keys, out);
   }
