@@ -205,12 +205,11 @@ int Run(const Args& a, int rank, int world) {
 }  // namespace
 }  // namespace strata
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int rank = 0, world = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  strata::Args a;
+namespace strata {
+namespace {
+
+int Main(int argc, char** argv, int rank, int world) {
+  Args a;
   CLI::App app("strata_cluster_bench: the Cluster's exchange against plain MPI_Alltoallv");
   app.add_option("--dir", a.dir, "the cluster's directory (must be empty or missing)")->required();
   app.add_option("--batches", a.batches, "measured batches (after as many to warm up)");
@@ -221,11 +220,25 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    MPI_Finalize();
-    return rc;
+    return app.exit(e);
   }
-  const int rc = strata::Run(a, rank, world);
+  return Run(a, rank, world);
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  int rc = 1;
+  try {
+    rc = strata::Main(argc, argv, rank, world);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata_cluster_bench: rank %d: %s\n", rank, e.what());
+  }
   MPI_Finalize();
   return rc;
 }

@@ -185,8 +185,11 @@ Status ClusterImpl::OpenShard() {
   Status local = io::Env::Default()->CreateDirs(options_.store.dir);
   if (local.ok()) {
     Result<std::unique_ptr<Store>> opened = Store::Open(store, tables_);
-    if (opened.ok()) shard_ = std::move(opened).value();
-    if (!opened.ok()) local = opened.status();
+    if (opened.ok()) {
+      shard_ = std::move(opened).value();
+    } else {
+      local = opened.status();
+    }
   }
   return comm_->AgreeOn(local);
 }

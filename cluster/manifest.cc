@@ -31,7 +31,7 @@ std::string ChecksumLine(const std::string& body) {
   return std::string("checksum ") + hex + "\n";
 }
 
-std::string Seal(std::string body) { return body + ChecksumLine(body); }
+std::string Seal(const std::string& body) { return body + ChecksumLine(body); }
 
 // The fields after the magic line, once the checksum and the version check out.
 Result<std::vector<Field>> Unseal(const std::string& text, const std::string& path,
@@ -95,7 +95,7 @@ std::string EncodeClusterManifest(const ClusterManifest& m) {
   out += "ownership " + m.ownership + "\n";
   out += "generation " + std::to_string(m.generation) + "\n";
   for (uint64_t g : m.rank_generations) out += "rank_generation " + std::to_string(g) + "\n";
-  return Seal(std::move(out));
+  return Seal(out);
 }
 
 Result<ClusterManifest> DecodeClusterManifest(const std::string& text, const std::string& path) {
@@ -126,7 +126,7 @@ std::string EncodeShardRecord(const ShardRecord& r) {
   out += "world_size " + std::to_string(r.world_size) + "\n";
   out += "generation " + std::to_string(r.generation) + "\n";
   out += "pending " + std::to_string(r.pending) + "\n";
-  return Seal(std::move(out));
+  return Seal(out);
 }
 
 Result<ShardRecord> DecodeShardRecord(const std::string& text, const std::string& path) {

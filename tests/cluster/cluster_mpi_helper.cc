@@ -10,6 +10,7 @@
 //   bad_input DIR    errors that must be the same on every rank: mismatched
 //                    tables at Open, a missing table on one rank, ranks
 //                    naming different tables; then a good Pull still works
+//   create DIR       a cluster at generation 1 (one batch, a checkpoint)
 //   reopen DIR       Open on an existing cluster directory; prints the Status
 //                    (the test expects a world-size or generation error)
 // Test code only.
@@ -33,6 +34,9 @@ namespace {
 
 int g_rank = 0;
 int g_world = 1;
+// Batches of pull_push (half before the reopen): every collective costs a
+// scheduling round of all ranks, slow on two loaded cores.
+constexpr int kSteps = 8;
 
 [[noreturn]] void Finish(bool pass, const std::string& scenario, const std::string& detail) {
   std::printf("cluster-helper rank %d/%d %s %s: %s\n", g_rank, g_world, pass ? "PASS" : "FAIL",
@@ -173,7 +177,7 @@ void PullPush(const std::string& dir) {
   std::unique_ptr<Cluster> cluster = OpenCluster(dir, "pull_push");
   Result<WorkerId> w = cluster->RegisterWorker();
   HELPER_CHECK("pull_push", w.ok(), w.status().ToString());
-  RunSteps(*cluster, **ref, *w, *ref_w, 0, 6);
+  RunSteps(*cluster, **ref, *w, *ref_w, 0, kSteps / 2);
   HELPER_CHECK("pull_push", cluster->DrainIntents().ok(), "DrainIntents");
   Status st = cluster->Checkpoint();
   HELPER_CHECK("pull_push", st.ok(), st.ToString());
@@ -181,14 +185,16 @@ void PullPush(const std::string& dir) {
   cluster.reset();
   cluster = OpenCluster(dir, "pull_push");  // at generation 1, clocks restored
   w = cluster->RegisterWorker();
-  HELPER_CHECK("pull_push", w.ok() && *cluster->CurrentClock(*w) == 6, "clock after reopen");
-  RunSteps(*cluster, **ref, *w, *ref_w, 6, 12);
+  HELPER_CHECK("pull_push", w.ok() && *cluster->CurrentClock(*w) == kSteps / 2,
+               "clock after reopen");
+  RunSteps(*cluster, **ref, *w, *ref_w, kSteps / 2, kSteps);
   st = cluster->Checkpoint();
   HELPER_CHECK("pull_push", st.ok(), st.ToString());
   const uint64_t rows = CheckShardRows(*cluster, **ref);
   Result<ClusterStats> sum = cluster->SummedStats();
   HELPER_CHECK("pull_push", sum.ok(), sum.status().ToString());
-  HELPER_CHECK("pull_push", sum->exchange.pull_calls == uint64_t(g_world) * 12, "pull calls");
+  HELPER_CHECK("pull_push", sum->exchange.pull_calls == uint64_t(g_world) * kSteps,
+               "pull calls since the reopen");
   HELPER_CHECK("pull_push", g_world == 1 || sum->exchange.bytes_sent > 0, "bytes sent");
   HELPER_CHECK("pull_push", sum->exchange.bytes_sent == sum->exchange.bytes_received,
                "bytes sent != received");
@@ -262,6 +268,21 @@ void BadInput(const std::string& dir) {
   Finish(true, "bad_input", "every refusal the same on every rank");
 }
 
+// A cluster at generation 1: one batch, a checkpoint, closed.
+void Create(const std::string& dir) {
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "create");
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("create", w.ok(), w.status().ToString());
+  const Batch b = MakeBatch(0, g_rank, 0, 8);
+  std::vector<float> out(b.keys.size() * 8);
+  HELPER_CHECK("create", cluster->Pull(*w, 0, b.keys, out.data()).ok(), "Pull");
+  HELPER_CHECK("create", cluster->Push(*w, 0, b.keys, b.grads.data()).ok(), "Push");
+  Status st = cluster->Checkpoint();
+  HELPER_CHECK("create", st.ok(), st.ToString());
+  HELPER_CHECK("create", cluster->Close().ok(), "Close");
+  Finish(true, "create", "generation 1");
+}
+
 void Reopen(const std::string& dir) {
   ClusterOptions options;
   options.store = SmallStore(dir + "/cluster");
@@ -283,6 +304,7 @@ int main(int argc, char** argv) {
   const std::string dir = argv[2];
   if (scenario == "pull_push") strata::PullPush(dir);
   if (scenario == "bad_input") strata::BadInput(dir);
+  if (scenario == "create") strata::Create(dir);
   if (scenario == "reopen") strata::Reopen(dir);
   strata::Finish(false, scenario, "unknown scenario");
 }

@@ -104,7 +104,7 @@ TEST_P(ClusterMpiTest, BadInputFailsTheSameOnEveryRank) {
 TEST_P(ClusterMpiTest, ReopenWithAnotherWorldSizeNamesBothSizes) {
   const int ranks = GetParam();
   const int other = ranks == 1 ? 2 : ranks - 1;
-  ExpectAllPass(RunRanks(ranks, "pull_push", dir_.path()), ranks, "pull_push");
+  ExpectAllPass(RunRanks(ranks, "create", dir_.path()), ranks, "create");
   const MpiRun run = RunRanks(other, "reopen", dir_.path());
   ExpectAllPass(run, other, "reopen");
   for (const std::string& line : run.lines) {
@@ -118,7 +118,7 @@ TEST_P(ClusterMpiTest, ReopenWithAnotherWorldSizeNamesBothSizes) {
 
 TEST_P(ClusterMpiTest, InterruptedCheckpointIsRefusedNamingTheRank) {
   const int ranks = GetParam();
-  ExpectAllPass(RunRanks(ranks, "pull_push", dir_.path()), ranks, "pull_push");
+  ExpectAllPass(RunRanks(ranks, "create", dir_.path()), ranks, "create");
   // The last rank's record as a crash during its shard checkpoint leaves it.
   const std::string cluster_dir = dir_.File("cluster");
   const std::string shard = ShardDir(cluster_dir, ranks - 1);
