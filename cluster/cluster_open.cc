@@ -65,6 +65,7 @@ Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options
                                                    const std::vector<TableOptions>& tables,
                                                    MPI_Comm comm) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MpiComm> dup, MpiComm::Dup(comm));
+  dup->SetTimeout(options.collective_timeout_ms);
   std::unique_ptr<ClusterImpl> cluster(new ClusterImpl(options, tables, std::move(dup)));
   const std::string context = "Cluster::Open(" + options.store.dir + ")";
   base::MutexLock lock(&cluster->collective_mu_);

@@ -2,6 +2,8 @@
 #include "cluster/mpi_comm.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace strata::cluster {
 namespace {
@@ -67,6 +69,32 @@ MpiComm::~MpiComm() {
   if (!finalized) MPI_Comm_free(&comm_);
 }
 
+void MpiComm::SetTimeout(uint64_t timeout_ms) { timeout_ms_ = timeout_ms; }
+
+Status MpiComm::CheckUsable() const {
+  if (!broken_.empty()) return Status::Unavailable(broken_);
+  return Status::Ok();
+}
+
+Status MpiComm::Wait(MPI_Request* req, std::string_view call) {
+  if (timeout_ms_ == 0) return MpiError(MPI_Wait(req, MPI_STATUS_IGNORE), call, rank_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  for (;;) {
+    int done = 0;
+    STRATA_RETURN_IF_ERROR(MpiError(MPI_Test(req, &done, MPI_STATUS_IGNORE), call, rank_));
+    if (done) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::yield();  // ranks may outnumber cores
+  }
+  // The request stays pending (MPI cannot cancel a collective): the
+  // communicator is unusable from here on, and says so on every later call.
+  broken_ = "rank " + std::to_string(rank_) + ": " + std::string(call) +
+            " did not complete within " + std::to_string(timeout_ms_) +
+            " ms (ClusterOptions::collective_timeout_ms): a rank died, hangs, or did not make the "
+            "same collective call; the cluster is unusable";
+  return Status::Unavailable(broken_);
+}
+
 Status MpiComm::AgreeOn(const Status& local) {
   const int32_t mine = static_cast<int32_t>(local.code());
   std::vector<int32_t> codes(size_);
@@ -86,8 +114,12 @@ Status MpiComm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local
 }
 
 Status MpiComm::AllToAll(const void* send, void* recv, int per_rank, MPI_Datatype type) {
-  return MpiError(MPI_Alltoall(send, per_rank, type, recv, per_rank, type, comm_), "MPI_Alltoall",
-                  rank_);
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Ialltoall(send, per_rank, type, recv, per_rank, type, comm_, &req),
+               "MPI_Ialltoall", rank_));
+  return Wait(&req, "MPI_Ialltoall");
 }
 
 Status MpiComm::AllToAllv(const void* send, std::span<const int> send_counts, void* recv,
@@ -98,14 +130,22 @@ Status MpiComm::AllToAllv(const void* send, std::span<const int> send_counts, vo
     send_displs_[r] = send_displs_[r - 1] + send_counts[r - 1];
     recv_displs_[r] = recv_displs_[r - 1] + recv_counts[r - 1];
   }
-  return MpiError(MPI_Alltoallv(send, send_counts.data(), send_displs_.data(), type, recv,
-                                recv_counts.data(), recv_displs_.data(), type, comm_),
-                  "MPI_Alltoallv", rank_);
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Ialltoallv(send, send_counts.data(), send_displs_.data(), type, recv,
+                              recv_counts.data(), recv_displs_.data(), type, comm_, &req),
+               "MPI_Ialltoallv", rank_));
+  return Wait(&req, "MPI_Ialltoallv");
 }
 
 Status MpiComm::AllGather(const void* send, void* recv, int per_rank, MPI_Datatype type) {
-  return MpiError(MPI_Allgather(send, per_rank, type, recv, per_rank, type, comm_), "MPI_Allgather",
-                  rank_);
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Iallgather(send, per_rank, type, recv, per_rank, type, comm_, &req),
+               "MPI_Iallgather", rank_));
+  return Wait(&req, "MPI_Iallgather");
 }
 
 Result<std::vector<std::string>> MpiComm::AllGatherBytes(const std::string& mine) {
@@ -115,21 +155,32 @@ Result<std::vector<std::string>> MpiComm::AllGatherBytes(const std::string& mine
   std::vector<int> displs(size_, 0);
   for (int r = 1; r < size_; ++r) displs[r] = displs[r - 1] + lens[r - 1];
   std::string all(static_cast<size_t>(displs[size_ - 1]) + lens[size_ - 1], '\0');
-  STRATA_RETURN_IF_ERROR(MpiError(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(),
-                                                 lens.data(), displs.data(), MPI_CHAR, comm_),
-                                  "MPI_Allgatherv", rank_));
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                               MPI_CHAR, comm_, &req),
+               "MPI_Iallgatherv", rank_));
+  STRATA_RETURN_IF_ERROR(Wait(&req, "MPI_Iallgatherv"));
   std::vector<std::string> out(size_);
   for (int r = 0; r < size_; ++r) out[r] = all.substr(displs[r], lens[r]);
   return out;
 }
 
 Status MpiComm::Broadcast(void* data, int count, MPI_Datatype type, int root) {
-  return MpiError(MPI_Bcast(data, count, type, root, comm_), "MPI_Bcast", rank_);
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Ibcast(data, count, type, root, comm_, &req), "MPI_Ibcast", rank_));
+  return Wait(&req, "MPI_Ibcast");
 }
 
 Status MpiComm::AllReduceSum(const uint64_t* send, uint64_t* recv, int count) {
-  return MpiError(MPI_Allreduce(send, recv, count, MPI_UINT64_T, MPI_SUM, comm_), "MPI_Allreduce",
-                  rank_);
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Iallreduce(send, recv, count, MPI_UINT64_T, MPI_SUM, comm_, &req),
+               "MPI_Iallreduce", rank_));
+  return Wait(&req, "MPI_Iallreduce");
 }
 
 }  // namespace strata::cluster

@@ -41,6 +41,11 @@ class MpiComm {
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
 
+  // Each collective below waits at most `timeout_ms` (0: forever), then
+  // returns Unavailable and leaves the communicator unusable (every later
+  // call returns the same error): a collective cannot be cancelled.
+  void SetTimeout(uint64_t timeout_ms);
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   MPI_Comm comm() const { return comm_; }
@@ -67,10 +72,17 @@ class MpiComm {
  private:
   MpiComm(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
 
+  // Unavailable once a collective timed out.
+  Status CheckUsable() const;
+  // Waits for `req` until done or the timeout (see SetTimeout).
+  Status Wait(MPI_Request* req, std::string_view call);
+
   MPI_Comm comm_;
   int rank_;
   int size_;
   std::vector<int> send_displs_, recv_displs_;  // AllToAllv scratch
+  uint64_t timeout_ms_ = 0;
+  std::string broken_;  // set when a collective timed out: the error every later call returns
 };
 
 }  // namespace strata::cluster

@@ -21,8 +21,10 @@
 // Failure: bad input (an unknown table or worker, a null buffer, ranks
 // disagreeing on the table, a mismatched table list at Open) fails on every
 // rank with the same code and a message naming the rank at fault, never a
-// hang; so does an error in one owner's shard. A rank that dies is MPI's to
-// report (Open MPI aborts the job); a timeout of our own is not built yet.
+// hang; so does an error in one owner's shard. A rank that dies or hangs
+// makes the others' next collective return Unavailable after
+// ClusterOptions::collective_timeout_ms (Open MPI may also end the job when a
+// rank exits).
 //
 // Thread safety: Intent, CurrentClock, Stats, FindTable and Tables may be
 // called from any thread at any time; the collective calls are serialized
@@ -60,6 +62,12 @@ struct ClusterOptions {
   // rank's shard lives in store.dir/rank-<r>. Capacities are per rank.
   // store.use_gpu is ignored: the MPI form keeps T0 in host memory.
   StoreOptions store;
+  // The longest a rank waits in one collective step for the other ranks,
+  // then the call returns Unavailable and the cluster is unusable (an MPI
+  // collective cannot be cancelled). It bounds how long a dead or hung rank
+  // stalls the others; it must exceed the longest skew between ranks (a
+  // batch's compute, a checkpoint). 0: wait forever.
+  uint64_t collective_timeout_ms = 600'000;
 };
 
 // Counters of the exchange on one rank (Stats); summed over ranks by

@@ -10,12 +10,16 @@
 //   bad_input DIR    errors that must be the same on every rank: mismatched
 //                    tables at Open, a missing table on one rank, ranks
 //                    naming different tables; then a good Pull still works
+//   stall DIR        the last rank stops: the others fail within the timeout
 //   create DIR       a cluster at generation 1 (one batch, a checkpoint)
 //   reopen DIR       Open on an existing cluster directory; prints the Status
 //                    (the test expects a world-size or generation error)
 // Test code only.
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -268,6 +272,43 @@ void BadInput(const std::string& dir) {
   Finish(true, "bad_input", "every refusal the same on every rank");
 }
 
+// The last rank stops (SIGSTOP) before a Pull: the others' Pull returns
+// Unavailable after the collective timeout, and so does their next call.
+// Then rank 0 kills the stopped rank and the others leave without
+// MPI_Finalize (which would wait for it); mpirun reports the job as failed.
+void Stall(const std::string& dir) {
+  const int last = g_world - 1;
+  std::vector<int> pids(g_world);
+  const int pid = static_cast<int>(::getpid());
+  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  options.collective_timeout_ms = 5000;  // well above a loaded machine's collective
+  Result<std::unique_ptr<Cluster>> c = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("stall", c.ok(), c.status().ToString());
+  Cluster& cluster = **c;
+  Result<WorkerId> w = cluster.RegisterWorker();
+  HELPER_CHECK("stall", w.ok(), w.status().ToString());
+  const std::vector<Key> keys = {1, 2, 3};
+  std::vector<float> out(keys.size() * 8);
+  HELPER_CHECK("stall", cluster.Pull(*w, 0, keys, out.data()).ok(), "first Pull");
+  if (g_rank == last) ::raise(SIGSTOP);  // until rank 0 kills it
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = cluster.Pull(*w, 0, keys, out.data());
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  HELPER_CHECK("stall", st.IsUnavailable(), st.ToString());
+  HELPER_CHECK("stall", st.message().find("within 5000 ms") != std::string::npos, st.ToString());
+  HELPER_CHECK("stall", waited_s >= 5.0, std::to_string(waited_s) + " s");
+  const Status next = cluster.Push(*w, 0, keys, out.data());
+  HELPER_CHECK("stall", next.IsUnavailable(), "the next call: " + next.ToString());
+  std::printf("cluster-helper rank %d/%d PASS stall: %s (after %.1f s)\n", g_rank, g_world,
+              st.ToString().c_str(), waited_s);
+  std::fflush(stdout);
+  if (g_rank == 0) ::kill(pids[last], SIGKILL);
+  std::_Exit(0);
+}
+
 // A cluster at generation 1: one batch, a checkpoint, closed.
 void Create(const std::string& dir) {
   std::unique_ptr<Cluster> cluster = OpenCluster(dir, "create");
@@ -305,6 +346,7 @@ int main(int argc, char** argv) {
   if (scenario == "pull_push") strata::PullPush(dir);
   if (scenario == "bad_input") strata::BadInput(dir);
   if (scenario == "create") strata::Create(dir);
+  if (scenario == "stall") strata::Stall(dir);
   if (scenario == "reopen") strata::Reopen(dir);
   strata::Finish(false, scenario, "unknown scenario");
 }

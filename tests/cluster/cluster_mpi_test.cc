@@ -138,6 +138,18 @@ TEST_P(ClusterMpiTest, InterruptedCheckpointIsRefusedNamingTheRank) {
   }
 }
 
+TEST_P(ClusterMpiTest, StoppedRankMakesTheOthersFailWithinTheTimeout) {
+  const int ranks = GetParam();
+  if (ranks == 1) GTEST_SKIP() << "needs a second rank to stop";
+  // The job fails (a rank is killed): only the survivors' lines count.
+  const MpiRun run = RunRanks(ranks, "stall", dir_.path());
+  ASSERT_EQ(run.lines.size(), static_cast<size_t>(ranks - 1)) << run.output;
+  for (const std::string& line : run.lines) {
+    EXPECT_NE(line.find(" PASS stall: Unavailable: "), std::string::npos) << line;
+    EXPECT_NE(line.find("did not complete within 5000 ms"), std::string::npos) << line;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ClusterMpiTest, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "Ranks";
