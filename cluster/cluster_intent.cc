@@ -74,14 +74,19 @@ Status ClusterImpl::DeliverIntents() {
       q.keys.clear();
     }
   }
-  std::vector<int> recv_counts(n, 0);
-  STRATA_RETURN_IF_ERROR(comm_->AllToAll(send_counts.data(), recv_counts.data(), 1, MPI_INT));
-  uint64_t total = 0;
-  for (int c : recv_counts) total += c;
-  std::vector<uint64_t> recv(total);
-  CountBytes(send_counts, recv_counts, sizeof(uint64_t));
-  STRATA_RETURN_IF_ERROR(
-      comm_->AllToAllv(send.data(), send_counts, recv.data(), recv_counts, MPI_UINT64_T));
+  std::vector<uint64_t> recv;
+  if (n == 1) {  // one rank: its own intents, no exchange
+    recv = std::move(send);
+  } else {
+    std::vector<int> recv_counts(n, 0);
+    STRATA_RETURN_IF_ERROR(comm_->AllToAll(send_counts.data(), recv_counts.data(), 1, MPI_INT));
+    uint64_t total = 0;
+    for (int c : recv_counts) total += c;
+    recv.resize(total);
+    CountBytes(send_counts, recv_counts, sizeof(uint64_t));
+    STRATA_RETURN_IF_ERROR(
+        comm_->AllToAllv(send.data(), send_counts, recv.data(), recv_counts, MPI_UINT64_T));
+  }
   // The owner's part: the records, each a Store::Intent on the shard.
   Status local = Status::Ok();
   size_t at = 0;

@@ -96,6 +96,10 @@ Status MpiComm::Wait(MPI_Request* req, std::string_view call) {
 }
 
 Status MpiComm::AgreeOn(const Status& local) {
+  if (size_ == 1) {  // nobody to agree with: the same message, no MPI call
+    STRATA_RETURN_IF_ERROR(CheckUsable());
+    return local.ok() ? Status::Ok() : WithCode(local.code(), "rank 0: " + local.message());
+  }
   const int32_t mine = static_cast<int32_t>(local.code());
   std::vector<int32_t> codes(size_);
   STRATA_RETURN_IF_ERROR(AllGather(&mine, codes.data(), 1, MPI_INT32_T));
