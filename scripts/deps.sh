@@ -5,6 +5,8 @@
 # Arguments name extra groups a target needs: `fuzz` (clang and its
 # sanitizer and libFuzzer runtimes, Debian's default version: 14 on bookworm),
 # `lint` (clang and clang-tidy, the same version; run-clang-tidy comes with it).
+# Open MPI (libopenmpi-dev, openmpi-bin: mpirun) builds strata::Cluster and
+# runs its multi-rank tests (docs/cluster.md).
 set -euo pipefail
 
 packages=(
@@ -14,6 +16,7 @@ packages=(
   nlohmann-json3-dev libxxhash-dev
   clang-format fio python3-matplotlib
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  libopenmpi-dev openmpi-bin
 )
 for group in "$@"; do
   case "$group" in

@@ -1,0 +1,180 @@
+// Pull and Push across ranks (docs/cluster.md, "The exchange").
+//
+// Both start alike: route this rank's keys (distinct, grouped by owner), then
+// one MPI_Alltoall of a Header per rank pair (the local checks' code, the
+// key count, table and worker) so every rank learns at once whether anyone's
+// input was bad and how many keys it will receive, then one MPI_Alltoallv of
+// the keys. Pull: each owner pulls the keys it received from its shard, the
+// rows go back by a second MPI_Alltoallv and scatter into `out` in the
+// caller's order. Push: the gradients of duplicates are summed before they
+// travel, go to the owners in the same all-to-all shape, and each owner sums
+// what the ranks sent for a key and pushes every key once. A cluster of one
+// rank calls its shard directly.
+#include <chrono>
+#include <cstring>
+
+#include "cluster/cluster_impl.h"
+#include "engine/limits.h"
+
+namespace strata::cluster {
+namespace {
+
+uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count());
+}
+
+}  // namespace
+
+uint64_t ClusterImpl::RemoteItems(std::span<const int> counts) const {
+  uint64_t items = 0;
+  for (int r = 0; r < world_size(); ++r) {
+    if (r != rank()) items += counts[r];
+  }
+  return items;
+}
+
+void ClusterImpl::CountBytes(std::span<const int> sent, std::span<const int> received,
+                             uint64_t item_bytes) {
+  counters_.bytes_sent.fetch_add(RemoteItems(sent) * item_bytes, std::memory_order_relaxed);
+  counters_.bytes_received.fetch_add(RemoteItems(received) * item_bytes, std::memory_order_relaxed);
+}
+
+Status ClusterImpl::ExchangeHeaders(const Status& local, WorkerId worker, TableId table,
+                                    const char* what, std::vector<int>* recv_counts) {
+  const int n = world_size();
+  headers_out_.resize(n);
+  headers_in_.resize(n);
+  for (int r = 0; r < n; ++r) {
+    headers_out_[r] = Header{static_cast<int32_t>(local.code()),
+                             local.ok() ? router_.counts()[r] : 0, table, worker};
+  }
+  STRATA_RETURN_IF_ERROR(comm_->AllToAll(headers_out_.data(), headers_in_.data(),
+                                         static_cast<int>(sizeof(Header)), MPI_BYTE));
+  std::vector<int32_t> codes(n);
+  for (int r = 0; r < n; ++r) codes[r] = headers_in_[r].code;
+  STRATA_RETURN_IF_ERROR(comm_->AgreeOnKnown(codes, local));
+  // Every rank sees every rank's table and worker, so all fail alike here.
+  for (int r = 1; r < n; ++r) {
+    const Header& h = headers_in_[r];
+    if (h.table != headers_in_[0].table || h.worker != headers_in_[0].worker) {
+      return Status::InvalidArgument(
+          std::string(what) + ": rank " + std::to_string(r) + " names table " +
+          std::to_string(h.table) + " and worker " + std::to_string(h.worker) + ", rank 0 table " +
+          std::to_string(headers_in_[0].table) + " and worker " +
+          std::to_string(headers_in_[0].worker) +
+          ": a collective call names the same table and worker on every rank");
+    }
+  }
+  recv_counts->resize(n);
+  for (int r = 0; r < n; ++r) (*recv_counts)[r] = headers_in_[r].count;
+  return Status::Ok();
+}
+
+Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
+  uint64_t total = 0;
+  for (int c : recv_counts) total += c;
+  recv_keys_.resize(total);
+  counters_.keys_sent.fetch_add(RemoteItems(router_.counts()), std::memory_order_relaxed);
+  counters_.keys_served.fetch_add(RemoteItems(recv_counts), std::memory_order_relaxed);
+  CountBytes(router_.counts(), recv_counts, sizeof(Key));
+  return comm_->AllToAllv(router_.grouped().data(), router_.counts(), recv_keys_.data(),
+                          recv_counts, MPI_UINT64_T);
+}
+
+Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) {
+  base::MutexLock lock(&collective_mu_);
+  const Status local = CheckCall(worker, table, keys, out, "Cluster::Pull");
+  // One rank: nothing to exchange, the shard is the store (AgreeOn still
+  // names rank 0 in a refusal, as at any size).
+  if (world_size() == 1) {
+    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
+    counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
+    return shard_->Pull(worker, table, keys, out);
+  }
+  if (local.ok()) router_.Route(table, keys, static_cast<uint32_t>(world_size()));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> recv_counts;
+  STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Pull", &recv_counts));
+  STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
+  uint64_t exchange_us = MicrosSince(start);
+
+  // The owner's part: every key the ranks asked for, in chunks the shard takes.
+  const uint32_t dim = tables_[table].dim;
+  owner_rows_.resize(recv_keys_.size() * dim);
+  Status served = Status::Ok();
+  for (size_t at = 0; at < recv_keys_.size() && served.ok(); at += engine::kBatchKeysMax) {
+    const size_t n = std::min<size_t>(engine::kBatchKeysMax, recv_keys_.size() - at);
+    served = shard_->Pull(worker, table, std::span<const Key>(recv_keys_).subspan(at, n),
+                          owner_rows_.data() + at * dim);
+  }
+  STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Pull: the owner's shard")));
+
+  const auto rows_start = std::chrono::steady_clock::now();
+  batch_rows_.resize(router_.grouped().size() * dim);
+  CountBytes(recv_counts, router_.counts(), dim * sizeof(float));
+  STRATA_RETURN_IF_ERROR(comm_->AllToAllv(owner_rows_.data(), recv_counts, batch_rows_.data(),
+                                          router_.counts(), row_types_[table]));
+  exchange_us += MicrosSince(rows_start);
+  const std::span<const uint32_t> slots = router_.slots();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::memcpy(out + i * dim, batch_rows_.data() + uint64_t{slots[i]} * dim, dim * sizeof(float));
+  }
+  counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
+  counters_.exchange_us.fetch_add(exchange_us, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> keys,
+                         const float* grads) {
+  base::MutexLock lock(&collective_mu_);
+  const Status local = CheckCall(worker, table, keys, grads, "Cluster::Push");
+  if (world_size() == 1) {
+    STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
+    counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
+    return shard_->Push(worker, table, keys, grads);
+  }
+  const uint32_t dim = local.ok() ? tables_[table].dim : 0;
+  if (local.ok()) {
+    router_.Route(table, keys, static_cast<uint32_t>(world_size()));
+    batch_rows_.assign(router_.grouped().size() * dim, 0.0f);
+    const std::span<const uint32_t> slots = router_.slots();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      float* sum = batch_rows_.data() + uint64_t{slots[i]} * dim;
+      const float* g = grads + i * dim;
+      for (uint32_t d = 0; d < dim; ++d) sum[d] += g[d];
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int> recv_counts;
+  STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Push", &recv_counts));
+  STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
+  owner_rows_.resize(recv_keys_.size() * dim);
+  CountBytes(router_.counts(), recv_counts, dim * sizeof(float));
+  STRATA_RETURN_IF_ERROR(comm_->AllToAllv(batch_rows_.data(), router_.counts(), owner_rows_.data(),
+                                          recv_counts, row_types_[table]));
+  counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
+
+  // The owner's part: sum what several ranks sent for one key, so each key is
+  // pushed once even when the keys take several shard calls.
+  owner_router_.Route(table, recv_keys_, 1);
+  owner_sums_.assign(owner_router_.grouped().size() * dim, 0.0f);
+  const std::span<const uint32_t> slots = owner_router_.slots();
+  for (size_t i = 0; i < recv_keys_.size(); ++i) {
+    float* sum = owner_sums_.data() + uint64_t{slots[i]} * dim;
+    const float* g = owner_rows_.data() + i * dim;
+    for (uint32_t d = 0; d < dim; ++d) sum[d] += g[d];
+  }
+  const std::span<const Key> unique = owner_router_.grouped();
+  Status served = Status::Ok();
+  for (size_t at = 0; at < unique.size() && served.ok(); at += engine::kBatchKeysMax) {
+    const size_t n = std::min<size_t>(engine::kBatchKeysMax, unique.size() - at);
+    served = shard_->Push(worker, table, unique.subspan(at, n), owner_sums_.data() + at * dim);
+  }
+  STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Push: the owner's shard")));
+  counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+}  // namespace strata::cluster

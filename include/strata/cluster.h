@@ -1,0 +1,154 @@
+// Cluster: a Store sharded across processes (ranks) over MPI. One Cluster per
+// rank, each over a Store shard of its own in DIR/rank-<r> (its T0, its T1 in
+// the rank's memory, its T2 in that directory). Every row has exactly one
+// owner rank, fixed by a hash of (table, key) (ClusterOwner below; the
+// function is named in the cluster manifest, docs/cluster.md), and lives only
+// in its owner's shard.
+//
+// The calls are the Store's, with its contracts, and most are collective:
+//   RegisterWorker, Pull, Push, AdvanceClock, DrainIntents, Checkpoint, Close
+// must be called by every rank of the communicator, in the same order, with
+// the same worker and table (keys and their counts differ per rank). A rank
+// that calls Pull while another calls Push deadlocks, as in MPI. Intent is
+// local: it queues the keys per owner and the next AdvanceClock or
+// DrainIntents delivers them (one exchange, not one per Intent call), so the
+// owners' planners prefetch ahead of the batch as a Store's does.
+//
+// Worker w names the same worker on every rank: RegisterWorker registers one
+// in every shard, and an owner serves rank r's worker w with its shard's
+// worker w, whose clock advances with the collective AdvanceClock.
+//
+// Failure: bad input (an unknown table or worker, a null buffer, ranks
+// disagreeing on the table, a mismatched table list at Open) fails on every
+// rank with the same code and a message naming the rank at fault, never a
+// hang; so does an error in one owner's shard. A rank that dies or hangs
+// makes the others' next collective return Unavailable after
+// ClusterOptions::collective_timeout_ms (Open MPI may also end the job when a
+// rank exits).
+//
+// Thread safety: Intent, CurrentClock, Stats, FindTable and Tables may be
+// called from any thread at any time; the collective calls are serialized
+// per rank (a mutex), and their order must match across ranks, which in
+// practice means one thread drives them. MPI must be initialized before Open
+// (MPI_Init or MPI_Init_thread) and finalized after the Cluster is destroyed.
+// Ownership: the caller owns keys, out and grads (host memory: this is the
+// MPI form, whose shards keep T0 in host memory) and the communicator, which
+// Open duplicates.
+#pragma once
+
+// The C bindings only: Open MPI's C++ bindings are deprecated and warn.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/cluster_owner.h"
+#include "strata/options.h"
+#include "strata/stats.h"
+#include "strata/status.h"
+#include "strata/store.h"
+#include "strata/types.h"
+
+namespace strata {
+
+struct ClusterOptions {
+  // The options of every shard; store.dir is the cluster's directory, each
+  // rank's shard lives in store.dir/rank-<r>. Capacities are per rank.
+  // store.use_gpu is ignored: the MPI form keeps T0 in host memory.
+  StoreOptions store;
+  // The longest a rank waits in one collective step for the other ranks,
+  // then the call returns Unavailable and the cluster is unusable (an MPI
+  // collective cannot be cancelled). It bounds how long a dead or hung rank
+  // stalls the others; it must exceed the longest skew between ranks (a
+  // batch's compute, a checkpoint). 0: wait forever.
+  uint64_t collective_timeout_ms = 600'000;
+};
+
+// Counters of the exchange on one rank (Stats); summed over ranks by
+// Cluster::SummedStats.
+struct ClusterExchangeStats {
+  uint64_t pull_calls = 0;
+  uint64_t push_calls = 0;
+  uint64_t keys_sent = 0;       // distinct keys this rank sent to other ranks
+  uint64_t keys_served = 0;     // keys other ranks asked this rank's shard for
+  uint64_t bytes_sent = 0;      // bytes sent to other ranks (keys, rows, gradients, intents)
+  uint64_t bytes_received = 0;  // bytes received from other ranks
+  uint64_t intents_sent = 0;    // intent keys delivered to other ranks
+  uint64_t exchange_us = 0;     // time in the all-to-alls of Pull and Push
+};
+
+struct ClusterStats {
+  StoreStats store;  // the shard's Store::Stats
+  ClusterExchangeStats exchange;
+};
+
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+
+  // Collective. Opens rank r's shard in options.store.dir/rank-<r>, after
+  // checking that every rank passed the same tables (InvalidArgument on every
+  // rank naming the first rank and table that differ from rank 0's). When the
+  // directory holds a cluster manifest, its world size must be the
+  // communicator's (InvalidArgument naming both) and every shard must be at
+  // the manifest's generation (FailedPrecondition naming the rank otherwise).
+  static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
+                                               const std::vector<TableOptions>& tables,
+                                               MPI_Comm comm);
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Collective: a new worker on every shard, the same id on every rank.
+  virtual Result<WorkerId> RegisterWorker() = 0;
+  // Local: queues `keys` for their owners; delivered by the next
+  // AdvanceClock or DrainIntents. REQUIRES: start < end.
+  [[nodiscard]] virtual Status Intent(WorkerId worker, TableId table, std::span<const Key> keys,
+                                      Clock start, Clock end) = 0;
+  // Collective: delivers the queued intents of every worker, then advances
+  // `worker`'s clock on every shard.
+  [[nodiscard]] virtual Status AdvanceClock(WorkerId worker) = 0;
+  virtual Result<Clock> CurrentClock(WorkerId worker) const = 0;
+
+  // Collective. Embeddings of this rank's `keys` of `table` into `out`
+  // (keys.size() * dim floats, the caller's order), fetched from their owners.
+  [[nodiscard]] virtual Status Pull(WorkerId worker, TableId table, std::span<const Key> keys,
+                                    float* out) = 0;
+  // Collective. Gradients (keys.size() * dim floats): duplicates summed here,
+  // sent to the owners, whose Push sums what every rank sent for a key and
+  // applies the optimizer once per key.
+  [[nodiscard]] virtual Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
+                                    const float* grads) = 0;
+
+  // Collective: delivers the queued intents and waits for every shard's
+  // planner to take them in (Store::DrainIntents).
+  [[nodiscard]] virtual Status DrainIntents() = 0;
+
+  // Collective: every shard checkpoints, then rank 0 writes the cluster
+  // manifest (world size, ownership function, per-rank generation) last,
+  // atomically. A failure on any rank fails the call on every rank and
+  // leaves the manifest at the previous generation.
+  [[nodiscard]] virtual Status Checkpoint() = 0;
+
+  // Local: this rank's counters.
+  virtual ClusterStats Stats() const = 0;
+  // Collective: every rank's counters summed (the same on every rank).
+  virtual Result<ClusterStats> SummedStats() = 0;
+
+  // This rank's shard, for export and verification (ScanTable): it holds
+  // the rows this rank owns. Not for the training loop's data path.
+  virtual Store& shard() = 0;
+  virtual const std::vector<TableOptions>& Tables() const = 0;
+
+  // Collective: closes the shard and frees the duplicated communicator;
+  // later calls return FailedPrecondition.
+  [[nodiscard]] virtual Status Close() = 0;
+};
+
+}  // namespace strata

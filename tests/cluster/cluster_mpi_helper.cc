@@ -1,0 +1,352 @@
+// cluster_mpi_helper: the program tests/cluster/cluster_mpi_test.cc runs
+// under `mpirun -np R`. Each rank runs one scenario and prints one line,
+//   cluster-helper rank <r>/<R> PASS|FAIL <scenario>: <detail>
+// and exits non-zero on FAIL. Scenarios (argv[1]; argv[2] a directory):
+//   pull_push DIR    Cluster Pull/Push/Intent/AdvanceClock against a
+//                    single-process Store (every rank keeps one in
+//                    DIR/ref-<r> and applies every rank's batches to it):
+//                    rows equal; a checkpoint, close and reopen half-way;
+//                    every shard holds only rows it owns, equal to the model
+//   bad_input DIR    errors that must be the same on every rank: mismatched
+//                    tables at Open, a missing table on one rank, ranks
+//                    naming different tables; then a good Pull still works
+//   stall DIR        the last rank stops: the others fail within the timeout
+//   create DIR       a cluster at generation 1 (one batch, a checkpoint)
+//   reopen DIR       Open on an existing cluster directory; prints the Status
+//                    (the test expects a world-size or generation error)
+// Test code only.
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/hash.h"
+#include "strata/cluster.h"
+#include "strata/store.h"
+
+namespace strata {
+namespace {
+
+int g_rank = 0;
+int g_world = 1;
+// Batches of pull_push (half before the reopen): every collective costs a
+// scheduling round of all ranks, slow on two loaded cores.
+constexpr int kSteps = 8;
+
+[[noreturn]] void Finish(bool pass, const std::string& scenario, const std::string& detail) {
+  std::printf("cluster-helper rank %d/%d %s %s: %s\n", g_rank, g_world, pass ? "PASS" : "FAIL",
+              scenario.c_str(), detail.c_str());
+  std::fflush(stdout);
+  if (!pass) MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may wait in a collective
+  MPI_Finalize();
+  std::exit(0);
+}
+
+#define HELPER_CHECK(scenario, cond, detail)                                    \
+  do {                                                                          \
+    if (!(cond)) Finish(false, scenario, std::string(#cond) + ": " + (detail)); \
+  } while (0)
+
+std::vector<TableOptions> Tables(uint32_t dim_of_b = 4) {
+  TableOptions a;
+  a.name = "a";
+  a.dim = 8;
+  a.optimizer.kind = Optimizer::kAdagrad;
+  a.optimizer.learning_rate = 0.25f;
+  TableOptions b;
+  b.name = "b";
+  b.dim = dim_of_b;
+  b.optimizer.kind = Optimizer::kSgd;
+  b.optimizer.learning_rate = 0.5f;
+  return {a, b};
+}
+
+StoreOptions SmallStore(const std::string& dir) {
+  StoreOptions o;
+  o.dir = dir;
+  // Small T0: rows move between T0 and T1 (T1 holds them all; T1 evictions
+  // under its cleaner are left to the Store's own tests). STRATA_HELPER_DRAM_ROWS
+  // overrides T1's size.
+  o.device_rows_max = 256;
+  const char* dram = std::getenv("STRATA_HELPER_DRAM_ROWS");
+  o.dram_rows_max = dram != nullptr ? std::strtoull(dram, nullptr, 10) : 4096;
+  o.use_gpu = false;
+  o.planner_round_us = 100;
+  return o;
+}
+
+// Rank q's batch of table t at step s: keys from a small range (duplicates,
+// keys shared across ranks) plus the extremes; gradients are multiples of
+// 1/16, so every sum of them is exact in float whatever the order.
+struct Batch {
+  std::vector<Key> keys;
+  std::vector<float> grads;
+};
+Batch MakeBatch(int step, int q, TableId t, uint32_t dim) {
+  SplitMix64 rng(uint64_t(step) * 1000003 + uint64_t(q) * 7919 + t);
+  Batch b;
+  const int n = 40 + static_cast<int>(rng.Next() % 40);
+  for (int i = 0; i < n; ++i) b.keys.push_back(rng.Next() % 300);
+  if (step % 3 == q % 3) b.keys.push_back(kKeyMax);
+  if (step % 4 == 1) b.keys.push_back(0);
+  for (size_t i = 0; i < b.keys.size() * dim; ++i) {
+    b.grads.push_back(static_cast<float>(static_cast<int>(rng.Next() % 33) - 16) / 16.0f);
+  }
+  return b;
+}
+
+float MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
+  float d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
+  return x.size() == y.size() ? d : INFINITY;
+}
+
+// Steps [from, to) on the cluster and on the reference store.
+void RunSteps(Cluster& cluster, Store& ref, WorkerId w, WorkerId ref_w, int from, int to) {
+  const std::vector<TableOptions> tables = Tables();
+  for (int s = from; s < to; ++s) {
+    for (TableId t = 0; t < tables.size(); ++t) {
+      const uint32_t dim = tables[t].dim;
+      const Batch next = MakeBatch(s + 1, g_rank, t, dim);
+      HELPER_CHECK("pull_push", cluster.Intent(w, t, next.keys, s + 1, s + 2).ok(), "Intent");
+      const Batch mine = MakeBatch(s, g_rank, t, dim);
+      std::vector<float> got(mine.keys.size() * dim), want(mine.keys.size() * dim);
+      Status st = cluster.Pull(w, t, mine.keys, got.data());
+      HELPER_CHECK("pull_push", st.ok(), st.ToString());
+      st = ref.Pull(ref_w, t, mine.keys, want.data());
+      HELPER_CHECK("pull_push", st.ok(), st.ToString());
+      const float diff = MaxDiff(got, want);
+      HELPER_CHECK("pull_push", diff <= 1e-6f,
+                   "step " + std::to_string(s) + " table " + std::to_string(t) +
+                       ": pulled rows differ from the single store by " + std::to_string(diff));
+      st = cluster.Push(w, t, mine.keys, mine.grads.data());
+      HELPER_CHECK("pull_push", st.ok(), st.ToString());
+      // The reference takes every rank's batch in one Push, as the owners do.
+      Batch all;
+      for (int q = 0; q < g_world; ++q) {
+        const Batch b = MakeBatch(s, q, t, dim);
+        all.keys.insert(all.keys.end(), b.keys.begin(), b.keys.end());
+        all.grads.insert(all.grads.end(), b.grads.begin(), b.grads.end());
+      }
+      st = ref.Push(ref_w, t, all.keys, all.grads.data());
+      HELPER_CHECK("pull_push", st.ok(), st.ToString());
+    }
+    HELPER_CHECK("pull_push", cluster.AdvanceClock(w).ok(), "AdvanceClock");
+    HELPER_CHECK("pull_push", ref.AdvanceClock(ref_w).ok(), "ref AdvanceClock");
+  }
+}
+
+std::unique_ptr<Cluster> OpenCluster(const std::string& dir, const std::string& scenario) {
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  Result<std::unique_ptr<Cluster>> c = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK(scenario, c.ok(), c.status().ToString());
+  return std::move(c).value();
+}
+
+// Every shard row is owned by its rank and equals the reference's row.
+uint64_t CheckShardRows(Cluster& cluster, Store& ref) {
+  uint64_t rows = 0;
+  for (TableId t = 0; t < cluster.Tables().size(); ++t) {
+    Status st = cluster.shard().ScanTable(t, [&](Key key, std::span<const float> row) -> Status {
+      HELPER_CHECK("pull_push", ClusterOwner(t, key, g_world) == uint32_t(g_rank),
+                   "key " + std::to_string(key) + " in the wrong shard");
+      std::vector<float> want(row.size());
+      STRATA_RETURN_IF_ERROR(ref.Pull(0, t, std::span<const Key>(&key, 1), want.data()));
+      HELPER_CHECK("pull_push", MaxDiff(std::vector<float>(row.begin(), row.end()), want) <= 1e-6f,
+                   "shard row of key " + std::to_string(key) + " differs from the model");
+      ++rows;
+      return Status::Ok();
+    });
+    HELPER_CHECK("pull_push", st.ok(), st.ToString());
+  }
+  return rows;
+}
+
+void PullPush(const std::string& dir) {
+  Result<std::unique_ptr<Store>> ref =
+      Store::Open(SmallStore(dir + "/ref-" + std::to_string(g_rank)), Tables());
+  HELPER_CHECK("pull_push", ref.ok(), ref.status().ToString());
+  Result<WorkerId> ref_w = (*ref)->RegisterWorker(-1);
+  HELPER_CHECK("pull_push", ref_w.ok(), ref_w.status().ToString());
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "pull_push");
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("pull_push", w.ok(), w.status().ToString());
+  RunSteps(*cluster, **ref, *w, *ref_w, 0, kSteps / 2);
+  HELPER_CHECK("pull_push", cluster->DrainIntents().ok(), "DrainIntents");
+  Status st = cluster->Checkpoint();
+  HELPER_CHECK("pull_push", st.ok(), st.ToString());
+  HELPER_CHECK("pull_push", cluster->Close().ok(), "Close");
+  cluster.reset();
+  cluster = OpenCluster(dir, "pull_push");  // at generation 1, clocks restored
+  w = cluster->RegisterWorker();
+  HELPER_CHECK("pull_push", w.ok() && *cluster->CurrentClock(*w) == kSteps / 2,
+               "clock after reopen");
+  RunSteps(*cluster, **ref, *w, *ref_w, kSteps / 2, kSteps);
+  st = cluster->Checkpoint();
+  HELPER_CHECK("pull_push", st.ok(), st.ToString());
+  const uint64_t rows = CheckShardRows(*cluster, **ref);
+  Result<ClusterStats> sum = cluster->SummedStats();
+  HELPER_CHECK("pull_push", sum.ok(), sum.status().ToString());
+  HELPER_CHECK("pull_push", sum->exchange.pull_calls == uint64_t(g_world) * kSteps,
+               "pull calls since the reopen");
+  HELPER_CHECK("pull_push", g_world == 1 || sum->exchange.bytes_sent > 0, "bytes sent");
+  HELPER_CHECK("pull_push", sum->exchange.bytes_sent == sum->exchange.bytes_received,
+               "bytes sent != received");
+  HELPER_CHECK("pull_push", cluster->Close().ok(), "Close");
+  Finish(true, "pull_push",
+         std::to_string(rows) + " shard rows checked; " + std::to_string(sum->exchange.bytes_sent) +
+             " bytes exchanged by all ranks");
+}
+
+// The same status on every rank (compared by hash across ranks).
+bool SameOnEveryRank(const Status& st) {
+  const std::string text = st.ToString();
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  std::vector<uint64_t> all(g_world);
+  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (uint64_t x : all) {
+    if (x != all[0]) return false;
+  }
+  return true;
+}
+
+void ExpectError(const Status& st, StatusCode code, const std::vector<std::string>& words,
+                 const std::string& what) {
+  HELPER_CHECK("bad_input", st.code() == code, what + ": " + st.ToString());
+  for (const std::string& w : words) {
+    HELPER_CHECK("bad_input", st.message().find(w) != std::string::npos,
+                 what + ": '" + w + "' not in " + st.ToString());
+  }
+  HELPER_CHECK("bad_input", SameOnEveryRank(st), what + ": ranks differ: " + st.ToString());
+}
+
+void BadInput(const std::string& dir) {
+  const int last = g_world - 1;
+  const std::string last_name = "rank " + std::to_string(last);
+  if (g_world > 1) {  // The last rank's table "b" has another dim.
+    ClusterOptions options;
+    options.store = SmallStore(dir + "/bad-tables");
+    Result<std::unique_ptr<Cluster>> c =
+        Cluster::Open(options, Tables(g_rank == last ? 6 : 4), MPI_COMM_WORLD);
+    ExpectError(c.status(), StatusCode::kInvalidArgument, {last_name + "'s table 1", "'b'"},
+                "mismatched tables");
+  }
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "bad_input");
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("bad_input", w.ok(), w.status().ToString());
+  const std::vector<Key> keys = {1, 2, 3, kKeyMax};
+  std::vector<float> out(keys.size() * 8);
+  // A table only the last rank gets wrong.
+  Status st = cluster->Pull(*w, g_rank == last ? 7 : 0, keys, out.data());
+  ExpectError(st, StatusCode::kInvalidArgument, {last_name, "table 7"}, "missing table");
+  st = cluster->Push(*w, g_rank == last ? 7 : 0, keys, out.data());
+  ExpectError(st, StatusCode::kInvalidArgument, {last_name, "table 7"}, "missing table in Push");
+  // A null buffer on rank 0 only.
+  st = cluster->Pull(*w, 0, keys, g_rank == 0 ? nullptr : out.data());
+  ExpectError(st, StatusCode::kInvalidArgument, {"rank 0", "null"}, "null buffer");
+  // A worker nobody registered, on every rank.
+  st = cluster->AdvanceClock(*w + 1);
+  ExpectError(st, StatusCode::kInvalidArgument, {"rank 0", "worker"}, "unregistered worker");
+  if (g_world > 1) {  // Ranks naming different (existing) tables.
+    st = cluster->Pull(*w, g_rank == last ? 1 : 0, keys, out.data());
+    ExpectError(st, StatusCode::kInvalidArgument, {last_name, "names table 1"}, "different tables");
+  }
+  // The cluster still works after every refusal.
+  st = cluster->Pull(*w, 0, keys, out.data());
+  HELPER_CHECK("bad_input", st.ok(), st.ToString());
+  HELPER_CHECK("bad_input", cluster->AdvanceClock(*w).ok(), "AdvanceClock");
+  HELPER_CHECK("bad_input", cluster->Close().ok(), "Close");
+  st = cluster->Pull(*w, 0, keys, out.data());
+  ExpectError(st, StatusCode::kFailedPrecondition, {"closed"}, "Pull after Close");
+  Finish(true, "bad_input", "every refusal the same on every rank");
+}
+
+// The last rank stops (SIGSTOP) before a Pull: the others' Pull returns
+// Unavailable after the collective timeout, and so does their next call.
+// Then rank 0 kills the stopped rank and the others leave without
+// MPI_Finalize (which would wait for it); mpirun reports the job as failed.
+void Stall(const std::string& dir) {
+  const int last = g_world - 1;
+  std::vector<int> pids(g_world);
+  const int pid = static_cast<int>(::getpid());
+  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  options.collective_timeout_ms = 5000;  // well above a loaded machine's collective
+  Result<std::unique_ptr<Cluster>> c = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("stall", c.ok(), c.status().ToString());
+  Cluster& cluster = **c;
+  Result<WorkerId> w = cluster.RegisterWorker();
+  HELPER_CHECK("stall", w.ok(), w.status().ToString());
+  const std::vector<Key> keys = {1, 2, 3};
+  std::vector<float> out(keys.size() * 8);
+  HELPER_CHECK("stall", cluster.Pull(*w, 0, keys, out.data()).ok(), "first Pull");
+  if (g_rank == last) ::raise(SIGSTOP);  // until rank 0 kills it
+  const auto start = std::chrono::steady_clock::now();
+  const Status st = cluster.Pull(*w, 0, keys, out.data());
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  HELPER_CHECK("stall", st.IsUnavailable(), st.ToString());
+  HELPER_CHECK("stall", st.message().find("within 5000 ms") != std::string::npos, st.ToString());
+  HELPER_CHECK("stall", waited_s >= 5.0, std::to_string(waited_s) + " s");
+  const Status next = cluster.Push(*w, 0, keys, out.data());
+  HELPER_CHECK("stall", next.IsUnavailable(), "the next call: " + next.ToString());
+  std::printf("cluster-helper rank %d/%d PASS stall: %s (after %.1f s)\n", g_rank, g_world,
+              st.ToString().c_str(), waited_s);
+  std::fflush(stdout);
+  if (g_rank == 0) ::kill(pids[last], SIGKILL);
+  std::_Exit(0);
+}
+
+// A cluster at generation 1: one batch, a checkpoint, closed.
+void Create(const std::string& dir) {
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "create");
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("create", w.ok(), w.status().ToString());
+  const Batch b = MakeBatch(0, g_rank, 0, 8);
+  std::vector<float> out(b.keys.size() * 8);
+  HELPER_CHECK("create", cluster->Pull(*w, 0, b.keys, out.data()).ok(), "Pull");
+  HELPER_CHECK("create", cluster->Push(*w, 0, b.keys, b.grads.data()).ok(), "Push");
+  Status st = cluster->Checkpoint();
+  HELPER_CHECK("create", st.ok(), st.ToString());
+  HELPER_CHECK("create", cluster->Close().ok(), "Close");
+  Finish(true, "create", "generation 1");
+}
+
+void Reopen(const std::string& dir) {
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  Result<std::unique_ptr<Cluster>> c = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("reopen", SameOnEveryRank(c.status()), "ranks differ: " + c.status().ToString());
+  if (c.ok()) HELPER_CHECK("reopen", (*c)->Close().ok(), "Close");
+  Finish(true, "reopen", c.status().ToString());
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &strata::g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &strata::g_world);
+  if (argc != 3) strata::Finish(false, "usage", "cluster_mpi_helper SCENARIO DIR");
+  const std::string scenario = argv[1];
+  const std::string dir = argv[2];
+  if (scenario == "pull_push") strata::PullPush(dir);
+  if (scenario == "bad_input") strata::BadInput(dir);
+  if (scenario == "create") strata::Create(dir);
+  if (scenario == "stall") strata::Stall(dir);
+  if (scenario == "reopen") strata::Reopen(dir);
+  strata::Finish(false, scenario, "unknown scenario");
+}
