@@ -1,8 +1,8 @@
 // DramCache: Insert (whole or in pieces), Erase, victim selection, write-back and FlushDirty.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 
 #include "base/assert.h"
 #include "storage/dram/dram_cache.h"
@@ -97,6 +97,8 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
     // Rows being overwritten are held so they cannot become victims.
     uint64_t new_rows = 0;
     for (size_t k = 0; k < picks.size(); ++k) {
+      if (k + kDramPrefetchRows < picks.size())
+        t.PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
       slots[k] = FindSlot(t, keys[picks[k]]);
       if (slots[k] == kDramNoSlot) {
         ++new_rows;
@@ -111,7 +113,22 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
     Status s = SelectVictims(t, bytes_new - bytes_free, &victims);
     if (s.ok()) s = WriteBack(victims);
     if (s.ok()) {
-      for (const Victim& v : victims) Release(v);
+      // Each victim's key (in its slot) and then its index bucket are
+      // fetched kDramPrefetchRows victims ahead.
+      for (size_t k = 0; k < victims.size() && k < kDramPrefetchRows; ++k) {
+        __builtin_prefetch(tables_[victims[k].table]->rows->Slot(victims[k].slot));
+      }
+      for (size_t k = 0; k < victims.size(); ++k) {
+        if (k + 2 * kDramPrefetchRows < victims.size()) {
+          const Victim& w = victims[k + 2 * kDramPrefetchRows];
+          __builtin_prefetch(tables_[w.table]->rows->Slot(w.slot));
+        }
+        if (k + kDramPrefetchRows < victims.size()) {
+          const Victim& w = victims[k + kDramPrefetchRows];
+          tables_[w.table]->PrefetchBucket(tables_[w.table]->KeyAt(w.slot));
+        }
+        Release(victims[k]);
+      }
       evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
       return Status::Ok();
     }
@@ -141,14 +158,21 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n, next_use.size(), "next_use", true));
   if (n == 0) return Status::Ok();
 
-  // The last occurrence of each key wins.
-  std::unordered_map<Key, uint32_t> last;
-  last.reserve(n);
-  for (size_t i = 0; i < n; ++i) last[keys[i]] = static_cast<uint32_t>(i);
+  // The last occurrence of each key wins: a per-thread open-addressing set
+  // of positions (index + 1, 0 empty) at load at most 1/2.
+  thread_local std::vector<uint32_t> last;
+  const uint64_t mask = std::bit_ceil(2 * n) - 1;
+  last.assign(mask + 1, 0);
+  auto position = [&](Key key) -> uint32_t& {
+    uint64_t at = DramKeyHash(key) & mask;
+    while (last[at] != 0 && keys[last[at] - 1] != key) at = (at + 1) & mask;
+    return last[at];
+  };
+  for (size_t i = 0; i < n; ++i) position(keys[i]) = static_cast<uint32_t>(i + 1);
   std::vector<uint32_t> picks;
-  picks.reserve(last.size());
+  picks.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    if (last[keys[i]] == i) picks.push_back(static_cast<uint32_t>(i));
+    if (position(keys[i]) == i + 1) picks.push_back(static_cast<uint32_t>(i));
   }
 
   base::MutexLock lock(&mu_);
@@ -156,6 +180,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   STRATA_RETURN_IF_ERROR(MakeRoom(*t, keys, picks, slots));
 
   for (size_t k = 0; k < picks.size(); ++k) {
+    if (k + kDramPrefetchRows < picks.size()) t->PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
     const uint32_t i = picks[k];
     const std::byte* src = rows.data() + uint64_t{i} * rb;
     const bool is_dirty = !dirty.empty() && dirty[i] != 0;

@@ -72,6 +72,12 @@ struct DramCache::Table {
   }
   Key KeyAt(uint32_t slot) const { return Header(slot).key; }
   std::byte* Row(uint32_t slot) const { return rows->Slot(slot) + kDramSlotHeaderBytes; }
+  // Prefetches the index bucket of `key`. Reads no entry, so it needs no
+  // stripe lock (the caller holds mu_, so no map grows meanwhile).
+  void PrefetchBucket(Key key) const NO_THREAD_SAFETY_ANALYSIS {
+    const uint64_t hash = DramKeyHash(key);
+    index->stripe(index->StripeOf(hash)).map.Prefetch(hash);
+  }
 
   std::string Name() const {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";

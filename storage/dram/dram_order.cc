@@ -172,6 +172,10 @@ bool DramCache::PopVictim(Victim* v) {
     } else {
       e = front_.back();
       front_.pop_back();
+      if (front_.size() > kDramPrefetchRows) {  // the metadata word of a later victim
+        const QueueEntry& ahead = front_[front_.size() - kDramPrefetchRows];
+        __builtin_prefetch(&Meta(ahead.table, ahead.slot));
+      }
     }
     uint32_t& meta = Meta(e.table, e.slot);
     if ((meta & kDramMetaQueued) == 0 || DramMetaCode(meta) != e.code) continue;  // stale

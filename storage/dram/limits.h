@@ -24,6 +24,9 @@ inline constexpr uint64_t kDramIndexLoadDen = 8;
 // kDramFrontRowsDivisor * 3 metadata words per victim.
 inline constexpr uint64_t kDramFrontRowsMin = 1024;
 inline constexpr uint64_t kDramFrontRowsDivisor = 32;
+// Insert and eviction prefetch index buckets and victims' slots this many
+// rows ahead of the row they work on.
+inline constexpr uint64_t kDramPrefetchRows = 16;
 // Eviction codes: 26 bits (2 of class, 24 of value); a sweep histograms the
 // top kDramCoarseBits, then the rest within one coarse bin.
 inline constexpr uint32_t kDramCodeBits = 26;
