@@ -113,8 +113,8 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
     Status s = SelectVictims(t, bytes_new - bytes_free, &victims);
     if (s.ok()) s = WriteBack(victims);
     if (s.ok()) {
-      // Each victim's key (in its slot) and then its index bucket are
-      // fetched kDramPrefetchRows victims ahead.
+      // Each victim's key (in its slot) and then its index bucket and the
+      // rest of its slot are fetched kDramPrefetchRows victims ahead.
       for (size_t k = 0; k < victims.size() && k < kDramPrefetchRows; ++k) {
         __builtin_prefetch(tables_[victims[k].table]->rows->Slot(victims[k].slot));
       }
@@ -125,7 +125,14 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
         }
         if (k + kDramPrefetchRows < victims.size()) {
           const Victim& w = victims[k + kDramPrefetchRows];
-          tables_[w.table]->PrefetchBucket(tables_[w.table]->KeyAt(w.slot));
+          const Table& wt = *tables_[w.table];
+          wt.PrefetchBucket(wt.KeyAt(w.slot));
+          // The new rows go to these slots next: their lines, for writing.
+          const uint32_t slot_bytes = DramSlotBytes(wt.spec.row_bytes);
+          const std::byte* line = wt.rows->Slot(w.slot);
+          for (uint32_t off = 64; off < std::min<uint32_t>(slot_bytes, 1024); off += 64) {
+            __builtin_prefetch(line + off, 1);
+          }
         }
         Release(victims[k]);
       }

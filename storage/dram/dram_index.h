@@ -74,13 +74,10 @@ class DramHashMap {
       if (slot == kDramNoSlot || key_at(slot) == key) return slot;
     }
   }
-  // The home bucket's line and the next: a probe run at high load often
-  // crosses into it.
-  void Prefetch(uint64_t hash) const {
-    const Entry* home = &buckets_[Home(TagOf(hash))];
-    __builtin_prefetch(home);
-    __builtin_prefetch(home + 8);
-  }
+  // The home bucket's line. (Prefetching the next line too, where a probe
+  // run at high load often ends, made lookups slower: more lines in flight
+  // for the row copies to wait behind.)
+  void Prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[Home(TagOf(hash))]); }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot.
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
   // Removes the entry of `slot` (whose key has `hash`); false when absent.
