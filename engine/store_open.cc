@@ -127,9 +127,11 @@ Status StoreImpl::Init() {
         "StoreOptions.dram_rows_max = " + std::to_string(options_.dram_rows_max) +
         ": times the row bytes overflows 64 bits");
   }
-  // T1 follows the engine's order (next uses, then fallback values), for
-  // both fallback policies.
-  dram_options.eviction = storage::DramEviction::kIntent;
+  // T1 follows the engine's order, for both fallback policies: intents
+  // (clocks) farthest first, fallback values (above every clock) by their
+  // score below the top of their span, least first.
+  dram_options.fallback_base = kFallbackBase;
+  dram_options.fallback_end = kFallbackBase + kFallbackSpan;
   STRATA_ASSIGN_OR_RETURN(dram_, storage::DramCache::Create(dram_options, specs, ssd_.get()));
 
   STRATA_RETURN_IF_ERROR(RestoreMeta(ssd_->CheckpointMeta()));

@@ -1,5 +1,6 @@
-// DramCache: construction, Lookup, pins, flags and the eviction order.
-// Insert, eviction and write-back live in dram_cache_insert.cc.
+// DramCache: construction, Lookup, pins, flags and next uses. Insert,
+// eviction and write-back live in dram_cache_insert.cc, the eviction order in
+// dram_order.cc.
 #include "storage/dram/dram_cache.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <shared_mutex>
+#include <thread>
 #include <unordered_set>
 
 #include "base/assert.h"
@@ -16,7 +18,7 @@
 namespace strata::storage {
 
 DramCache::DramCache(const DramCacheOptions& options, RowStore* backing)
-    : options_(options), backing_(backing) {}
+    : options_(options), backing_(backing), front_min_(kDramNoFront) {}
 
 DramCache::~DramCache() = default;
 
@@ -58,17 +60,20 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     STRATA_ASSIGN_OR_RETURN(t->rows, DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
                                                        options.huge_pages));
     STRATA_ASSIGN_OR_RETURN(t->meta_arena,
-                            DramArena::Create(t->slots_max, sizeof(SlotMeta), options.huge_pages));
+                            DramArena::Create(t->slots_max, sizeof(uint32_t), options.huge_pages));
     t->index = std::make_unique<DramIndex>(stripes, options.huge_pages);
     {
       base::MutexLock lock(&cache->mu_);  // not shared yet; for the analysis
-      cache->slots_.push_back({reinterpret_cast<SlotMeta*>(t->meta_arena->base()), 0, {}});
+      cache->slots_.push_back(
+          {reinterpret_cast<uint32_t*>(t->meta_arena->base()), 0, kDramNoSlot, {}});
     }
     cache->table_pos_[spec.id] = t->pos;
     cache->tables_.push_back(std::move(t));
     row_bytes_min = std::min(row_bytes_min, spec.row_bytes);
   }
   cache->rows_max_ = tables.empty() ? 0 : options.dram_bytes_max / row_bytes_min;
+  cache->front_rows_max_ =
+      std::max<uint64_t>(kDramFrontRowsMin, cache->rows_max_ / kDramFrontRowsDivisor);
   return cache;
 }
 
@@ -93,72 +98,39 @@ Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys,
 // Only mutators (holding mu_) change maps, so reading without the stripe
 // lock races with nothing but readers; the analysis knows no "either lock".
 uint32_t DramCache::FindSlot(const Table& t, Key key) const NO_THREAD_SAFETY_ANALYSIS {
-  uint64_t hash = DramKeyHash(key);
-  return t.index->stripe(t.index->StripeOf(hash)).map.Find(key, hash);
+  const uint64_t hash = DramKeyHash(key);
+  bool dirty = false;
+  return t.index->stripe(t.index->StripeOf(hash))
+      .map.Find(
+          key, hash, [&t](uint32_t slot) { return t.KeyAt(slot); }, &dirty);
 }
 
 uint32_t DramCache::AllocateSlot(Table& t) {
-  if (!slots_[t.pos].free.empty()) {
-    uint32_t slot = slots_[t.pos].free.back();
-    slots_[t.pos].free.pop_back();
+  TableSlots& ts = slots_[t.pos];
+  if (ts.free_head != kDramNoSlot) {
+    const uint32_t slot = ts.free_head;
+    ts.free_head = static_cast<uint32_t>(t.KeyAt(slot));  // a free slot's key is the link
     return slot;
   }
   STRATA_ASSERT(slots_[t.pos].touched < t.slots_max, "dram cache slot arena exhausted");
   uint32_t slot = static_cast<uint32_t>(slots_[t.pos].touched++);
-  new (&Meta(t.pos, slot)) SlotMeta();
+  Meta(t.pos, slot) = 0;
   new (t.rows->Slot(slot)) DramSlotHeader();
   return slot;
 }
 
-void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty) {
-  t.Header(slot).dirty.store(dirty ? 1 : 0, std::memory_order_relaxed);
-  OrderSync(t.pos, slot);
-}
-
-// ---- Eviction order --------------------------------------------------------
-
-bool DramCache::Evictable(const Table& t, uint32_t slot) const {
-  const SlotMeta& m = Meta(t.pos, slot);
-  return m.pins == 0 && m.cleaning == 0 &&
-         !(t.Header(slot).dirty.load(std::memory_order_relaxed) && backing_ == nullptr);
-}
-
-DramCache::OrderEntry DramCache::OrderOf(uint32_t table, uint32_t slot) const {
-  const SlotMeta& m = Meta(table, slot);
-  const DramSlotHeader& h = tables_[table]->Header(slot);
-  OrderEntry e{0, 0, h.tick.load(std::memory_order_relaxed), table, slot};
-  if (options_.eviction == DramEviction::kIntent) {
-    // Order-preserving map of the signed clock to unsigned, then reversed:
-    // the farthest next use ranks first; kClockNever (INT64_MAX) ranks 0.
-    uint64_t rank = static_cast<uint64_t>(m.next_use) ^ (1ull << 63);
-    e.primary = UINT64_MAX - rank;
-  } else if (options_.eviction == DramEviction::kLfu) {
-    e.secondary = h.freq.load(std::memory_order_relaxed);
+void DramCache::SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file) {
+  uint32_t& meta = Meta(t.pos, slot);
+  if (((meta & kDramMetaDirty) != 0) == dirty) return;
+  meta = dirty ? meta | kDramMetaDirty : meta & ~kDramMetaDirty;
+  const uint64_t hash = DramKeyHash(t.KeyAt(slot));
+  DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
+  {
+    base::WriterLock lock(&stripe.mu);
+    bool found = stripe.map.SetDirty(hash, slot, dirty);
+    STRATA_ASSERT(found, "dram cache: resident row missing from the index");
   }
-  return e;
-}
-
-void DramCache::OrderAdd(uint32_t table, uint32_t slot) {
-  SlotMeta& m = Meta(table, slot);
-  STRATA_ASSERT(!m.in_order, "dram cache: row already in the eviction order");
-  auto [it, inserted] = order_.insert(OrderOf(table, slot));
-  STRATA_ASSERT(inserted, "dram cache: duplicate eviction order entry");
-  m.order_pos = it;
-  m.in_order = 1;
-}
-
-void DramCache::OrderRemove(uint32_t table, uint32_t slot) {
-  SlotMeta& m = Meta(table, slot);
-  STRATA_ASSERT(m.in_order, "dram cache: row not in the eviction order");
-  order_.erase(m.order_pos);  // by position: no search
-  m.in_order = 0;
-}
-
-void DramCache::OrderSync(uint32_t table, uint32_t slot) {
-  SlotMeta& m = Meta(table, slot);
-  bool want = Evictable(*tables_[table], slot);
-  if (want && !m.in_order) OrderAdd(table, slot);
-  if (!want && m.in_order) OrderRemove(table, slot);
+  if (file) File(t.pos, slot);  // a clean row may have become evictable
 }
 
 // ---- Lookup ------------------------------------------------------------------
@@ -193,19 +165,27 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   for (uint32_t s = stripes; s > 0; --s) starts[s] = starts[s - 1];
   starts[0] = 0;
 
-  const uint64_t tick_base = tick_.fetch_add(n, std::memory_order_relaxed);
-  const bool lfu = options_.eviction == DramEviction::kLfu;
   // Software pipeline over chunks of kChunk keys per stripe, so the cache
   // misses of many keys are in flight together: while chunk c is probed (its
-  // buckets prefetched one step earlier) and its rows prefetched, the
-  // buckets of chunk c+1 are prefetched and the rows of chunk c-1 copied.
+  // buckets prefetched two steps earlier) and its rows prefetched, the
+  // buckets of chunk c+2 are prefetched and the rows of chunk c-1 copied. A
+  // probe stops at the first tag match; the copy checks the key in the
+  // row's header (same cache line) and probes on in the rare case of a
+  // false match.
   constexpr uint32_t kChunk = 16;
   const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
   thread_local std::vector<uint32_t> slot_of;
+  thread_local std::vector<DramHashMap::Probe> probe_of;
+  thread_local std::vector<uint8_t> dirty_of;
   slot_of.resize(n);
+  probe_of.resize(n);
+  dirty_of.resize(n);
   uint64_t hits = 0;
   // Threads start at different stripes so they rarely queue on one lock.
-  const uint32_t first = static_cast<uint32_t>(tick_base) & (stripes - 1);
+  thread_local uint32_t call = 0;
+  const uint32_t first =
+      (static_cast<uint32_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) + call++) &
+      (stripes - 1);
   for (uint32_t k = 0; k < stripes; ++k) {
     const uint32_t s = (first + k) & (stripes - 1);
     const uint32_t begin = starts[s], end = starts[s + 1];
@@ -221,36 +201,39 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
     auto probe = [&](uint32_t from) {
       for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
         const uint32_t i = by_stripe[j];
-        const uint32_t slot = map->Find(keys[i], hashes[i]);
+        probe_of[i] = map->Start(hashes[i]);
+        bool d = false;
+        const uint32_t slot = map->Next(&probe_of[i], &d);
         slot_of[i] = slot;
+        dirty_of[i] = d;
         if (slot == kDramNoSlot) continue;
-        const std::byte* line = t->rows->Slot(slot);  // header, then the row
-        __builtin_prefetch(line, 1);
+        const std::byte* line = t->rows->Slot(slot);  // key, then the row
+        __builtin_prefetch(line);
         for (uint32_t off = 64; off < row_prefetch_bytes; off += 64) __builtin_prefetch(line + off);
       }
     };
     auto copy = [&](uint32_t from) {
       for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
         const uint32_t i = by_stripe[j];
-        const uint32_t slot = slot_of[i];
+        uint32_t slot = slot_of[i];
+        bool d = dirty_of[i];
+        while (slot != kDramNoSlot && t->KeyAt(slot) != keys[i]) slot = map->Next(&probe_of[i], &d);
         if (slot == kDramNoSlot) {
           found[i] = 0;
           if (!dirty.empty()) dirty[i] = 0;
           continue;
         }
         std::memcpy(rows.data() + uint64_t{i} * rb, t->Row(slot), rb);
-        DramSlotHeader& h = t->Header(slot);
-        h.tick.store(tick_base + i, std::memory_order_relaxed);
-        if (lfu) h.freq.fetch_add(1, std::memory_order_relaxed);
         found[i] = 1;
-        if (!dirty.empty()) dirty[i] = h.dirty.load(std::memory_order_relaxed);
+        if (!dirty.empty()) dirty[i] = d ? 1 : 0;
         ++hits;
       }
     };
     prefetch_buckets(begin);
+    if (begin + kChunk < end) prefetch_buckets(begin + kChunk);
     for (uint32_t c = begin; c < end; c += kChunk) {
+      if (c + 2 * kChunk < end) prefetch_buckets(c + 2 * kChunk);
       probe(c);
-      if (c + kChunk < end) prefetch_buckets(c + kChunk);
       if (c > begin) copy(c - kChunk);
     }
     copy(begin + (end - begin - 1) / kChunk * kChunk);
@@ -273,10 +256,10 @@ Status DramCache::PinImpl(TableId table, std::span<const Key> keys, std::span<ui
     found[i] = slot != kDramNoSlot;
     if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->Row(slot) : nullptr;
     if (slot == kDramNoSlot) continue;
-    SlotMeta& m = Meta(t->pos, slot);
-    STRATA_ASSERT(m.pins < UINT32_MAX, "dram cache: pin count overflow");
-    ++m.pins;
-    OrderSync(t->pos, slot);
+    uint32_t& pins = slots_[t->pos].pins[slot];
+    STRATA_ASSERT(pins < UINT32_MAX, "dram cache: pin count overflow");
+    ++pins;
+    Meta(t->pos, slot) |= kDramMetaPinned;  // a queued entry is skipped while pinned
   }
   return Status::Ok();
 }
@@ -298,19 +281,26 @@ Status DramCache::PinRows(TableId table, std::span<const Key> keys, std::span<ui
 Status DramCache::Unpin(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Unpin"));
   base::MutexLock lock(&mu_);
+  std::unordered_map<uint32_t, uint32_t>& pins = slots_[t->pos].pins;
   std::unordered_map<uint32_t, uint32_t> releases;  // slot -> pins this call releases
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot == kDramNoSlot) continue;
-    if (++releases[slot] > Meta(t->pos, slot).pins) {
-      return Status::FailedPrecondition(
-          "dram cache Unpin of " + t->Name() + ": key " + std::to_string(key) + " has " +
-          std::to_string(Meta(t->pos, slot).pins) + " pins, fewer than this call releases");
+    auto it = pins.find(slot);
+    const uint32_t has = it == pins.end() ? 0 : it->second;
+    if (++releases[slot] > has) {
+      return Status::FailedPrecondition("dram cache Unpin of " + t->Name() + ": key " +
+                                        std::to_string(key) + " has " + std::to_string(has) +
+                                        " pins, fewer than this call releases");
     }
   }
   for (auto [slot, count] : releases) {
-    Meta(t->pos, slot).pins -= count;
-    OrderSync(t->pos, slot);
+    auto it = pins.find(slot);
+    it->second -= count;
+    if (it->second > 0) continue;
+    pins.erase(it);
+    Meta(t->pos, slot) &= ~kDramMetaPinned;
+    File(t->pos, slot);
   }
   return Status::Ok();
 }
@@ -333,11 +323,7 @@ Status DramCache::SetNextUse(TableId table, std::span<const Key> keys,
   base::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(*t, keys[i]);
-    if (slot == kDramNoSlot) continue;
-    SlotMeta& m = Meta(t->pos, slot);
-    if (m.in_order) OrderRemove(t->pos, slot);
-    m.next_use = next_use[i];
-    OrderSync(t->pos, slot);
+    if (slot != kDramNoSlot) SetCode(t->pos, slot, CodeOf(next_use[i]));
   }
   return Status::Ok();
 }
@@ -349,19 +335,16 @@ Status DramCache::ForEach(
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "ForEach"));
   base::MutexLock lock(&mu_);
   for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
-    const SlotMeta& m = Meta(t->pos, static_cast<uint32_t>(slot));
-    if (!m.occupied) continue;
-    STRATA_RETURN_IF_ERROR(
-        fn(m.key, {t->Row(static_cast<uint32_t>(slot)), t->spec.row_bytes},
-           t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed) != 0));
+    const uint32_t meta = Meta(t->pos, static_cast<uint32_t>(slot));
+    if ((meta & kDramMetaOccupied) == 0) continue;
+    STRATA_RETURN_IF_ERROR(fn(t->KeyAt(static_cast<uint32_t>(slot)),
+                              {t->Row(static_cast<uint32_t>(slot)), t->spec.row_bytes},
+                              (meta & kDramMetaDirty) != 0));
   }
   return Status::Ok();
 }
 
 DramCacheStats DramCache::Stats() const {
-  // An order_ entry is one red-black tree node: 32 bytes of links and colour,
-  // the entry, and the allocator's 16-byte chunk header.
-  constexpr uint64_t kOrderNodeBytes = 32 + sizeof(OrderEntry) + 16;
   base::MutexLock lock(&mu_);
   DramCacheStats s;
   s.rows = rows_;
@@ -376,12 +359,14 @@ DramCacheStats DramCache::Stats() const {
   s.room_waits = room_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.bytes_max = options_.dram_bytes_max;
-  s.index_bytes = order_.size() * kOrderNodeBytes;
+  // Queue entries; a pinned row's count costs about one hash node.
+  s.index_bytes = (front_.capacity() + late_.capacity()) * sizeof(QueueEntry);
+  constexpr uint64_t kPinNodeBytes = 32;
   for (const auto& t : tables_) {
+    const TableSlots& ts = slots_[t->pos];
     const uint64_t header_bytes = DramSlotBytes(t->spec.row_bytes) - t->spec.row_bytes;
-    s.index_bytes += t->index->bytes() +
-                     slots_[t->pos].touched * (sizeof(SlotMeta) + header_bytes) +
-                     slots_[t->pos].free.capacity() * sizeof(uint32_t);
+    s.index_bytes += t->index->bytes() + ts.touched * (sizeof(uint32_t) + header_bytes) +
+                     ts.pins.size() * kPinNodeBytes;
   }
   return s;
 }

@@ -2,16 +2,19 @@
 // RowStore (T2), with write-back of dirty rows.
 //
 // Each table has an arena of row slots (DramArena: pages interleaved across
-// all NUMA nodes, huge pages where available) and a lock-striped index
-// key -> slot (DramIndex). Capacity is `dram_bytes_max` row bytes summed
-// over all tables; index and metadata come on top (about 160 bytes per
-// resident row, see docs/dram-cache.md).
+// all NUMA nodes, huge pages where available; a slot is the row's key, then
+// the row), a lock-striped index key -> slot (DramIndex, 8-byte entries) and
+// 4 bytes of metadata per slot (eviction code and flags). Capacity is
+// `dram_bytes_max` row bytes summed over all tables; index and metadata come
+// on top (at most 24 bytes per resident row, see docs/dram-cache.md).
 //
-// Eviction (DramEviction): kIntent evicts the unpinned row whose next
-// intended use is farthest away, rows with no next use (kClockNever) before
-// any with one, the least recently used among equals (Belady's rule on the
-// known future). kLru and kLfu (least frequently used, LRU among equals) are
-// baselines. A use is a Lookup hit or an Insert; Pin and SetNextUse are not.
+// Eviction follows each row's next use, a Clock: the row with the largest
+// next use goes first (Belady's rule on the known future), rows with no next
+// use (kClockNever) before any with one; next uses in [fallback_base,
+// fallback_end) are the caller's fallback order (LRU or LFU scores), above
+// every real clock. Next uses are kept as 26-bit codes, exact up to 2^18
+// clocks (and fallback scores) and to 4 parts in a million beyond; equal
+// codes leave in no particular order. Neither a Lookup nor Pin is a use.
 // Pinned rows are never evicted; with no backing store dirty rows are never
 // evicted either; rows CleanAhead is writing are evicted once their write is
 // done (an Insert that needs them waits for it). Dirty victims are written
@@ -22,13 +25,13 @@
 // Every 64-bit key is valid, 0 and 2^64-1 included.
 //
 // Thread safety: every method may be called from any thread. Lookup takes
-// only the read locks of the stripes it touches, so lookups run in parallel
-// with each other and with mutations of other stripes. Mutations (Insert,
-// Erase, Pin, Unpin, MarkDirty, SetNextUse, FlushDirty, ForEach) serialise
-// on one mutex because the eviction order is global and exact; they hold it
-// while writing victims back, which blocks other mutations (never lookups).
-// Erase, and an Insert short of room, may wait (the mutex released) for a
-// CleanAhead write to finish.
+// only the read locks of the stripes it touches and writes nothing shared
+// but counters, so lookups run in parallel with each other and with
+// mutations of other stripes. Mutations (Insert, Erase, Pin, Unpin,
+// MarkDirty, SetNextUse, FlushDirty, ForEach) serialise on one mutex because
+// the eviction order is global; they hold it while writing victims back,
+// which blocks other mutations (never lookups). Erase, and an Insert short of
+// room, may wait (the mutex released) for a CleanAhead write to finish.
 // Ownership: the cache owns its arenas; `backing` is borrowed and must
 // outlive the cache; callers own the spans they pass.
 #pragma once
@@ -38,7 +41,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -53,13 +55,15 @@ namespace strata::storage {
 class DramArena;
 class DramIndex;
 
-enum class DramEviction : uint8_t { kIntent, kLru, kLfu };
-
 struct DramCacheOptions {
   // Row bytes of resident rows summed over all tables (index and metadata
   // overhead come on top: docs/dram-cache.md).
   uint64_t dram_bytes_max = 1ull << 30;
-  DramEviction eviction = DramEviction::kIntent;
+  // Next uses in [fallback_base, fallback_end) are fallback values: ranked
+  // by their distance below fallback_end (the nearest goes first), so a
+  // score of up to 2^18 is kept exactly. Default: none.
+  Clock fallback_base = kClockNever;
+  Clock fallback_end = kClockNever;
   // MADV_HUGEPAGE on the arenas: fewer TLB misses, coarser page residency.
   bool huge_pages = true;
   // Index lock stripes per table (rounded up to a power of two): more
@@ -80,7 +84,7 @@ struct DramCacheStats {
   uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
   uint64_t bytes_used = 0;        // row bytes of resident rows
   uint64_t bytes_max = 0;         // dram_bytes_max
-  uint64_t index_bytes = 0;       // index + per-row metadata + eviction order
+  uint64_t index_bytes = 0;       // index + slot keys + per-row metadata + eviction queues
 };
 
 class DramCache {
@@ -95,7 +99,8 @@ class DramCache {
   DramCache& operator=(const DramCache&) = delete;
 
   // Copies rows of present keys into rows[i*row_bytes]; found[i] = 1/0;
-  // dirty[i] (optional: empty span) = dirty flag. A hit counts as a use.
+  // dirty[i] (optional: empty span) = dirty flag. A hit is not a use: it
+  // leaves the eviction order alone.
   [[nodiscard]] Status Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                               std::span<uint8_t> found, std::span<uint8_t> dirty);
   // Inserts or overwrites rows with dirty flags (empty span: all clean) and
@@ -166,50 +171,59 @@ class DramCache {
   bool numa_interleaved() const;
 
  private:
-  struct SlotMeta;
   struct Table;
   struct TableSlots;
-  struct OrderEntry {
-    uint64_t primary;    // kIntent: next-use rank (no next use first)
-    uint64_t secondary;  // kLfu: uses
-    uint64_t tick;       // last use
-    uint32_t table;      // position in tables_
-    uint32_t slot;
-    auto operator<=>(const OrderEntry&) const = default;
-  };
   struct Victim {
     uint32_t table;
     uint32_t slot;
   };
+  // A row queued for eviction with the code it had when queued (stale once
+  // the row's code or queued flag changed).
+  struct QueueEntry {
+    uint32_t code;
+    uint32_t table;
+    uint32_t slot;
+  };
+  static bool QueueLess(const QueueEntry& a, const QueueEntry& b);
 
   DramCache(const DramCacheOptions& options, RowStore* backing);
   Result<Table*> FindTable(TableId id, std::string_view op) const;
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
 
-  // Eviction order.
-  bool Evictable(const Table& t, uint32_t slot) const REQUIRES(mu_);
-  OrderEntry OrderOf(uint32_t table, uint32_t slot) const REQUIRES(mu_);  // current values
-  void OrderAdd(uint32_t table, uint32_t slot) REQUIRES(mu_);
-  void OrderRemove(uint32_t table, uint32_t slot) REQUIRES(mu_);
-  void OrderSync(uint32_t table, uint32_t slot) REQUIRES(mu_);  // add or remove per Evictable
+  // Eviction order (dram_order.cc).
+  uint32_t CodeOf(Clock next_use) const;  // larger: evicted first
+  bool Evictable(uint32_t meta) const;
+  // Queues the row when it is evictable, unqueued, and ranks above the front.
+  void File(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void SetCode(uint32_t table, uint32_t slot, uint32_t code) REQUIRES(mu_);
+  // Forgets both queues (the next PopVictim sweeps again).
+  void DropQueues() REQUIRES(mu_);
+  // The code at or above which `quota` evictable rows rank (*take: how many
+  // of those with exactly that code count); false when no row is evictable.
+  bool Threshold(uint64_t quota, uint32_t* code, uint64_t* take) const REQUIRES(mu_);
+  // Refills front_ with the next front_rows_max_ victims; false when none.
+  bool Sweep() REQUIRES(mu_);
+  // The next victim (unqueued), or false when no row is evictable.
+  bool PopVictim(Victim* v) REQUIRES(mu_);
   Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
       REQUIRES(mu_);
-  void RebuildOrder() REQUIRES(mu_);  // re-files every entry under its current values
   Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
   // Evicts until the new rows among keys[picks[k]] fit, waiting for a
   // CleanAhead write when its rows are needed. Sets slots[k] to each key's
-  // slot (kDramNoSlot: new) and leaves those rows out of the order; on error
-  // they are back in it and nothing changed.
+  // slot (kDramNoSlot: new) and holds those rows (no victims); on error
+  // they are released from the hold and nothing changed.
   Status MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
                   std::span<uint32_t> slots) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
 
-  // The metadata of slot `slot` of the table at position `table`.
-  SlotMeta& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
+  // The metadata word of slot `slot` of the table at position `table`.
+  uint32_t& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
   uint32_t FindSlot(const Table& t, Key key) const REQUIRES(mu_);
   uint32_t AllocateSlot(Table& t) REQUIRES(mu_);
-  void SetDirtyLocked(Table& t, uint32_t slot, bool dirty) REQUIRES(mu_);
+  // Sets the dirty flag (metadata and index entry); `file`: queue the row
+  // when that made it evictable.
+  void SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file = true) REQUIRES(mu_);
   // True when a row of `keys` is being written by CleanAhead.
   bool AnyCleaning(const Table& t, std::span<const Key> keys) const REQUIRES(mu_);
   Status PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
@@ -227,13 +241,18 @@ class DramCache {
   base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
   uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
   uint64_t room_waiters_ GUARDED_BY(mu_) = 0;   // Inserts waiting on clean_cv_ for room
-  std::set<OrderEntry> order_ GUARDED_BY(mu_);  // evictable rows, first = next victim
   std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
   uint64_t rows_ GUARDED_BY(mu_) = 0;
-  uint64_t hits_at_rebuild_ GUARDED_BY(mu_) = 0;  // hits_ at the last RebuildOrder
+  // The eviction queues: front_, the next victims as of the last Sweep,
+  // sorted by code (back = next); late_, a max-heap of rows queued since
+  // with a code above front_min_. Rows outside both rank at most front_min_.
+  uint64_t front_rows_max_ = 0;  // constant after construction
+  std::vector<QueueEntry> front_ GUARDED_BY(mu_);
+  std::vector<QueueEntry> late_ GUARDED_BY(mu_);
+  uint32_t front_min_ GUARDED_BY(mu_);  // kDramNoFront: no sweep in force
+  uint64_t sweeps_ GUARDED_BY(mu_) = 0;
 
-  std::atomic<uint64_t> tick_{1};
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
   std::atomic<uint64_t> room_waits_{0};

@@ -1,8 +1,8 @@
 // DramCache: Insert (whole or in pieces), Erase, victim selection, write-back and FlushDirty.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 
 #include "base/assert.h"
 #include "storage/dram/dram_cache.h"
@@ -13,51 +13,25 @@ namespace strata::storage {
 
 Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
                                 std::vector<Victim>* victims) {
-  uint64_t freed = 0, refiled = 0;
+  uint64_t freed = 0;
   while (freed < bytes_needed) {
-    if (order_.empty()) {
-      for (const Victim& v : *victims) OrderAdd(v.table, v.slot);
+    Victim v;
+    if (!PopVictim(&v)) {
+      // The victims popped so far stay; the next pop sweeps them up again.
+      for (const Victim& u : *victims) Meta(u.table, u.slot) &= ~kDramMetaHold;
       victims->clear();
+      DropQueues();
       return Status::ResourceExhausted(
           "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
           " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) + ", used " +
           std::to_string(bytes_used_) +
           "): every other resident row is pinned, or dirty with no backing store");
     }
-    const OrderEntry e = *order_.begin();
-    // Lookups bump tick (and freq) without mu_, which only moves a row later
-    // in the order; an entry whose use counters moved is re-filed first.
-    OrderRemove(e.table, e.slot);
-    if (OrderOf(e.table, e.slot) != e) {
-      OrderAdd(e.table, e.slot);
-      // Lookups touched many rows since the last rebuild (a quarter of the
-      // order or more): one sorted rebuild re-files them all for less than
-      // re-filing them one by one, and costs at most 4 sorted entries per hit.
-      if (++refiled > kDramRefilesBeforeRebuildMin &&
-          hits_.load(std::memory_order_relaxed) - hits_at_rebuild_ > order_.size() / 4) {
-        RebuildOrder();
-        refiled = 0;
-      }
-      continue;
-    }
-    victims->push_back({e.table, e.slot});
-    freed += tables_[e.table]->spec.row_bytes;
+    Meta(v.table, v.slot) |= kDramMetaHold;  // so a sweep does not pick it again
+    victims->push_back(v);
+    freed += tables_[v.table]->spec.row_bytes;
   }
   return Status::Ok();
-}
-
-void DramCache::RebuildOrder() {
-  // Every entry under its current values, sorted in one cache-friendly pass,
-  // then appended at the end of a fresh tree (amortised O(1) per entry).
-  hits_at_rebuild_ = hits_.load(std::memory_order_relaxed);
-  std::vector<OrderEntry> entries;
-  entries.reserve(order_.size());
-  for (const OrderEntry& e : order_) entries.push_back(OrderOf(e.table, e.slot));
-  std::sort(entries.begin(), entries.end());
-  order_.clear();
-  for (const OrderEntry& e : entries) {
-    Meta(e.table, e.slot).order_pos = order_.emplace_hint(order_.end(), e);
-  }
 }
 
 Status DramCache::WriteBack(std::vector<Victim>& victims) {
@@ -67,8 +41,8 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
     std::vector<Key> keys;
     std::vector<uint32_t> slots;
     for (const Victim& v : victims) {
-      if (v.table != t->pos || !t->Header(v.slot).dirty.load(std::memory_order_relaxed)) continue;
-      keys.push_back(Meta(t->pos, v.slot).key);
+      if (v.table != t->pos || (Meta(t->pos, v.slot) & kDramMetaDirty) == 0) continue;
+      keys.push_back(t->KeyAt(v.slot));
       slots.push_back(v.slot);
     }
     if (keys.empty()) continue;
@@ -85,31 +59,34 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
                                   " dirty victims of " + t->Name());
       break;
     }
-    for (uint32_t slot : slots) t->Header(slot).dirty.store(0, std::memory_order_relaxed);
+    for (uint32_t slot : slots) SetDirtyLocked(*t, slot, false, /*file=*/false);
     dirty_writebacks_.fetch_add(keys.size(), std::memory_order_relaxed);
   }
   if (!first_error.ok()) {
-    // The victims stay: written ones now clean, the others still dirty.
-    for (const Victim& v : victims) OrderAdd(v.table, v.slot);
+    // The victims stay: written ones now clean, the others still dirty; the
+    // next pop sweeps them up again.
+    for (const Victim& v : victims) Meta(v.table, v.slot) &= ~kDramMetaHold;
     victims.clear();
+    DropQueues();
   }
   return first_error;
 }
 
 void DramCache::Release(const Victim& v) {
   Table& t = *tables_[v.table];
-  SlotMeta& m = Meta(t.pos, v.slot);
-  if (m.in_order) OrderRemove(v.table, v.slot);
-  const uint64_t hash = DramKeyHash(m.key);
+  const uint64_t hash = DramKeyHash(t.KeyAt(v.slot));
   {
     DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
     base::WriterLock lock(&stripe.mu);
-    bool erased = stripe.map.Erase(m.key, hash);
+    bool erased = stripe.map.Erase(hash, v.slot);
     STRATA_ASSERT(erased, "dram cache: released row missing from the index");
   }
-  m.occupied = 0;
-  m.pins = 0;
-  slots_[t.pos].free.push_back(v.slot);
+  Meta(t.pos, v.slot) = 0;  // any queue entry goes stale
+  slots_[t.pos].pins.erase(v.slot);
+  // Out of the index (no lookup reads the key any more): the key field
+  // links the free slots, reused last in, first out.
+  t.Header(v.slot).key = slots_[t.pos].free_head;
+  slots_[t.pos].free_head = v.slot;
   --rows_;
   bytes_used_ -= t.spec.row_bytes;
 }
@@ -117,14 +94,16 @@ void DramCache::Release(const Victim& v) {
 Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
                            std::span<uint32_t> slots) {
   while (true) {
-    // Rows being overwritten leave the order so they cannot become victims.
+    // Rows being overwritten are held so they cannot become victims.
     uint64_t new_rows = 0;
     for (size_t k = 0; k < picks.size(); ++k) {
+      if (k + kDramPrefetchRows < picks.size())
+        t.PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
       slots[k] = FindSlot(t, keys[picks[k]]);
       if (slots[k] == kDramNoSlot) {
         ++new_rows;
-      } else if (Meta(t.pos, slots[k]).in_order) {
-        OrderRemove(t.pos, slots[k]);
+      } else {
+        Meta(t.pos, slots[k]) |= kDramMetaHold;
       }
     }
     const uint64_t bytes_new = new_rows * t.spec.row_bytes;
@@ -134,12 +113,36 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
     Status s = SelectVictims(t, bytes_new - bytes_free, &victims);
     if (s.ok()) s = WriteBack(victims);
     if (s.ok()) {
-      for (const Victim& v : victims) Release(v);
+      // Each victim's key (in its slot) and then its index bucket and the
+      // rest of its slot are fetched kDramPrefetchRows victims ahead.
+      for (size_t k = 0; k < victims.size() && k < kDramPrefetchRows; ++k) {
+        __builtin_prefetch(tables_[victims[k].table]->rows->Slot(victims[k].slot));
+      }
+      for (size_t k = 0; k < victims.size(); ++k) {
+        if (k + 2 * kDramPrefetchRows < victims.size()) {
+          const Victim& w = victims[k + 2 * kDramPrefetchRows];
+          __builtin_prefetch(tables_[w.table]->rows->Slot(w.slot));
+        }
+        if (k + kDramPrefetchRows < victims.size()) {
+          const Victim& w = victims[k + kDramPrefetchRows];
+          const Table& wt = *tables_[w.table];
+          wt.PrefetchBucket(wt.KeyAt(w.slot));
+          // The new rows go to these slots next: their lines, for writing.
+          const uint32_t slot_bytes = DramSlotBytes(wt.spec.row_bytes);
+          const std::byte* line = wt.rows->Slot(w.slot);
+          for (uint32_t off = 64; off < std::min<uint32_t>(slot_bytes, 1024); off += 64) {
+            __builtin_prefetch(line + off, 1);
+          }
+        }
+        Release(victims[k]);
+      }
       evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
       return Status::Ok();
     }
     for (uint32_t slot : slots) {
-      if (slot != kDramNoSlot) OrderSync(t.pos, slot);
+      if (slot == kDramNoSlot) continue;
+      Meta(t.pos, slot) &= ~kDramMetaHold;
+      File(t.pos, slot);
     }
     // Rows being cleaned are victims again once their write is done: wait for
     // it (one MultiPut; no new clean starts while an Insert waits), then look
@@ -162,55 +165,60 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n, next_use.size(), "next_use", true));
   if (n == 0) return Status::Ok();
 
-  // The last occurrence of each key wins; picks keep input order for ticks.
-  std::unordered_map<Key, uint32_t> last;
-  last.reserve(n);
-  for (size_t i = 0; i < n; ++i) last[keys[i]] = static_cast<uint32_t>(i);
+  // The last occurrence of each key wins: a per-thread open-addressing set
+  // of positions (index + 1, 0 empty) at load at most 1/2.
+  thread_local std::vector<uint32_t> last;
+  const uint64_t mask = std::bit_ceil(2 * n) - 1;
+  last.assign(mask + 1, 0);
+  auto position = [&](Key key) -> uint32_t& {
+    uint64_t at = DramKeyHash(key) & mask;
+    while (last[at] != 0 && keys[last[at] - 1] != key) at = (at + 1) & mask;
+    return last[at];
+  };
+  for (size_t i = 0; i < n; ++i) position(keys[i]) = static_cast<uint32_t>(i + 1);
   std::vector<uint32_t> picks;
-  picks.reserve(last.size());
+  picks.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    if (last[keys[i]] == i) picks.push_back(static_cast<uint32_t>(i));
+    if (position(keys[i]) == i + 1) picks.push_back(static_cast<uint32_t>(i));
   }
 
   base::MutexLock lock(&mu_);
   std::vector<uint32_t> slots(picks.size());
   STRATA_RETURN_IF_ERROR(MakeRoom(*t, keys, picks, slots));
 
-  const uint64_t tick_base = tick_.fetch_add(picks.size(), std::memory_order_relaxed);
   for (size_t k = 0; k < picks.size(); ++k) {
+    if (k + kDramPrefetchRows < picks.size()) t->PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
     const uint32_t i = picks[k];
     const std::byte* src = rows.data() + uint64_t{i} * rb;
-    const uint8_t is_dirty = !dirty.empty() && dirty[i] != 0;
+    const bool is_dirty = !dirty.empty() && dirty[i] != 0;
+    const uint32_t code = CodeOf(next_use.empty() ? kClockNever : next_use[i]);
     const uint64_t hash = DramKeyHash(keys[i]);
     DramIndex::Stripe& stripe = t->index->stripe(t->index->StripeOf(hash));
     uint32_t slot = slots[k];
     if (slot != kDramNoSlot) {
-      base::WriterLock stripe_lock(&stripe.mu);  // lookups may be copying this row
-      std::memcpy(t->Row(slot), src, rb);
-      t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
+      {
+        base::WriterLock stripe_lock(&stripe.mu);  // lookups may be copying this row
+        std::memcpy(t->Row(slot), src, rb);
+        bool found = stripe.map.SetDirty(hash, slot, is_dirty);
+        STRATA_ASSERT(found, "dram cache: resident row missing from the index");
+      }
+      uint32_t& meta = Meta(t->pos, slot);
+      meta &= ~(kDramMetaHold | kDramMetaDirty);
+      if (is_dirty) meta |= kDramMetaDirty;
     } else {
       slot = AllocateSlot(*t);
-      std::memcpy(t->Row(slot), src, rb);  // unpublished: no reader yet
-      SlotMeta& m = Meta(t->pos, slot);
-      m.key = keys[i];
-      m.pins = 0;
-      m.occupied = 1;
-      m.in_order = 0;
-      t->Header(slot).freq.store(0, std::memory_order_relaxed);
-      t->Header(slot).dirty.store(is_dirty, std::memory_order_relaxed);
+      t->Header(slot).key = keys[i];  // unpublished: no reader yet
+      std::memcpy(t->Row(slot), src, rb);
+      Meta(t->pos, slot) = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u);
       {
         base::WriterLock stripe_lock(&stripe.mu);
-        stripe.map.Insert(keys[i], hash, slot);
+        stripe.map.Insert(hash, slot, is_dirty);
       }
       ++rows_;
       bytes_used_ += rb;
       inserts_.fetch_add(1, std::memory_order_relaxed);
     }
-    SlotMeta& m = Meta(t->pos, slot);
-    m.next_use = next_use.empty() ? kClockNever : next_use[i];
-    t->Header(slot).tick.store(tick_base + k, std::memory_order_relaxed);
-    t->Header(slot).freq.fetch_add(1, std::memory_order_relaxed);
-    OrderSync(t->pos, slot);
+    SetCode(t->pos, slot, code);
   }
   return Status::Ok();
 }
@@ -240,7 +248,7 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
 bool DramCache::AnyCleaning(const Table& t, std::span<const Key> keys) const {
   for (Key key : keys) {
     uint32_t slot = FindSlot(t, key);
-    if (slot != kDramNoSlot && Meta(t.pos, slot).cleaning) return true;
+    if (slot != kDramNoSlot && (Meta(t.pos, slot) & kDramMetaCleaning) != 0) return true;
   }
   return false;
 }
@@ -253,7 +261,7 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   while (AnyCleaning(*t, keys)) clean_cv_.Wait(&mu_);
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
-    if (slot != kDramNoSlot && Meta(t->pos, slot).pins > 0) {
+    if (slot != kDramNoSlot && (Meta(t->pos, slot) & kDramMetaPinned) != 0) {
       return Status::FailedPrecondition("dram cache Erase of " + t->Name() + ": key " +
                                         std::to_string(key) + " is pinned");
     }
@@ -274,9 +282,8 @@ Status DramCache::FlushDirty() {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;
     for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
-      const SlotMeta& m = Meta(t->pos, static_cast<uint32_t>(slot));
-      if (m.occupied &&
-          t->Header(static_cast<uint32_t>(slot)).dirty.load(std::memory_order_relaxed)) {
+      const uint32_t meta = Meta(t->pos, static_cast<uint32_t>(slot));
+      if ((meta & kDramMetaOccupied) != 0 && (meta & kDramMetaDirty) != 0) {
         slots.push_back(static_cast<uint32_t>(slot));
       }
     }
@@ -291,7 +298,7 @@ Status DramCache::FlushDirty() {
       keys.clear();
       rows.resize((end - begin) * rb);
       for (size_t j = begin; j < end; ++j) {
-        keys.push_back(Meta(t->pos, slots[j]).key);
+        keys.push_back(t->KeyAt(slots[j]));
         std::memcpy(rows.data() + (j - begin) * rb, t->Row(slots[j]), rb);
       }
       Status s = backing_->MultiPut(t->spec.id, keys, rows);
@@ -321,23 +328,37 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     base::MutexLock lock(&mu_);
     // An Insert waiting for room needs the next victims to stay victims.
     if (room_waiters_ > 0) return uint64_t{0};
-    std::vector<Victim> picked;
-    uint64_t seen = 0;
-    for (auto it = order_.begin(); it != order_.end() && seen < window_rows && taken < rows_max;
-         ++it, ++seen) {
-      const Table& t = *tables_[it->table];
-      if (t.Header(it->slot).dirty.load(std::memory_order_relaxed)) {
-        picked.push_back({it->table, it->slot});
-        ++taken;
+    // The dirty rows among the next window_rows victims, nearest first.
+    std::vector<QueueEntry> picked;
+    uint32_t min_code = 0;
+    uint64_t take = 0;
+    if (Threshold(window_rows, &min_code, &take)) {
+      for (const auto& t : tables_) {
+        const TableSlots& ts = slots_[t->pos];
+        for (uint64_t s = 0; s < ts.touched; ++s) {
+          const uint32_t meta = ts.meta[s];
+          if (!Evictable(meta) || DramMetaCode(meta) < min_code) continue;
+          if (DramMetaCode(meta) == min_code) {
+            if (take == 0) continue;
+            --take;
+          }
+          if ((meta & kDramMetaDirty) != 0) {
+            picked.push_back({DramMetaCode(meta), t->pos, static_cast<uint32_t>(s)});
+          }
+        }
       }
     }
-    for (const Victim& v : picked) {
+    if (picked.size() > rows_max) {
+      std::nth_element(picked.begin(), picked.begin() + rows_max, picked.end(),
+                       [](const QueueEntry& a, const QueueEntry& b) { return a.code > b.code; });
+      picked.resize(rows_max);
+    }
+    taken = picked.size();
+    for (const QueueEntry& v : picked) {
       Table& t = *tables_[v.table];
-      SlotMeta& m = Meta(t.pos, v.slot);
-      m.cleaning = 1;
-      OrderSync(v.table, v.slot);  // not a victim while its copy is written
+      Meta(t.pos, v.slot) |= kDramMetaCleaning;  // not a victim while its copy is written
       const uint32_t rb = t.spec.row_bytes;
-      copies[v.table].push_back({v.slot, m.key});
+      copies[v.table].push_back({v.slot, t.KeyAt(v.slot)});
       const size_t at = bytes[v.table].size();
       bytes[v.table].resize(at + rb);
       std::memcpy(bytes[v.table].data() + at, t.Row(v.slot), rb);
@@ -371,16 +392,17 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
       const uint32_t rb = t.spec.row_bytes;
       for (size_t i = 0; i < copies[ti].size(); ++i) {
         const Copy& c = copies[ti][i];
-        SlotMeta& m = Meta(t.pos, c.slot);
-        m.cleaning = 0;
+        uint32_t& meta = Meta(t.pos, c.slot);
+        meta &= ~kDramMetaCleaning;
         // Erase waited for this write, so the slot still holds the key; an
         // Insert that overwrote it meanwhile left it dirty with other bytes.
-        STRATA_ASSERT(m.occupied && m.key == c.key, "dram cache: a row left while being cleaned");
+        STRATA_ASSERT((meta & kDramMetaOccupied) != 0 && t.KeyAt(c.slot) == c.key,
+                      "dram cache: a row left while being cleaned");
         if (written[ti] && std::memcmp(t.Row(c.slot), bytes[ti].data() + i * rb, rb) == 0) {
-          t.Header(c.slot).dirty.store(0, std::memory_order_relaxed);
+          SetDirtyLocked(t, c.slot, false);
           ++cleaned;
         }
-        OrderSync(t.pos, c.slot);
+        File(t.pos, c.slot);
       }
     }
     cleaning_rows_ -= taken;

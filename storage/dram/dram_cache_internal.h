@@ -1,21 +1,21 @@
-// Internal state of DramCache shared by its source files: per-slot metadata
-// and per-table state. Not part of the storage API.
+// Internal state of DramCache shared by its source files: the slot layout,
+// the per-slot metadata word and per-table state. Not part of the storage
+// API.
 //
 // Thread safety: a Table is constant after construction; what mutators
 // change lives in DramCache::slots_, GUARDED_BY(mu_): a table's TableSlots and,
-// through its `meta` pointer, its SlotMetas, reached with mu_ held only
+// through its `meta` pointer, its metadata words, reached with mu_ held only
 // (DramCache::Meta). They are not annotated in place because clang's analysis
 // cannot name the enclosing DramCache's mu_ from a nested struct (it has no
-// `this` of its parent). `tick`, `freq` and `dirty` are atomics because
-// Lookup reads or bumps them under a stripe read lock only. Ownership: a
+// `this` of its parent). A slot's key is written before the slot is published
+// in the index and read by lookups under the stripe's read lock. Ownership: a
 // Table owns its arenas and index.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "storage/dram/dram_arena.h"
@@ -24,43 +24,38 @@
 
 namespace strata::storage {
 
-// The first 16 bytes of every arena slot, before the row: what Lookup
-// touches besides the row lives in the row's own first cache line, so a hit
-// costs one bucket miss and the row's lines, nothing else.
+// The first 8 bytes of every arena slot, before the row: the row's key, in
+// the row's own first cache line, so a hit costs one bucket miss and the
+// row's lines, nothing else. In a released slot: the next free slot.
 struct DramSlotHeader {
-  std::atomic<uint64_t> tick{0};  // last use; Lookup stores, relaxed
-  std::atomic<uint32_t> freq{0};  // uses; Lookup adds in kLfu mode, relaxed
-  std::atomic<uint8_t> dirty{0};  // written under mu_ (and the stripe lock)
+  Key key;
 };
-static_assert(sizeof(DramSlotHeader) == 16);
+static_assert(sizeof(DramSlotHeader) == 8);
 inline constexpr uint32_t kDramSlotHeaderBytes = sizeof(DramSlotHeader);
 
-// Slot stride: header + row, rounded up to 16 bytes.
+// Slot stride: header + row, rounded up to 8 bytes.
 inline uint32_t DramSlotBytes(uint32_t row_bytes) {
-  return (kDramSlotHeaderBytes + row_bytes + 15) / 16 * 16;
+  return (kDramSlotHeaderBytes + row_bytes + 7) / 8 * 8;
 }
 
-// Mutator-only state of a slot (Lookup never reads it), constructed when the
-// slot is first allocated; reached through DramCache::Meta, with mu_ held.
-// 32 bytes.
-struct DramCache::SlotMeta {
-  Key key = 0;  // written before publication in the index
-  Clock next_use = kClockNever;
-  // This row's order_ entry when in_order (its tick and uses are those the
-  // header had when it was filed).
-  std::set<OrderEntry>::iterator order_pos{};
-  uint32_t pins = 0;
-  uint8_t occupied = 0;
-  uint8_t in_order = 0;  // has an order_ entry
-  uint8_t cleaning = 0;  // CleanAhead is writing a copy
-};
+// The metadata word of a slot (uint32, mutators only): flags in the low
+// bits, the eviction code above them.
+inline constexpr uint32_t kDramMetaOccupied = 1u << 0;
+inline constexpr uint32_t kDramMetaDirty = 1u << 1;     // also in the index entry
+inline constexpr uint32_t kDramMetaCleaning = 1u << 2;  // CleanAhead is writing a copy
+inline constexpr uint32_t kDramMetaHold = 1u << 3;      // an Insert is overwriting it
+inline constexpr uint32_t kDramMetaQueued = 1u << 4;    // has a live entry in a queue
+inline constexpr uint32_t kDramMetaPinned = 1u << 5;    // TableSlots::pins counts it
+inline constexpr uint32_t kDramMetaCodeShift = 6;
+inline uint32_t DramMetaCode(uint32_t meta) { return meta >> kDramMetaCodeShift; }
 
 // What mutators change about a table's slots: DramCache::slots_ holds one per
 // table (by position), GUARDED_BY(mu_).
 struct DramCache::TableSlots {
-  SlotMeta* meta = nullptr;    // the table's meta_arena, constructed up to `touched`
-  uint64_t touched = 0;        // slots ever allocated (bump pointer)
-  std::vector<uint32_t> free;  // released slots, reused last-in first-out
+  uint32_t* meta = nullptr;                     // the table's meta_arena, written up to `touched`
+  uint64_t touched = 0;                         // slots ever allocated (bump pointer)
+  uint32_t free_head = kDramNoSlot;             // released slots, linked through their key fields
+  std::unordered_map<uint32_t, uint32_t> pins;  // slot -> pin count, pinned rows only
 };
 
 struct DramCache::Table {
@@ -69,20 +64,27 @@ struct DramCache::Table {
   uint32_t pos = 0;                       // position in DramCache::tables_
   uint64_t slots_max = 0;                 // dram_bytes_max / row_bytes, capped
   std::unique_ptr<DramArena> rows;        // slots of DramSlotBytes(row_bytes)
-  std::unique_ptr<DramArena> meta_arena;  // SlotMetas, reached through DramCache::Meta
+  std::unique_ptr<DramArena> meta_arena;  // metadata words, reached through DramCache::Meta
   std::unique_ptr<DramIndex> index;
 
   DramSlotHeader& Header(uint32_t slot) const {
     return *reinterpret_cast<DramSlotHeader*>(rows->Slot(slot));
   }
+  Key KeyAt(uint32_t slot) const { return Header(slot).key; }
   std::byte* Row(uint32_t slot) const { return rows->Slot(slot) + kDramSlotHeaderBytes; }
+  // Prefetches the index bucket of `key`. Reads no entry, so it needs no
+  // stripe lock (the caller holds mu_, so no map grows meanwhile).
+  void PrefetchBucket(Key key) const NO_THREAD_SAFETY_ANALYSIS {
+    const uint64_t hash = DramKeyHash(key);
+    index->stripe(index->StripeOf(hash)).map.Prefetch(hash);
+  }
 
   std::string Name() const {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
   }
 };
 
-inline DramCache::SlotMeta& DramCache::Meta(uint32_t table, uint32_t slot) const {
+inline uint32_t& DramCache::Meta(uint32_t table, uint32_t slot) const {
   return slots_[table].meta[slot];
 }
 

@@ -15,7 +15,7 @@ DramHashMap::DramHashMap(bool huge_pages)
     : huge_pages_(huge_pages),
       storage_(Allocate(kInitialBuckets)),
       buckets_(storage_.data),
-      mask_(kInitialBuckets - 1) {}
+      buckets_count_(kInitialBuckets) {}
 
 DramHashMap::Buckets DramHashMap::Allocate(uint64_t n) const {
   Buckets b;
@@ -24,40 +24,51 @@ DramHashMap::Buckets DramHashMap::Allocate(uint64_t n) const {
     if (arena.ok()) {
       b.large = std::move(arena).value();
       b.data = reinterpret_cast<Entry*>(b.large->base());
-      for (uint64_t i = 0; i < n; ++i) b.data[i] = Entry{0, kDramNoSlot};
+      for (uint64_t i = 0; i < n; ++i) b.data[i] = Entry{kDramNoSlot, 0};
       return b;
     }
   }
-  b.small.assign(n, Entry{0, kDramNoSlot});
+  b.small.assign(n, Entry{kDramNoSlot, 0});
   b.data = b.small.data();
   return b;
 }
 
-void DramHashMap::Insert(Key key, uint64_t hash, uint32_t slot) {
+void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
   STRATA_ASSERT(slot != kDramNoSlot, "DramHashMap::Insert of the empty marker");
-  // Load factor at most 3/4 keeps linear probes short.
-  if ((size_ + 1) * 4 > (mask_ + 1) * 3) Grow();
-  uint64_t i = hash & mask_;
-  while (buckets_[i].slot != kDramNoSlot) {
-    STRATA_ASSERT(buckets_[i].key != key, "DramHashMap::Insert of a present key");
-    i = (i + 1) & mask_;
-  }
-  buckets_[i] = Entry{key, slot};
+  // Grown by 5/4 once more than 7/8 full: the load stays in (0.7, 0.875].
+  if ((size_ + 1) * kDramIndexLoadDen > buckets_count_ * kDramIndexLoadNum) Grow();
+  const uint32_t tag = TagOf(hash);
+  uint64_t i = Home(tag);
+  while (buckets_[i].slot != kDramNoSlot) i = Step(i);
+  buckets_[i] = Entry{slot, tag << 1 | (dirty ? 1u : 0u)};
   ++size_;
 }
 
-bool DramHashMap::Erase(Key key, uint64_t hash) {
-  uint64_t i = hash & mask_;
-  for (;; i = (i + 1) & mask_) {
-    if (buckets_[i].slot == kDramNoSlot) return false;
-    if (buckets_[i].key == key) break;
+uint64_t DramHashMap::FindEntry(uint64_t hash, uint32_t slot) const {
+  const uint32_t tag = TagOf(hash);
+  for (uint64_t i = Home(tag);; i = Step(i)) {
+    const Entry& e = buckets_[i];
+    if (e.slot == kDramNoSlot) return buckets_count_;
+    if (e.slot == slot && (e.tag_dirty >> 1) == tag) return i;
   }
+}
+
+bool DramHashMap::SetDirty(uint64_t hash, uint32_t slot, bool dirty) {
+  const uint64_t i = FindEntry(hash, slot);
+  if (i == buckets_count_) return false;
+  buckets_[i].tag_dirty = (buckets_[i].tag_dirty & ~1u) | (dirty ? 1u : 0u);
+  return true;
+}
+
+bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
+  const uint64_t i = FindEntry(hash, slot);
+  if (i == buckets_count_) return false;
   // Backward-shift: pull later entries of the probe run into the hole when
   // their home bucket does not lie cyclically in (hole, j].
   uint64_t hole = i;
-  for (uint64_t j = (hole + 1) & mask_; buckets_[j].slot != kDramNoSlot; j = (j + 1) & mask_) {
-    uint64_t home = DramKeyHash(buckets_[j].key) & mask_;
-    bool home_in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+  for (uint64_t j = Step(hole); buckets_[j].slot != kDramNoSlot; j = Step(j)) {
+    const uint64_t home = Home(buckets_[j].tag_dirty >> 1);
+    const bool home_in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
     if (!home_in_range) {
       buckets_[hole] = buckets_[j];
       hole = j;
@@ -69,19 +80,19 @@ bool DramHashMap::Erase(Key key, uint64_t hash) {
 }
 
 void DramHashMap::Grow() {
-  const uint64_t old_count = mask_ + 1;
+  const uint64_t old_count = buckets_count_;
   Buckets old = std::move(storage_);
-  storage_ = Allocate(old_count * 2);
+  const uint64_t count = old_count + old_count / 4;
+  STRATA_ASSERT(count < (uint64_t{1} << 31), "DramHashMap: a stripe outgrew its tag space");
+  storage_ = Allocate(count);
   buckets_ = storage_.data;
-  mask_ = old_count * 2 - 1;
-  size_ = 0;
+  buckets_count_ = count;
   for (uint64_t k = 0; k < old_count; ++k) {
     const Entry& e = old.data[k];
     if (e.slot == kDramNoSlot) continue;
-    uint64_t i = DramKeyHash(e.key) & mask_;
-    while (buckets_[i].slot != kDramNoSlot) i = (i + 1) & mask_;
+    uint64_t i = Home(e.tag_dirty >> 1);
+    while (buckets_[i].slot != kDramNoSlot) i = Step(i);
     buckets_[i] = e;
-    ++size_;
   }
 }
 

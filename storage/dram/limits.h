@@ -15,11 +15,23 @@ inline constexpr uint64_t kDramSlotsPerTableMax = (1ull << 32) - 2;
 inline constexpr uint32_t kDramLockStripesMax = 4096;
 // Rows handed to the backing store in one MultiPut during FlushDirty.
 inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
-// Victim selection re-files rows whose use counters moved since they were
-// filed; once one call has re-filed more than this many, and lookups hit a
-// quarter of the order's size or more since the last rebuild, it rebuilds
-// the whole eviction order in one sorted pass (cheaper than random inserts).
-inline constexpr uint64_t kDramRefilesBeforeRebuildMin = 1024;
+// Index stripes grow by 5/4 once more than kDramIndexLoadNum /
+// kDramIndexLoadDen of their buckets are full (load 0.7 to 0.875).
+inline constexpr uint64_t kDramIndexLoadNum = 7;
+inline constexpr uint64_t kDramIndexLoadDen = 8;
+// A sweep of the eviction metadata queues the next max(kDramFrontRowsMin,
+// rows_max / kDramFrontRowsDivisor) victims, so it reads at most
+// kDramFrontRowsDivisor * 3 metadata words per victim.
+inline constexpr uint64_t kDramFrontRowsMin = 1024;
+inline constexpr uint64_t kDramFrontRowsDivisor = 32;
+// Insert and eviction prefetch index buckets and victims' slots this many
+// rows ahead of the row they work on.
+inline constexpr uint64_t kDramPrefetchRows = 16;
+// Eviction codes: 26 bits (2 of class, 24 of value); a sweep histograms the
+// top kDramCoarseBits, then the rest within one coarse bin.
+inline constexpr uint32_t kDramCodeBits = 26;
+inline constexpr uint32_t kDramCoarseBits = 12;
+inline constexpr uint32_t kDramNoFront = UINT32_MAX;
 // Tables one cache serves and the largest row a table may declare:
 // kTablesMax (strata/options.h) and kRowBytesMax (storage/ssd/limits.h).
 // Arena mappings are rounded up to this (the huge-page size on x86-64).

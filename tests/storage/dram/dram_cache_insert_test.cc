@@ -17,7 +17,7 @@ using DramCacheTest = testing::DramCacheFixture;
 
 TEST_F(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 1, {}, {1, 1}).ok());
   std::vector<uint8_t> found(2);
   ASSERT_TRUE(c->Pin(kTable, std::vector<Key>{1, 2}, found).ok());
@@ -42,7 +42,7 @@ TEST_F(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
 
 TEST_F(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(4, DramEviction::kLru, &store);
+  auto c = MakeCache(4, &store);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 5, {}, {1, 0, 1, 1}).ok());
   ASSERT_TRUE(Put(*c, {8, 9, 10}, 6).ok());  // evicts 1 (dirty), 2 (clean), 3 (dirty)
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{4, 8, 9, 10}));
@@ -57,7 +57,7 @@ TEST_F(DramCacheTest, DirtyVictimsAreWrittenBackInOneBatchPerTable) {
 
 TEST_F(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kLru, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {}, {1, 1}).ok());
   store.FailNextPuts(1, /*prefix_rows=*/1);
   Status s = Put(*c, {3, 4}, 6);
@@ -75,13 +75,15 @@ TEST_F(DramCacheTest, FailedWriteBackKeepsVictimsDirtyAndInsertsNothing) {
 
 TEST_F(DramCacheTest, InsertInPiecesTakesABatchLargerThanTheCache) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kLru, &store);
+  auto c = MakeCache(2, &store);
   const std::vector<Key> keys{1, 2, 3, 4, 5};
   auto rows = testing::MakeRows(keys, 5, kRowBytes);
   uint64_t placed = 0;
-  ASSERT_TRUE(c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), {}, &placed).ok());
+  const std::vector<Clock> next_use{5, 4, 3, 2, 1};
+  ASSERT_TRUE(
+      c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), next_use, &placed).ok());
   EXPECT_EQ(placed, 5u);
-  // Pieces {1, 2}, {3, 4}, {5}: each evicted the oldest rows before it,
+  // Pieces {1, 2}, {3, 4}, {5}: each evicted the rows used farthest ahead,
   // writing them back since they were dirty.
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{4, 5}));
   for (Key k : {1, 2, 3}) EXPECT_EQ(store.Rows(kTable).at(k), MakeRow(k, 5, kRowBytes)) << k;
@@ -90,7 +92,7 @@ TEST_F(DramCacheTest, InsertInPiecesTakesABatchLargerThanTheCache) {
 
 TEST_F(DramCacheTest, InsertInPiecesStopsAtTheFirstFailedPiece) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kLru, &store);
+  auto c = MakeCache(2, &store);
   const std::vector<Key> keys{1, 2, 3, 4, 5};
   auto rows = testing::MakeRows(keys, 5, kRowBytes);
   store.FailNextPuts(1);  // the second piece cannot write the first back
@@ -107,7 +109,7 @@ TEST_F(DramCacheTest, InsertInPiecesStopsAtTheFirstFailedPiece) {
 }
 
 TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
-  auto c = MakeCache(3, DramEviction::kLru);
+  auto c = MakeCache(3);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {}, {1, 0, 1}).ok());
   ASSERT_TRUE(Put(*c, {4}).ok());  // 2 is the only clean row
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3, 4}));
@@ -123,7 +125,7 @@ TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
 TEST_F(DramCacheTest, FlushDirtyWritesInBoundedBatchesAndMarksClean) {
   MemoryRowStore store(OneTable());
   const uint64_t n = kDramFlushBatchRowsMax + 10;
-  auto c = MakeCache(n, DramEviction::kIntent, &store);
+  auto c = MakeCache(n, &store);
   std::vector<Key> keys(n);
   for (uint64_t i = 0; i < n; ++i) keys[i] = i * 3;
   ASSERT_TRUE(Put(*c, keys, 4, {}, std::vector<uint8_t>(n, 1)).ok());
@@ -143,7 +145,6 @@ TEST_F(DramCacheTest, CapacityIsSharedAcrossTablesInBytes) {
   std::vector<TableSpec> tables = {{1, "small", 16}, {2, "large", 48}};
   DramCacheOptions o;
   o.dram_bytes_max = 96;
-  o.eviction = DramEviction::kLru;
   auto made = DramCache::Create(o, tables, nullptr);
   ASSERT_TRUE(made.ok());
   DramCache& c = **made;

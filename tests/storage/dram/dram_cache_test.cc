@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <random>
+#include <set>
+#include <unordered_map>
 
 #include "storage/dram/limits.h"
 #include "tests/storage/dram/dram_test_util.h"
@@ -18,7 +21,7 @@ using testing::MakeRows;
 using DramCacheTest = testing::DramCacheFixture;
 
 TEST_F(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
-  auto c = MakeCache(16, DramEviction::kIntent);
+  auto c = MakeCache(16);
   std::vector<Key> keys = {0, 1, kKeyMax, 1ull << 63, kKeyMax - 1};
   ASSERT_TRUE(Put(*c, keys, 9, {}, {1, 0, 1, 0, 0}).ok());
   std::vector<Key> probe = {kKeyMax, 2, 0, 1ull << 63};
@@ -40,7 +43,7 @@ TEST_F(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
 }
 
 TEST_F(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
-  auto c = MakeCache(16, DramEviction::kIntent);
+  auto c = MakeCache(16);
   std::vector<Key> keys = {5, 5, 6};
   std::vector<std::byte> rows;
   for (uint64_t v : {1, 2, 3}) {
@@ -59,7 +62,7 @@ TEST_F(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
 }
 
 TEST_F(DramCacheTest, BadInputGetsClearErrorAndChangesNothing) {
-  auto c = MakeCache(4, DramEviction::kIntent);
+  auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2}).ok());
   std::vector<Key> keys = {3};
   std::vector<std::byte> short_rows(kRowBytes - 1);
@@ -96,7 +99,7 @@ TEST_F(DramCacheTest, CreateRejectsBadTablesAndOptions) {
 
 // Belady: with next uses known, the row used farthest in the future goes first.
 TEST_F(DramCacheTest, IntentEvictsFarthestNextUseFirst) {
-  auto c = MakeCache(4, DramEviction::kIntent);
+  auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {10, 50, 30, 20}, 1, {10, 50, 30, 20}).ok());
   ASSERT_TRUE(Put(*c, {5}, 1, {5}).ok());
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{5, 10, 20, 30}));
@@ -108,36 +111,22 @@ TEST_F(DramCacheTest, IntentEvictsFarthestNextUseFirst) {
   EXPECT_EQ(c->Stats().evictions, 4u);
 }
 
-// Rows with no next use go before any with one, least recently used first.
-TEST_F(DramCacheTest, IntentEvictsRowsWithoutNextUseFirstLruAmongThem) {
-  auto c = MakeCache(4, DramEviction::kIntent);
-  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {100, kClockNever, kClockNever, 5}).ok());
-  Get(*c, {2});  // 3 is now the least recently used row without next use
-  std::vector<Key> order;
-  for (Key k : {11, 12, 13, 14}) {
-    auto before = ResidentKeys(*c, kTable);
-    ASSERT_TRUE(Put(*c, {k}, 1, {1}).ok());
-    auto after = ResidentKeys(*c, kTable);
-    for (Key b : before) {
-      if (!std::binary_search(after.begin(), after.end(), b)) order.push_back(b);
-    }
-  }
-  EXPECT_EQ(order, (std::vector<Key>{3, 2, 1, 4}));
-}
-
-TEST_F(DramCacheTest, IntentBreaksNextUseTiesByLeastRecentUse) {
-  auto c = MakeCache(3, DramEviction::kIntent);
-  ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {7, 7, 7}).ok());
-  Get(*c, {1});
-  Get(*c, {3, 2});  // recency now: 1 oldest, then 3, then 2
-  ASSERT_TRUE(Put(*c, {4}, 1, {1}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 3, 4}));
-  ASSERT_TRUE(Put(*c, {5}, 1, {1}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 4, 5}));
+// Rows with no next use go before any with one (among them in no set order),
+// then the farthest next use; clocks far beyond 2^18 still order by their
+// leading 19 bits.
+TEST_F(DramCacheTest, RowsWithoutNextUseGoFirstThenTheFarthest) {
+  auto c = MakeCache(5);
+  const Clock far = Clock{1} << 40;
+  ASSERT_TRUE(
+      Put(*c, {1, 2, 3, 4, 5}, 1, {100, kClockNever, kClockNever, far, far + (far >> 10)}).ok());
+  std::vector<Key> order = EvictionOrder(*c, {11, 12, 13, 14, 15}, 1);
+  ASSERT_EQ(order.size(), 5u);
+  std::sort(order.begin(), order.begin() + 2);
+  EXPECT_EQ(order, (std::vector<Key>{2, 3, 5, 4, 1}));
 }
 
 TEST_F(DramCacheTest, SetNextUseReordersEviction) {
-  auto c = MakeCache(3, DramEviction::kIntent);
+  auto c = MakeCache(3);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {10, 20, 30}).ok());
   std::vector<Key> keys = {1, 3, 99};
   std::vector<Clock> next = {40, kClockNever, 1};  // 99 is missing: ignored
@@ -148,71 +137,89 @@ TEST_F(DramCacheTest, SetNextUseReordersEviction) {
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 4, 5}));
 }
 
-TEST_F(DramCacheTest, LruModeIgnoresNextUse) {
-  auto c = MakeCache(3, DramEviction::kLru);
-  ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {1, 1000, kClockNever}).ok());
-  Get(*c, {1});
-  ASSERT_TRUE(Put(*c, {4}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3, 4}));
-  ASSERT_TRUE(Put(*c, {1}, 2).ok());  // overwrite is a use
-  ASSERT_TRUE(Put(*c, {5}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 4, 5}));
+TEST_F(DramCacheTest, LookupIsNotAUse) {
+  auto c = MakeCache(3);
+  ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {30, 20, 10}).ok());
+  EXPECT_EQ(Get(*c, {1, 1, 1}), (std::vector<uint8_t>{1, 1, 1}));
+  ASSERT_TRUE(Put(*c, {4}, 1, {1}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{2, 3, 4}));
 }
 
-// Lookups of many rows make their order entries stale; victim selection
-// re-files them and, past kDramRefilesBeforeRebuildMin, rebuilds the order.
-// Either way the eviction order is exactly the lookup order.
-TEST_F(DramCacheTest, LruStaysExactWhenManyLookedUpRowsAreRefiled) {
-  for (DramEviction mode : {DramEviction::kLru, DramEviction::kIntent}) {
-    const uint64_t n = 3 * kDramRefilesBeforeRebuildMin;
-    auto c = MakeCache(n, mode);
-    std::vector<Key> keys(n);
-    for (uint64_t i = 0; i < n; ++i) keys[i] = i;
-    ASSERT_TRUE(Put(*c, keys).ok());
-    std::vector<Key> order = keys;
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
-    for (size_t i = 0; i < n; i += 100) {
-      Get(*c, std::vector<Key>(order.begin() + i, order.begin() + std::min<size_t>(n, i + 100)));
+// Values in [fallback_base, fallback_end) rank above every clock, the one
+// nearest fallback_end (the smallest score) first.
+TEST_F(DramCacheTest, FallbackValuesRankAboveClocksNearestTheEndFirst) {
+  DramCacheOptions o;
+  o.fallback_base = 1000;
+  o.fallback_end = 2000;
+  auto c = MakeCache(5, nullptr, OneTable(), o);
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4, 5}, 1, {999, 1001, 1999, 1500, kClockNever}).ok());
+  std::vector<Key> order = EvictionOrder(*c, {11, 12, 13, 14, 15}, 0);
+  EXPECT_EQ(order, (std::vector<Key>{5, 3, 4, 2, 1}));
+}
+
+// Against a model: every Insert of a new key into the full cache evicts the
+// row with the largest next use (all distinct and below 2^18, so exact),
+// through sweeps (the cache is larger than the front), rows queued late
+// (new rows, SetNextUse, overwrites above the front), and erases.
+TEST_F(DramCacheTest, VictimIsAlwaysTheFarthestNextUseAgainstModel) {
+  const uint64_t n = 3 * kDramFrontRowsMin;
+  auto c = MakeCache(n);
+  std::mt19937_64 rng(11);
+  std::set<Clock> used;
+  auto fresh_clock = [&] {
+    while (true) {
+      Clock x = static_cast<Clock>(rng() % (uint64_t{1} << 18));
+      if (used.insert(x).second) return x;
     }
-    std::vector<Key> evicted;
-    for (uint64_t i = 0; i < n; ++i) {
-      auto before = ResidentKeys(*c, kTable);
-      ASSERT_TRUE(Put(*c, {n + i}).ok());
-      auto after = ResidentKeys(*c, kTable);
-      std::vector<Key> gone;
-      std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
-                          std::back_inserter(gone));
-      ASSERT_EQ(gone.size(), 1u);
-      evicted.push_back(gone[0]);
-      if (i == 200) break;  // the first call crossed a rebuild; the rest go in one batch
+  };
+  std::map<Clock, Key> by_clock;  // the model: next use -> key
+  std::unordered_map<Key, Clock> clock_of;
+  Key next_key = 0;
+  auto put = [&](Key k, Clock x) {
+    ASSERT_TRUE(Put(*c, {k}, 1, {x}).ok());
+    if (auto it = clock_of.find(k); it != clock_of.end()) by_clock.erase(it->second);
+    clock_of[k] = x;
+    by_clock[x] = k;
+  };
+  for (uint64_t i = 0; i < n; ++i) put(next_key++, fresh_clock());
+  for (int op = 0; op < 12000; ++op) {
+    auto at = by_clock.lower_bound(static_cast<Clock>(rng() % (uint64_t{1} << 18)));
+    const Key some = (at == by_clock.end() ? by_clock.begin() : at)->second;  // a resident key
+    switch (rng() % 8) {
+      case 0: {  // SetNextUse
+        const Clock x = fresh_clock();
+        ASSERT_TRUE(c->SetNextUse(kTable, std::vector<Key>{some}, std::vector<Clock>{x}).ok());
+        by_clock.erase(clock_of[some]);
+        clock_of[some] = x;
+        by_clock[x] = some;
+        break;
+      }
+      case 1:  // overwrite
+        put(some, fresh_clock());
+        break;
+      case 2: {  // erase, then a new key fills the hole without evicting
+        ASSERT_TRUE(c->Erase(kTable, std::vector<Key>{some}).ok());
+        by_clock.erase(clock_of[some]);
+        clock_of.erase(some);
+        put(next_key++, fresh_clock());
+        break;
+      }
+      default: {  // a new key evicts the farthest
+        const Key victim = std::prev(by_clock.end())->second;
+        by_clock.erase(std::prev(by_clock.end()));
+        clock_of.erase(victim);
+        put(next_key++, fresh_clock());
+        ASSERT_EQ(Get(*c, {victim})[0], 0) << "op " << op << ": key " << victim << " not evicted";
+        break;
+      }
     }
-    EXPECT_EQ(std::vector<Key>(order.begin(), order.begin() + evicted.size()), evicted);
-    std::vector<Key> fresh(n - evicted.size());
-    for (size_t i = 0; i < fresh.size(); ++i) fresh[i] = 10 * n + i;
-    ASSERT_TRUE(Put(*c, fresh).ok());
-    auto resident_after = ResidentKeys(*c, kTable);
-    EXPECT_EQ(resident_after.size(), n);
-    // Every original row is gone before any of the rows inserted after the lookups.
-    EXPECT_GE(resident_after.front(), n);
+    ASSERT_EQ(c->Stats().rows, n) << "op " << op;
   }
 }
 
-TEST_F(DramCacheTest, LfuModeEvictsLeastFrequentLruAmongEquals) {
-  auto c = MakeCache(3, DramEviction::kLfu);
-  ASSERT_TRUE(Put(*c, {1, 2, 3}).ok());
-  Get(*c, {1, 1, 2});
-  Get(*c, {1});
-  // uses: 1 -> 4, 2 -> 2, 3 -> 1
-  ASSERT_TRUE(Put(*c, {4}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2, 4}));
-  Get(*c, {4});  // 4 -> 2 uses, more recent than 2
-  ASSERT_TRUE(Put(*c, {5}).ok());
-  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 4, 5}));
-}
-
 TEST_F(DramCacheTest, PinnedRowsAreNeverEvicted) {
-  for (DramEviction mode : {DramEviction::kIntent, DramEviction::kLru, DramEviction::kLfu}) {
-    auto c = MakeCache(4, mode);
+  {
+    auto c = MakeCache(4);
     ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {kClockNever, 9, 9, 9}).ok());
     std::vector<Key> pin = {1, 2, 77};
     std::vector<uint8_t> found(3);
@@ -230,7 +237,7 @@ TEST_F(DramCacheTest, PinnedRowsAreNeverEvicted) {
 }
 
 TEST_F(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
-  auto c = MakeCache(4, DramEviction::kIntent);
+  auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2}).ok());
   std::vector<uint8_t> found(1);
   ASSERT_TRUE(c->Pin(kTable, std::vector<Key>{1}, found).ok());
@@ -246,7 +253,7 @@ TEST_F(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
 }
 
 TEST_F(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
-  auto c = MakeCache(4, DramEviction::kLru);
+  auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2}, 3).ok());
   std::vector<uint8_t> found(2);
   std::vector<const std::byte*> ptrs(2);
@@ -259,7 +266,7 @@ TEST_F(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
 }
 
 TEST_F(DramCacheTest, ForEachReportsDirtyFlagsAndStopsOnError) {
-  auto c = MakeCache(8, DramEviction::kIntent);
+  auto c = MakeCache(8);
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 2, {}, {0, 1, 0}).ok());
   int dirty_rows = 0, visited = 0;
   ASSERT_TRUE(c->ForEach(kTable, [&](Key k, std::span<const std::byte> row, bool dirty) {
@@ -276,14 +283,22 @@ TEST_F(DramCacheTest, ForEachReportsDirtyFlagsAndStopsOnError) {
 }
 
 TEST_F(DramCacheTest, IndexBytesPerRowStayBounded) {
-  auto c = MakeCache(1 << 16, DramEviction::kIntent);
-  std::vector<Key> keys(1 << 16);
+  const uint64_t n = 1 << 16;
+  auto c = MakeCache(n);
+  std::vector<Key> keys(n);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 0x9e3779b97f4a7c15ull;
   ASSERT_TRUE(Put(*c, keys).ok());
   DramCacheStats s = c->Stats();
   double per_row = double(s.index_bytes) / double(s.rows);
-  EXPECT_GT(per_row, 56.0);   // at least the slot header and metadata
-  EXPECT_LT(per_row, 200.0);  // index + metadata + eviction order node
+  EXPECT_GT(per_row, 12.0 + 8.0);  // slot key and metadata word, index at load <= 7/8
+  EXPECT_LE(per_row, 24.0);
+  // After a full turn of evictions (sweeps, queues) too.
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = (n + i) * 0x9e3779b97f4a7c15ull;
+  ASSERT_TRUE(Put(*c, keys).ok());
+  s = c->Stats();
+  EXPECT_EQ(s.evictions, n);
+  per_row = double(s.index_bytes) / double(s.rows);
+  EXPECT_LE(per_row, 24.0);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ class GatedRowStore : public MemoryRowStore {
 
 TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(4, DramEviction::kIntent, &store);
+  auto c = MakeCache(4, &store);
   // Farthest next use is evicted first: 4, 3, 2, 1. Row 3 is clean.
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 5, {10, 20, 30, 40}, {1, 1, 0, 1}).ok());
   auto cleaned = c->CleanAhead(/*window_rows=*/2, /*rows_max=*/10);
@@ -92,7 +92,7 @@ TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoI
 
 TEST_F(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
   store.FailNextPuts(1);
   auto cleaned = c->CleanAhead(2, 2);
@@ -108,7 +108,7 @@ TEST_F(DramCleanAheadTest, FailedWriteLeavesRowsDirtyForTheirEviction) {
 
 TEST_F(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) {
   GatedRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());  // 1 is the next victim
   store.Arm();
   Result<uint64_t> cleaned = uint64_t{0};
@@ -131,7 +131,7 @@ TEST_F(DramCleanAheadTest, RowOverwrittenDuringItsWriteStaysDirtyAndIsNoVictim) 
 
 TEST_F(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
   GatedRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
   store.Arm();
   std::thread cleaner([&] { EXPECT_TRUE(c->CleanAhead(1, 1).ok()); });
@@ -154,7 +154,7 @@ TEST_F(DramCleanAheadTest, EraseOfARowBeingWrittenWaitsForTheWrite) {
 // ResourceExhausted ("every other resident row is pinned") instead of waiting.
 TEST_F(DramCleanAheadTest, InsertNeedingRowsBeingWrittenWaitsForTheWrite) {
   GatedRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 1}).ok());
   store.Arm();
   Result<uint64_t> cleaned = uint64_t{0};
@@ -187,7 +187,7 @@ TEST_F(DramCleanAheadTest, InsertNeedingRowsBeingWrittenWaitsForTheWrite) {
 
 TEST_F(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
   GatedRowStore store(OneTable());
-  auto c = MakeCache(2, DramEviction::kIntent, &store);
+  auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {90, 10}, {1, 0}).ok());
   store.Arm();
   std::thread cleaner([&] { EXPECT_TRUE(c->CleanAhead(1, 1).ok()); });
@@ -202,7 +202,7 @@ TEST_F(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
 }
 
 TEST_F(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
-  auto c = MakeCache(2, DramEviction::kIntent);
+  auto c = MakeCache(2);
   ASSERT_TRUE(Put(*c, {1, 2}, 5, {10, 20}, {1, 1}).ok());
   auto cleaned = c->CleanAhead(2, 2);
   ASSERT_TRUE(cleaned.ok());

@@ -9,12 +9,16 @@
 namespace strata::storage {
 namespace {
 
-// Random inserts and erases against std::unordered_map, with growth past the
-// 2 MiB threshold (buckets in a DramArena) and many erases of present keys,
-// each of which shifts later entries of its probe run back.
+// Random inserts, dirty flags and erases against std::unordered_map, with
+// growth past the 2 MiB threshold (buckets in a DramArena) and many erases of
+// present keys, each of which shifts later entries of its probe run back.
+// The map keeps no keys: key_of (slot -> key) plays the slot headers.
 TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
   DramHashMap map(/*huge_pages=*/true);
   std::unordered_map<Key, uint32_t> model;
+  std::unordered_map<uint32_t, Key> key_of;
+  std::unordered_map<Key, bool> dirty_of;
+  auto key_at = [&](uint32_t slot) { return key_of.at(slot); };
   std::mt19937_64 rng(5);
   // Half the keys near 0 or 2^64-1 (so they repeat often), half anywhere.
   auto pick = [&] {
@@ -32,18 +36,30 @@ TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
     Key k = pick();
     uint64_t h = DramKeyHash(k);
     bool present = model.count(k) != 0;
-    ASSERT_EQ(map.Find(k, h), present ? model[k] : kDramNoSlot) << "key " << k;
+    bool dirty = false;
+    ASSERT_EQ(map.Find(k, h, key_at, &dirty), present ? model[k] : kDramNoSlot) << "key " << k;
+    if (present) ASSERT_EQ(dirty, dirty_of[k]) << "key " << k;
     if (op < 300000 && !present && rng() % 3 != 0) {
-      map.Insert(k, h, next_slot);
+      dirty_of[k] = rng() % 2;
+      map.Insert(h, next_slot, dirty_of[k]);
+      key_of[next_slot] = k;
       model[k] = next_slot++;
+    } else if (present && rng() % 4 == 0) {
+      dirty_of[k] = !dirty_of[k];
+      ASSERT_TRUE(map.SetDirty(h, model[k], dirty_of[k]));
     } else {
-      ASSERT_EQ(map.Erase(k, h), present) << "key " << k;
+      ASSERT_EQ(map.Erase(h, present ? model[k] : next_slot), present) << "key " << k;
       model.erase(k);
     }
   }
   ASSERT_EQ(map.size(), model.size());
-  for (auto [k, slot] : model) ASSERT_EQ(map.Find(k, DramKeyHash(k)), slot);
-  EXPECT_GE(map.bytes(), map.size() * 16 * 4 / 3);
+  for (auto [k, slot] : model) {
+    bool dirty = false;
+    ASSERT_EQ(map.Find(k, DramKeyHash(k), key_at, &dirty), slot);
+    EXPECT_EQ(dirty, dirty_of[k]);
+  }
+  // 8-byte entries at a load of at most 7/8 (the map does not shrink).
+  EXPECT_GE(map.bytes(), map.size() * 8 * 8 / 7);
 }
 
 TEST(DramIndexTest, StripesSplitKeysByTopHashBits) {

@@ -31,12 +31,15 @@ struct TableModel {
 // Keys span both ends of the 64-bit range.
 Key KeyOf(uint64_t i) { return i % 2 ? kKeyMax - i / 2 : i / 2; }
 
-class DramModelTest : public ::testing::TestWithParam<DramEviction> {
+class DramModelTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     DramCacheOptions o;
     o.dram_bytes_max = 160;  // four rows of b, ten of a
-    o.eviction = GetParam();
+    if (GetParam()) {        // a fallback range, as the engine sets one
+      o.fallback_base = 1000;
+      o.fallback_end = 2000;
+    }
     o.lock_stripes = 2;
     auto made = DramCache::Create(o, kTables, &store_);
     ASSERT_TRUE(made.ok());
@@ -109,7 +112,9 @@ TEST_P(DramModelTest, RandomOperationsMatchModel) {
         }
         std::vector<uint8_t> dirty(keys.size(), 1);
         std::vector<Clock> next(keys.size());
-        for (Clock& c : next) c = rng() % 3 == 0 ? kClockNever : static_cast<Clock>(rng() % 50);
+        for (Clock& c : next)
+          c = rng() % 3 == 0 ? kClockNever
+                             : static_cast<Clock>(rng() % 2 ? rng() % 50 : 1000 + rng() % 1000);
         Status s = cache_->Insert(t.id, keys, rows, dirty, next);
         if (s.ok()) {
           ++ok_inserts;
@@ -174,7 +179,8 @@ TEST_P(DramModelTest, RandomOperationsMatchModel) {
       }
       case 7: {  // next uses and dirty marks
         std::vector<Key> keys = {pick(), pick()};
-        std::vector<Clock> next = {static_cast<Clock>(rng() % 50), kClockNever};
+        std::vector<Clock> next = {static_cast<Clock>(rng() % 2 ? rng() % 50 : 1000 + rng() % 1000),
+                                   kClockNever};
         ASSERT_TRUE(cache_->SetNextUse(t.id, keys, next).ok());
         if (rng() % 2) {
           ASSERT_TRUE(cache_->MarkDirty(t.id, keys).ok());
@@ -204,9 +210,7 @@ TEST_P(DramModelTest, RandomOperationsMatchModel) {
   EXPECT_GT(ok_inserts, 10000u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, DramModelTest,
-                         ::testing::Values(DramEviction::kIntent, DramEviction::kLru,
-                                           DramEviction::kLfu));
+INSTANTIATE_TEST_SUITE_P(FallbackRange, DramModelTest, ::testing::Bool());
 
 }  // namespace
 }  // namespace strata::storage

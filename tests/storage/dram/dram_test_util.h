@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,12 +58,11 @@ class DramCacheFixture : public ::testing::Test {
   static std::vector<TableSpec> OneTable() { return {{kTable, "emb", kRowBytes}}; }
 
   // A cache of `rows_max` rows of kRowBytes, writing back to `backing`.
-  static std::unique_ptr<DramCache> MakeCache(uint64_t rows_max, DramEviction eviction,
-                                              RowStore* backing = nullptr,
-                                              std::vector<TableSpec> tables = OneTable()) {
-    DramCacheOptions o;
+  // `o` gives the other options (fallback range).
+  static std::unique_ptr<DramCache> MakeCache(uint64_t rows_max, RowStore* backing = nullptr,
+                                              std::vector<TableSpec> tables = OneTable(),
+                                              DramCacheOptions o = {}) {
     o.dram_bytes_max = rows_max * kRowBytes;
-    o.eviction = eviction;
     o.lock_stripes = 4;
     auto cache = DramCache::Create(o, tables, backing);
     EXPECT_TRUE(cache.ok()) << cache.status().ToString();
@@ -77,7 +77,7 @@ class DramCacheFixture : public ::testing::Test {
     return c.Insert(table, keys, rows, dirty, next_use);
   }
 
-  // Looks keys up; returns found flags (and counts as a use).
+  // Looks keys up; returns found flags (not a use: the order stays).
   static std::vector<uint8_t> Get(DramCache& c, std::vector<Key> keys) {
     std::vector<std::byte> rows(keys.size() * kRowBytes);
     std::vector<uint8_t> found(keys.size());
@@ -97,7 +97,21 @@ class DramCacheFixture : public ::testing::Test {
     return keys;
   }
 
-  // Looks keys up; returns their dirty flags (and counts as a use).
+  // The keys each Put of one of `keys` (next use `next_use`) evicted, in order.
+  static std::vector<Key> EvictionOrder(DramCache& c, const std::vector<Key>& keys,
+                                        Clock next_use) {
+    std::vector<Key> order;
+    for (Key k : keys) {
+      auto before = ResidentKeys(c, kTable);
+      EXPECT_TRUE(Put(c, {k}, 1, {next_use}).ok());
+      auto after = ResidentKeys(c, kTable);
+      std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                          std::back_inserter(order));
+    }
+    return order;
+  }
+
+  // Looks keys up; returns their dirty flags.
   static std::vector<uint8_t> DirtyFlags(DramCache& c, const std::vector<Key>& keys) {
     std::vector<std::byte> rows(keys.size() * kRowBytes);
     std::vector<uint8_t> found(keys.size()), dirty(keys.size());

@@ -1,0 +1,189 @@
+// DramCache: the eviction order. Every row carries a 26-bit code of its next
+// use in its metadata word; the next victims sit in two queues: front_, the
+// best rows found by the last sweep of the metadata, sorted, and late_, a
+// heap of rows filed since with a code above front_min_ (the smallest code in
+// front_ when it was made). A row's queue entry is live while the row has
+// kDramMetaQueued and the entry's code; every change of code or eviction
+// state clears the flag (the old entry goes stale and is skipped) and files
+// the row again. So a pop is exact at code level: no row outside the queues
+// ranks above front_min_, and within them the larger code leaves first.
+#include <algorithm>
+#include <bit>
+
+#include "base/assert.h"
+#include "storage/dram/dram_cache.h"
+#include "storage/dram/dram_cache_internal.h"
+#include "storage/dram/limits.h"
+
+namespace strata::storage {
+namespace {
+
+constexpr uint32_t kValueBits = kDramCodeBits - 2;  // below the 2 class bits
+constexpr uint32_t kMantissaBits = 18;              // exact below 2^18
+constexpr uint32_t kClassNever = 3, kClassFallback = 2, kClassClock = 1;
+constexpr uint32_t kFineBits = kDramCodeBits - kDramCoarseBits;
+
+// A monotone 24-bit code of x < 2^63: x itself below 2^18, beyond that an
+// exponent and the 18 bits after the leading one (relative error < 2^-18).
+uint32_t Encode(uint64_t x) {
+  if (x < (uint64_t{1} << kMantissaBits)) return static_cast<uint32_t>(x);
+  const uint32_t p = 63 - static_cast<uint32_t>(std::countl_zero(x));  // >= 18
+  const uint32_t e = p - kMantissaBits + 1;                            // 1..45
+  const uint32_t mantissa =
+      static_cast<uint32_t>(x >> (p - kMantissaBits)) & ((1u << kMantissaBits) - 1);
+  return e << kMantissaBits | mantissa;
+}
+static_assert((uint64_t{45} << kMantissaBits | ((1u << kMantissaBits) - 1)) <
+              (uint64_t{1} << kValueBits));
+
+}  // namespace
+
+// The heap order of late_: the largest code on top.
+bool DramCache::QueueLess(const QueueEntry& a, const QueueEntry& b) { return a.code < b.code; }
+
+uint32_t DramCache::CodeOf(Clock next_use) const {
+  if (next_use == kClockNever) return kClassNever << kValueBits;
+  if (next_use >= options_.fallback_base) {
+    // Nearest below fallback_end first: the smallest score ranks highest.
+    const uint64_t score = next_use >= options_.fallback_end
+                               ? 0
+                               : static_cast<uint64_t>(options_.fallback_end - 1 - next_use);
+    return kClassFallback << kValueBits | ((1u << kValueBits) - 1 - Encode(score));
+  }
+  // A clock in the past ranks as the nearest use.
+  if (next_use < 0) return 0;
+  return kClassClock << kValueBits | Encode(static_cast<uint64_t>(next_use));
+}
+
+bool DramCache::Evictable(uint32_t meta) const {
+  if ((meta & kDramMetaOccupied) == 0) return false;
+  if ((meta & (kDramMetaCleaning | kDramMetaHold | kDramMetaPinned)) != 0) return false;
+  return backing_ != nullptr || (meta & kDramMetaDirty) == 0;
+}
+
+void DramCache::File(uint32_t table, uint32_t slot) {
+  uint32_t& meta = Meta(table, slot);
+  if ((meta & kDramMetaQueued) != 0 || !Evictable(meta)) return;
+  const uint32_t code = DramMetaCode(meta);
+  if (front_min_ == kDramNoFront || code <= front_min_) return;  // the next sweep finds it
+  if (late_.size() >= front_rows_max_) {
+    DropQueues();  // many rows outrank the front: sweep again instead
+    return;
+  }
+  late_.push_back({code, table, slot});
+  std::push_heap(late_.begin(), late_.end(), QueueLess);
+  meta |= kDramMetaQueued;
+}
+
+void DramCache::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
+  uint32_t& meta = Meta(table, slot);
+  if (DramMetaCode(meta) != code) {
+    meta = (meta & ((1u << kDramMetaCodeShift) - 1) & ~kDramMetaQueued) | code
+                                                                              << kDramMetaCodeShift;
+  }
+  File(table, slot);
+}
+
+void DramCache::DropQueues() {
+  // Queued flags stay set until the next sweep resets them all; until then
+  // nothing is filed (front_min_ is kDramNoFront).
+  front_.clear();
+  late_.clear();
+  front_min_ = kDramNoFront;
+}
+
+bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take) const {
+  std::vector<uint64_t> coarse(uint64_t{1} << kDramCoarseBits, 0);
+  uint64_t total = 0;
+  for (const auto& t : tables_) {
+    const TableSlots& ts = slots_[t->pos];
+    for (uint64_t s = 0; s < ts.touched; ++s) {
+      const uint32_t meta = ts.meta[s];
+      if (!Evictable(meta)) continue;
+      ++coarse[DramMetaCode(meta) >> kFineBits];
+      ++total;
+    }
+  }
+  if (total == 0) return false;
+  quota = std::min(quota, total);
+  uint64_t above = 0;
+  uint32_t bin = static_cast<uint32_t>(coarse.size());
+  while (bin > 0 && above + coarse[bin - 1] < quota) above += coarse[--bin];
+  --bin;  // the bin where the quota is reached
+  std::vector<uint64_t> fine(uint64_t{1} << kFineBits, 0);
+  for (const auto& t : tables_) {
+    const TableSlots& ts = slots_[t->pos];
+    for (uint64_t s = 0; s < ts.touched; ++s) {
+      const uint32_t meta = ts.meta[s];
+      if (Evictable(meta) && DramMetaCode(meta) >> kFineBits == bin) {
+        ++fine[DramMetaCode(meta) & ((1u << kFineBits) - 1)];
+      }
+    }
+  }
+  uint32_t f = static_cast<uint32_t>(fine.size());
+  while (f > 0 && above + fine[f - 1] < quota) above += fine[--f];
+  --f;
+  *code = bin << kFineBits | f;
+  *take = quota - above;
+  return true;
+}
+
+bool DramCache::Sweep() {
+  ++sweeps_;
+  DropQueues();
+  uint32_t min_code = 0;
+  uint64_t take = 0;
+  const bool any = Threshold(front_rows_max_, &min_code, &take);
+  for (const auto& t : tables_) {
+    TableSlots& ts = slots_[t->pos];
+    for (uint64_t s = 0; s < ts.touched; ++s) {
+      uint32_t& meta = ts.meta[s];
+      meta &= ~kDramMetaQueued;
+      if (!any || !Evictable(meta)) continue;
+      const uint32_t code = DramMetaCode(meta);
+      if (code < min_code) continue;
+      if (code == min_code) {
+        if (take == 0) continue;
+        --take;
+      }
+      front_.push_back({code, t->pos, static_cast<uint32_t>(s)});
+      meta |= kDramMetaQueued;
+    }
+  }
+  if (!any) return false;
+  // Back = next victim; among equal codes the lower slot first.
+  std::sort(front_.begin(), front_.end(), [](const QueueEntry& a, const QueueEntry& b) {
+    if (a.code != b.code) return a.code < b.code;
+    if (a.table != b.table) return a.table > b.table;
+    return a.slot > b.slot;
+  });
+  front_min_ = min_code;
+  return true;
+}
+
+bool DramCache::PopVictim(Victim* v) {
+  while (true) {
+    if (front_.empty() && late_.empty() && !Sweep()) return false;
+    QueueEntry e;
+    if (!late_.empty() && (front_.empty() || late_.front().code > front_.back().code)) {
+      std::pop_heap(late_.begin(), late_.end(), QueueLess);
+      e = late_.back();
+      late_.pop_back();
+    } else {
+      e = front_.back();
+      front_.pop_back();
+      if (front_.size() > kDramPrefetchRows) {  // the metadata word of a later victim
+        const QueueEntry& ahead = front_[front_.size() - kDramPrefetchRows];
+        __builtin_prefetch(&Meta(ahead.table, ahead.slot));
+      }
+    }
+    uint32_t& meta = Meta(e.table, e.slot);
+    if ((meta & kDramMetaQueued) == 0 || DramMetaCode(meta) != e.code) continue;  // stale
+    meta &= ~kDramMetaQueued;
+    if (!Evictable(meta)) continue;  // filed again once evictable
+    *v = {e.table, e.slot};
+    return true;
+  }
+}
+
+}  // namespace strata::storage
