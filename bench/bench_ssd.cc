@@ -3,13 +3,23 @@
 //
 //   strata bench ssd --dir D [--backend native|rocksdb|both] --rows N --dim 64
 //                    --state-floats 64 --batch 4096 --dist uniform|zipf
-//                    --seconds S [--clients 1] [--json]
+//                    --seconds S [--mix 0.5] [--clients 1] [--json]
 //
 // For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
 // batches of 64k, timed as load), checkpoints, then runs random batched gets
-// for S seconds and random batched puts (overwrites) for S seconds, keys drawn
-// uniformly or Zipf(0.99). Latency is per MultiGet/MultiPut call. A final
-// checkpoint (garbage collection included) precedes the amplification figures.
+// for S seconds, random batched puts (overwrites) for S seconds, and S seconds
+// of a mix (each batch a get with probability R, else a put: 0.5 is training's
+// eviction pattern, a dirty row written for every row read), keys drawn
+// uniformly or Zipf(0.99). Latency is per MultiGet/MultiPut call; the mix
+// reports rows moved (got + put) per second.
+//
+// Write amplification is sustained: every byte the store wrote to the device
+// from the start of the put phase to the end of a final checkpoint (flushes,
+// merges, garbage collection and compactions included), over the row bytes
+// handed to MultiPut in the put and mix phases. The same window is also
+// measured from outside the store, by the kernel's count of bytes this
+// process sent to block devices (/proc/self/io write_bytes; 0 where the
+// kernel does not account them), so a store cannot under-count its own work.
 // Also measures raw 4 KiB random reads of the native data file through
 // io::IoThreads with the same batch size, the device's ceiling for the native
 // store's one-read-per-get design.
@@ -22,6 +32,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -52,6 +63,7 @@ struct SsdBenchArgs {
   uint32_t batch = 4096;
   std::string dist = "uniform";
   double seconds = 10;
+  double mix = 0.5;  // fraction of gets among the mix phase's batches
   uint32_t clients = 1;
   bool json = false;
 };
@@ -91,7 +103,23 @@ class KeyChooser {
 struct Phase {
   double rows_per_s = 0, mb_per_s = 0, p50_us = 0, p99_us = 0;
   uint64_t calls = 0;
+  uint64_t rows_got = 0, rows_put = 0;  // rows moved by gets and by puts
 };
+
+// Bytes this process has sent to block devices (/proc/self/io write_bytes
+// less cancelled_write_bytes), or 0 where the kernel does not say.
+uint64_t ProcessDeviceBytesWritten() {
+  std::FILE* f = std::fopen("/proc/self/io", "r");
+  if (f == nullptr) return 0;
+  char name[64];
+  unsigned long long value = 0, written = 0, cancelled = 0;
+  while (std::fscanf(f, "%63s %llu", name, &value) == 2) {
+    if (std::string_view(name) == "write_bytes:") written = value;
+    if (std::string_view(name) == "cancelled_write_bytes:") cancelled = value;
+  }
+  std::fclose(f);
+  return written > cancelled ? written - cancelled : 0;
+}
 
 double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
@@ -99,32 +127,36 @@ double Percentile(std::vector<double>& v, double q) {
   return v[std::min(v.size() - 1, size_t(q * double(v.size())))];
 }
 
-// `clients` threads call `op(rng_seed, keys)` on batches for `seconds`.
-template <typename Op>
-Result<Phase> Timed(const SsdBenchArgs& a, uint32_t row_bytes, Op op) {
+// `clients` threads call `get(keys, rows, found)` or `put(keys, rows)` on
+// batches for `seconds`: each batch a get with probability `get_fraction`.
+template <typename Get, typename Put>
+Result<Phase> Timed(const SsdBenchArgs& a, uint32_t row_bytes, double get_fraction, Get get,
+                    Put put) {
   std::atomic<bool> stop{false}, failed{false};
   std::vector<std::vector<double>> lat(a.clients);
-  std::vector<uint64_t> rows(a.clients, 0);
+  std::vector<uint64_t> rows_got(a.clients, 0), rows_put(a.clients, 0);
   std::string error;
   std::vector<std::thread> threads;
   const auto start = SteadyClock::now();
   for (uint32_t c = 0; c < a.clients; ++c) {
     threads.emplace_back([&, c] {
       KeyChooser chooser(a.rows, a.dist == "zipf", 1000 + c);
+      std::mt19937_64 coin(2000 + c);
       std::vector<Key> keys(a.batch);
       std::vector<std::byte> buf(size_t{a.batch} * row_bytes, std::byte{0x33});
       std::vector<uint8_t> found(a.batch);
       while (!stop.load(std::memory_order_relaxed)) {
         for (Key& k : keys) k = KeyOf(chooser.Next());
+        const bool is_get = std::uniform_real_distribution<double>(0, 1)(coin) < get_fraction;
         const auto t0 = SteadyClock::now();
-        Status s = op(keys, buf, found);
+        Status s = is_get ? get(keys, buf, found) : put(keys, buf);
         lat[c].push_back(
             std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
         if (!s.ok()) {
           if (!failed.exchange(true)) error = s.ToString();
           stop = true;
         }
-        rows[c] += keys.size();
+        (is_get ? rows_got[c] : rows_put[c]) += keys.size();
       }
     });
   }
@@ -137,8 +169,10 @@ Result<Phase> Timed(const SsdBenchArgs& a, uint32_t row_bytes, Op op) {
   Phase p;
   for (uint32_t c = 0; c < a.clients; ++c) {
     all.insert(all.end(), lat[c].begin(), lat[c].end());
-    p.rows_per_s += double(rows[c]);
+    p.rows_got += rows_got[c];
+    p.rows_put += rows_put[c];
   }
+  p.rows_per_s = double(p.rows_got + p.rows_put);
   p.calls = all.size();
   p.rows_per_s /= elapsed;
   p.mb_per_s = p.rows_per_s * row_bytes / 1e6;
@@ -177,11 +211,18 @@ Result<double> RawReadIops(const std::string& path, uint32_t batch, double secon
   return double(done) / elapsed;
 }
 
+// Share of the phase's rows moved by `rows` (gets or puts).
+double RatioOf(uint64_t rows, const Phase& p) {
+  const uint64_t all = p.rows_got + p.rows_put;
+  return all ? double(rows) / double(all) : 0.0;
+}
+
 struct BackendResult {
   std::string name;
   double load_rows_per_s = 0;
-  Phase get, put;
+  Phase get, put, mix;
   storage::RowStoreStats stats;
+  uint64_t process_bytes_written = 0;  // /proc/self/io over the write window
   std::string data_file;
 };
 
@@ -209,16 +250,23 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
   STRATA_RETURN_IF_ERROR(store->Checkpoint({}));
   r.load_rows_per_s =
       double(a.rows) / std::chrono::duration<double>(SteadyClock::now() - t0).count();
-  STRATA_ASSIGN_OR_RETURN(r.get, Timed(a, row_bytes, [&](auto& k, auto& buf, auto& found) {
-                            return store->MultiGet(1, k, buf, found);
-                          }));
+  auto get = [&](std::span<const Key> k, std::span<std::byte> buf, std::span<uint8_t> found) {
+    return store->MultiGet(1, k, buf, found);
+  };
+  auto put = [&](std::span<const Key> k, std::span<const std::byte> buf) {
+    return store->MultiPut(1, k, buf);
+  };
+  STRATA_ASSIGN_OR_RETURN(r.get, Timed(a, row_bytes, 1.0, get, put));
+  // The write window: puts, the mix, and a final checkpoint that pays what
+  // the store deferred (garbage collection, flushes).
   const storage::RowStoreStats before_puts = store->Stats();
-  STRATA_ASSIGN_OR_RETURN(r.put, Timed(a, row_bytes, [&](auto& k, auto& buf, auto&) {
-                            return store->MultiPut(1, k, buf);
-                          }));
+  const uint64_t process_before = ProcessDeviceBytesWritten();
+  STRATA_ASSIGN_OR_RETURN(r.put, Timed(a, row_bytes, 0.0, get, put));
+  STRATA_ASSIGN_OR_RETURN(r.mix, Timed(a, row_bytes, a.mix, get, put));
   STRATA_RETURN_IF_ERROR(store->Checkpoint({}));
   r.stats = store->Stats();
-  // Write amplification of the put phase alone (load excluded).
+  r.process_bytes_written = ProcessDeviceBytesWritten() - process_before;
+  // Write amplification of the write window alone (load excluded).
   r.stats.bytes_written -= before_puts.bytes_written;
   r.stats.user_bytes_written -= before_puts.user_bytes_written;
   if (backend == SsdBackend::kNative) {
@@ -231,11 +279,12 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
 
 Status RunSsdBench(const SsdBenchArgs& a) {
   if (a.dir.empty() || a.rows == 0 || a.batch == 0 || a.seconds <= 0 || a.clients == 0 ||
-      (a.dist != "uniform" && a.dist != "zipf") ||
+      !(a.mix >= 0 && a.mix <= 1) || (a.dist != "uniform" && a.dist != "zipf") ||
       (a.backend != "native" && a.backend != "uring" && a.backend != "rocksdb" &&
        a.backend != "both")) {
     return Status::InvalidArgument(
-        "bench ssd: need --dir, positive --rows/--batch/--seconds/--clients, --dist "
+        "bench ssd: need --dir, positive --rows/--batch/--seconds/--clients, --mix in [0, 1], "
+        "--dist "
         "uniform|zipf, --backend native|uring|rocksdb|both");
   }
   std::vector<SsdBackend> backends;
@@ -252,7 +301,8 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   }
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
   nlohmann::json out = {{"rows", a.rows}, {"row_bytes", row_bytes}, {"batch", a.batch},
-                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds}};
+                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds},
+                        {"mix", a.mix}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
@@ -266,7 +316,14 @@ Status RunSsdBench(const SsdBenchArgs& a) {
         {"put_mb_per_s", r.put.mb_per_s},
         {"put_p50_us", r.put.p50_us},
         {"put_p99_us", r.put.p99_us},
+        {"mix_rows_per_s", r.mix.rows_per_s},
+        {"mix_get_rows_per_s", r.mix.rows_per_s * RatioOf(r.mix.rows_got, r.mix)},
+        {"mix_put_rows_per_s", r.mix.rows_per_s * RatioOf(r.mix.rows_put, r.mix)},
+        {"mix_p99_us", r.mix.p99_us},
         {"write_amp", s.write_amp()},
+        {"process_write_amp", s.user_bytes_written
+                                  ? double(r.process_bytes_written) / double(s.user_bytes_written)
+                                  : 0.0},
         {"space_amp", s.space_amp()},
         {"index_bytes_per_key", s.live_rows ? double(s.index_bytes) / double(s.live_rows) : 0.0}};
     if (r.name == "native" && raw_iops > 0) j["get_vs_raw_read"] = r.get.rows_per_s / raw_iops;
@@ -275,31 +332,36 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   if (results.size() == 2 && results[1].get.rows_per_s > 0) {
     out["native_vs_rocksdb_get"] = results[0].get.rows_per_s / results[1].get.rows_per_s;
     out["native_vs_rocksdb_put"] = results[0].put.rows_per_s / results[1].put.rows_per_s;
+    out["native_vs_rocksdb_mix"] = results[0].mix.rows_per_s / results[1].mix.rows_per_s;
   }
   if (a.json) {
     std::printf("%s\n", out.dump().c_str());
     return Status::Ok();
   }
-  std::printf("bench ssd: rows=%lu row_bytes=%u batch=%u dist=%s clients=%u seconds=%.0f\n",
-              (unsigned long)a.rows, row_bytes, a.batch, a.dist.c_str(), a.clients, a.seconds);
-  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %7s %7s %9s\n", "backend", "load_r/s", "get_r/s",
-              "get_MB/s", "get_p99", "put_r/s", "put_MB/s", "put_p99", "w_amp", "s_amp",
-              "idx_B/key");
+  std::printf(
+      "bench ssd: rows=%lu row_bytes=%u batch=%u dist=%s clients=%u seconds=%.0f mix=%.2f\n",
+      (unsigned long)a.rows, row_bytes, a.batch, a.dist.c_str(), a.clients, a.seconds, a.mix);
+  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %10s %8s %7s %7s %7s %9s\n", "backend",
+              "load_r/s", "get_r/s", "get_MB/s", "get_p99", "put_r/s", "put_MB/s", "put_p99",
+              "mix_r/s", "mix_p99", "w_amp", "dev_amp", "s_amp", "idx_B/key");
   for (const BackendResult& r : results) {
     const auto& j = out[r.name];
-    std::printf("%-8s %10.0f %10.0f %8.1f %8.0f %10.0f %8.1f %8.0f %7.2f %7.2f %9.2f\n",
-                r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s, r.get.p99_us,
-                r.put.rows_per_s, r.put.mb_per_s, r.put.p99_us, j["write_amp"].get<double>(),
-                j["space_amp"].get<double>(), j["index_bytes_per_key"].get<double>());
+    std::printf(
+        "%-8s %10.0f %10.0f %8.1f %8.0f %10.0f %8.1f %8.0f %10.0f %8.0f %7.2f %7.2f %7.2f %9.2f\n",
+        r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s, r.get.p99_us,
+        r.put.rows_per_s, r.put.mb_per_s, r.put.p99_us, r.mix.rows_per_s, r.mix.p99_us,
+        j["write_amp"].get<double>(), j["process_write_amp"].get<double>(),
+        j["space_amp"].get<double>(), j["index_bytes_per_key"].get<double>());
   }
   if (raw_iops > 0) {
     std::printf("raw 4 KiB random reads of the native file: %.0f IOPS; native gets / raw = %.2f\n",
                 raw_iops, results[0].get.rows_per_s / raw_iops);
   }
   if (out.contains("native_vs_rocksdb_get")) {
-    std::printf("native / rocksdb: gets %.2fx, puts %.2fx\n",
+    std::printf("native / rocksdb: gets %.2fx, puts %.2fx, mix %.2fx\n",
                 out["native_vs_rocksdb_get"].get<double>(),
-                out["native_vs_rocksdb_put"].get<double>());
+                out["native_vs_rocksdb_put"].get<double>(),
+                out["native_vs_rocksdb_mix"].get<double>());
   }
   return Status::Ok();
 }
@@ -318,8 +380,11 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--batch", args->batch, "keys per MultiGet/MultiPut call", 1,
                             kBatchKeysMax);
       c->add_option("--dist", args->dist, "uniform or zipf (theta 0.99)");
-      AddReal(c, "--seconds", args->seconds, "measured seconds per phase (gets, puts)",
+      AddReal(c, "--seconds", args->seconds, "measured seconds per phase (gets, puts, mix)",
               {.min = 0, .max = kBenchSecondsMax, .min_open = true});
+      AddReal(c, "--mix", args->mix,
+              "fraction of gets among the mix phase's batches (0.5: training's evictions)",
+              {.min = 0, .max = 1});
       AddUnsigned<uint32_t>(c, "--clients", args->clients, "threads calling the store", 1,
                             kClientsMax);
       c->add_flag("--json", args->json, "one JSON object instead of the table");
