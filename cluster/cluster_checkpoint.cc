@@ -20,8 +20,9 @@ Status ClusterImpl::WriteShardRecord(uint64_t generation, uint64_t pending) {
   record.world_size = static_cast<uint32_t>(world_size());
   record.generation = generation;
   record.pending = pending;
-  return WriteFileAtomically(io::Env::Default(), ShardDir(options_.store.dir, rank()),
-                             kShardRecordName, EncodeShardRecord(record));
+  return io::Env::Default()->WriteFileAtomically(
+      ShardDir(options_.store.dir, rank()), kShardRecordName,
+      std::string(kShardRecordName) + ".tmp", EncodeShardRecord(record));
 }
 
 Status ClusterImpl::Checkpoint() {
@@ -42,8 +43,9 @@ Status ClusterImpl::Checkpoint() {
     manifest.ownership = kClusterOwnershipName;
     manifest.generation = next;
     manifest.rank_generations = generations;
-    written = WriteFileAtomically(io::Env::Default(), options_.store.dir, kManifestName,
-                                  EncodeClusterManifest(manifest));
+    written = io::Env::Default()->WriteFileAtomically(options_.store.dir, kManifestName,
+                                                      std::string(kManifestName) + ".tmp",
+                                                      EncodeClusterManifest(manifest));
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(written.WithContext(context)));
   generation_ = next;

@@ -144,21 +144,6 @@ Result<ShardRecord> DecodeShardRecord(const std::string& text, const std::string
   return r;
 }
 
-Status WriteFileAtomically(io::Env* env, const std::string& dir, const std::string& name,
-                           const std::string& bytes) {
-  const std::string tmp = dir + "/" + name + ".tmp";
-  {
-    io::FileOptions options;
-    options.create = true;
-    options.truncate = true;
-    STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(tmp, options));
-    STRATA_RETURN_IF_ERROR(file->Write(0, bytes.data(), bytes.size()));
-    STRATA_RETURN_IF_ERROR(file->Sync());
-  }
-  STRATA_RETURN_IF_ERROR(env->RenameFile(tmp, dir + "/" + name));
-  return env->SyncDir(dir);
-}
-
 Result<std::optional<std::string>> ReadSmallFile(io::Env* env, const std::string& dir,
                                                  const std::string& name) {
   const std::string path = dir + "/" + name;

@@ -57,9 +57,6 @@ std::string EncodeShardRecord(const ShardRecord& record);
 [[nodiscard]] Result<ShardRecord> DecodeShardRecord(const std::string& text,
                                                     const std::string& path);
 
-// Writes dir/name atomically (NAME.tmp, fsync, rename, fsync dir).
-[[nodiscard]] Status WriteFileAtomically(io::Env* env, const std::string& dir,
-                                         const std::string& name, const std::string& bytes);
 // dir/name's bytes, or nullopt when there is no such file.
 [[nodiscard]] Result<std::optional<std::string>> ReadSmallFile(io::Env* env, const std::string& dir,
                                                                const std::string& name);

@@ -23,4 +23,27 @@ Status Env::CreateDirs(const std::string& path) {
   return Status::Ok();
 }
 
+Status Env::WriteFileAtomically(const std::string& dir, const std::string& name,
+                                const std::string& tmp_name, const std::string& bytes,
+                                bool* in_doubt) {
+  if (in_doubt != nullptr) *in_doubt = false;
+  const std::string tmp = dir + "/" + tmp_name;
+  {
+    FileOptions options;
+    options.create = true;
+    options.truncate = true;
+    STRATA_ASSIGN_OR_RETURN(auto file, OpenFile(tmp, options));
+    STRATA_RETURN_IF_ERROR(file->Write(0, bytes.data(), bytes.size()));
+    STRATA_RETURN_IF_ERROR(file->Sync());
+  }
+  // From here on a failure leaves the switch in doubt: a failed rename may
+  // still have happened, and a renamed file whose directory fsync failed is
+  // visible now and may or may not survive a power loss.
+  if (in_doubt != nullptr) *in_doubt = true;
+  STRATA_RETURN_IF_ERROR(RenameFile(tmp, dir + "/" + name));
+  STRATA_RETURN_IF_ERROR(SyncDir(dir));
+  if (in_doubt != nullptr) *in_doubt = false;
+  return Status::Ok();
+}
+
 }  // namespace strata::io

@@ -72,6 +72,14 @@ class Env {
   [[nodiscard]] Status CreateDirs(const std::string& path);
   // fsync of a directory, making renames and creations in it durable.
   [[nodiscard]] virtual Status SyncDir(const std::string& path) = 0;
+  // Replaces dir/name with `bytes` so that a crash leaves the old file or the
+  // new one, never part of one: writes dir/tmp_name, fsyncs it, renames it
+  // over dir/name and fsyncs dir. *in_doubt (may be null) is set when the
+  // failure came at or after the rename: the new file may be visible now and
+  // may or may not survive a power loss.
+  [[nodiscard]] Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                           const std::string& tmp_name, const std::string& bytes,
+                                           bool* in_doubt = nullptr);
   [[nodiscard]] virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
 

@@ -259,24 +259,9 @@ Status CheckManifestPages(const ManifestTable& table, uint64_t file_pages,
 
 Status WriteManifest(io::Env* env, const std::string& dir, const Manifest& manifest,
                      uint64_t* bytes_written, bool* in_doubt) {
-  *in_doubt = false;
   const std::string bytes = EncodeManifest(manifest);
-  const std::string tmp = dir + "/" + ssd::kManifestTmpName;
-  {
-    io::FileOptions options;
-    options.create = true;
-    options.truncate = true;
-    STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(tmp, options));
-    STRATA_RETURN_IF_ERROR(file->Write(0, bytes.data(), bytes.size()));
-    STRATA_RETURN_IF_ERROR(file->Sync());
-  }
-  // From here on a failure leaves the switch in doubt: a failed rename may
-  // still have happened, and a renamed MANIFEST whose directory fsync failed
-  // is visible now and may or may not survive a power loss.
-  *in_doubt = true;
-  STRATA_RETURN_IF_ERROR(env->RenameFile(tmp, dir + "/" + ssd::kManifestName));
-  STRATA_RETURN_IF_ERROR(env->SyncDir(dir));
-  *in_doubt = false;
+  STRATA_RETURN_IF_ERROR(
+      env->WriteFileAtomically(dir, ssd::kManifestName, ssd::kManifestTmpName, bytes, in_doubt));
   *bytes_written = bytes.size();
   return Status::Ok();
 }

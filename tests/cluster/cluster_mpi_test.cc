@@ -132,7 +132,10 @@ TEST_P(ClusterMpiTest, InterruptedCheckpointIsRefusedNamingTheRank) {
   Result<ShardRecord> record = DecodeShardRecord(**text, shard);
   ASSERT_TRUE(record.ok()) << record.status().ToString();
   record->pending = record->generation + 1;
-  ASSERT_TRUE(WriteFileAtomically(env, shard, kShardRecordName, EncodeShardRecord(*record)).ok());
+  ASSERT_TRUE(env->WriteFileAtomically(shard, kShardRecordName,
+                                       std::string(kShardRecordName) + ".tmp",
+                                       EncodeShardRecord(*record))
+                  .ok());
   const MpiRun run = RunRanks(ranks, "reopen", dir_.path());
   ExpectAllPass(run, ranks, "reopen");
   for (const std::string& line : run.lines) {

@@ -26,8 +26,10 @@ ClusterManifest Sample() {
 TEST(ClusterManifestTest, RoundTripsThroughAnAtomicFile) {
   strata::testing::ScratchDir dir;
   io::Env* env = io::Env::Default();
-  ASSERT_TRUE(
-      WriteFileAtomically(env, dir.path(), kManifestName, EncodeClusterManifest(Sample())).ok());
+  ASSERT_TRUE(env->WriteFileAtomically(dir.path(), kManifestName,
+                                       std::string(kManifestName) + ".tmp",
+                                       EncodeClusterManifest(Sample()))
+                  .ok());
   auto text = ReadSmallFile(env, dir.path(), kManifestName);
   ASSERT_TRUE(text.ok() && text->has_value());
   auto m = DecodeClusterManifest(**text, "CLUSTER");
