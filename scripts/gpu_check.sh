@@ -74,14 +74,23 @@ pack() {
 }
 
 if [[ ${1:-} == --pack ]]; then
+  [[ $# -le 2 ]] || { echo "gpu_check: --pack takes one folder at most" >&2; exit 2; }
   pack "${2:-}"
   exit $?
 fi
 
-out=${1:?usage: gpu_check.sh OUT [--quick] | gpu_check.sh --pack [DIR]}
+usage="usage: gpu_check.sh OUT [--quick] | gpu_check.sh --pack [DIR]"
+if [[ $# -lt 1 || $# -gt 2 || -z $1 || $1 == -* ]]; then
+  echo "gpu_check: $usage" >&2
+  exit 2
+fi
+out=$1
 quick=0
-[[ ${2:-} == --quick ]] && quick=1
-mkdir -p "$out" || exit 1
+if [[ $# == 2 ]]; then
+  [[ $2 == --quick ]] || { echo "gpu_check: unknown argument '$2'; $usage" >&2; exit 2; }
+  quick=1
+fi
+mkdir -p "$out" || { echo "gpu_check: cannot create $out" >&2; exit 1; }
 out=$(cd "$out" && pwd)
 log=$out/log
 : >"$log"

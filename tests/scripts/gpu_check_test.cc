@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,10 +95,16 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
   if (!gpu) EXPECT_EQ(t["skipped"], t["tests"]);
 }
 
-TEST(GpuCheckTest, MissingOutArgumentIsAnError) {
-  std::string out;
-  EXPECT_NE(RunScript("bash " + testing::SourceDir() + "/scripts/gpu_check.sh", &out), 0);
-  EXPECT_NE(out.find("usage"), std::string::npos) << out;
+TEST(GpuCheckTest, BadArgumentsAreUsageErrorsThatWriteNothing) {
+  strata::testing::ScratchDir dir;
+  const std::string script = "bash " + testing::SourceDir() + "/scripts/gpu_check.sh";
+  for (const std::string& args : {std::string(""), std::string("''"), std::string("--quik"),
+                                  dir.File("out") + " --quik", dir.File("out") + " --quick x"}) {
+    std::string out;
+    EXPECT_EQ(RunScript(script + " " + args, &out), 2) << args << "\n" << out;
+    EXPECT_NE(out.find("usage"), std::string::npos) << args << "\n" << out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.File("out")));
 }
 
 }  // namespace
