@@ -4,7 +4,7 @@ table of dim 16, host runner), the same batches (16 of 4096 random keys in
 [0, 65536), every row resident after a warm pass), timed the same way
 (wall time of Pull + Push per key).
 
-    PYTHONPATH=build/python python3 bench/python/bench_store.py [--seconds 2] [--json]
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/bench_store.py [--seconds 2] [--json]
 """
 import argparse
 import json

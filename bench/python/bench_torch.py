@@ -4,7 +4,7 @@ the CPU, for a table that fits in T0: the same batches (--batch samples of
 the optimizer step, timed per step. Ours: SGD in the store (Push);
 theirs: torch.optim.SGD (sparse=False, the default).
 
-    PYTHONPATH=build/python python3 bench/python/bench_torch.py [--steps 20] [--json]
+    PYTHONPATH=build/python /usr/bin/python3 bench/python/bench_torch.py [--steps 20] [--json]
 """
 import argparse
 import json
