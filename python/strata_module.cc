@@ -1,12 +1,12 @@
 // strata._strata: the Store of include/strata/store.h for Python (pybind11).
 // python/strata/__init__.py re-exports it; docs/python.md is the guide.
 //
-// Arrays: keys are 1-D numpy.uint64, rows and gradients C-contiguous
-// float32 of shape (len(keys), dim), all on the host and used in place (no
-// copy); anything else is a TypeError naming the call, the argument and
-// what was expected. A store whose T0 is on a GPU takes device memory, which
-// this module does not pass yet: such a store is refused at open with a
-// message saying so (use_gpu=False keeps T0 on the host).
+// Arrays (arrays.h): keys are 1-D uint64 or int64 arrays on the host, rows
+// and gradients C-contiguous float32 of shape (len(keys), dim), on the host
+// or, when T0 is on a GPU, in CUDA device memory; NumPy arrays or any
+// DLPack tensor (PyTorch's), used in place (no copy). Anything else is a
+// TypeError naming the call, the argument and what was expected. On a GPU,
+// pull and push run on the caller's stream (`stream=`, a cudaStream_t).
 // Errors: a failed Status raises the exception of strata._errors named after
 // its code (strata.InvalidArgument, ...), with the C++ message.
 // GIL: released during every call into the store (any may wait on I/O or on
@@ -21,6 +21,11 @@
 #include <utility>
 #include <vector>
 
+#include "arrays.h"
+#if STRATA_HAVE_MPI
+#include "cluster_module.h"
+#endif
+#include "module_common.h"
 #include "strata/store.h"
 #include "strata/version.h"
 
@@ -28,132 +33,6 @@ namespace py = pybind11;
 
 namespace strata::python {
 namespace {
-
-// Raises the strata._errors exception for a failed status. REQUIRES: the GIL.
-[[noreturn]] void Raise(const Status& s) {
-  py::object by_code = py::module_::import("strata._errors").attr("BY_CODE");
-  py::object cls = by_code[py::str(std::string(StatusCodeName(s.code())))];
-  PyErr_SetString(cls.ptr(), s.message().c_str());
-  throw py::error_already_set();
-}
-
-void Check(const Status& s) {
-  if (!s.ok()) Raise(s);
-}
-
-template <typename T>
-T Value(Result<T> r) {
-  if (!r.ok()) Raise(r.status());
-  return std::move(r).value();
-}
-
-std::string Describe(const py::handle& obj) {
-  if (!py::isinstance<py::array>(obj))
-    return std::string(py::str(py::type::of(obj).attr("__name__")));
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  std::string shape = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) {
-    shape += std::to_string(a.shape(i)) + (a.ndim() == 1 || i + 1 < a.ndim() ? "," : "");
-  }
-  shape += ")";
-  std::string s = "numpy array of " + std::string(py::str(a.dtype())) + " with shape " + shape;
-  if (!(a.flags() & py::array::c_style)) s += ", not C-contiguous";
-  return s;
-}
-
-[[noreturn]] void WrongArray(const char* call, const char* arg, const std::string& expected,
-                             const py::handle& got) {
-  throw py::type_error(std::string(call) + ": " + arg + " must be " + expected + " (got " +
-                       Describe(got) + ")");
-}
-
-// The keys of a call: a 1-D C-contiguous numpy.uint64 array, used in place.
-std::span<const Key> KeysArg(const char* call, const py::handle& obj) {
-  const std::string expected = "a 1-D C-contiguous numpy.uint64 array on the host";
-  if (!py::isinstance<py::array>(obj)) WrongArray(call, "keys", expected, obj);
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  if (a.ndim() != 1 || !a.dtype().is(py::dtype::of<uint64_t>()) ||
-      !(a.flags() & py::array::c_style)) {
-    WrongArray(call, "keys", expected, obj);
-  }
-  return {static_cast<const Key*>(a.data()), static_cast<size_t>(a.shape(0))};
-}
-
-// Rows or gradients: a C-contiguous float32 array of shape (n, dim).
-py::array RowsArg(const char* call, const char* arg, const py::handle& obj, size_t n, uint32_t dim,
-                  bool writable) {
-  const std::string expected = "a C-contiguous numpy.float32 array of shape (" + std::to_string(n) +
-                               ", " + std::to_string(dim) + ")" + (writable ? ", writable," : "") +
-                               " on the host";
-  if (!py::isinstance<py::array>(obj)) WrongArray(call, arg, expected, obj);
-  py::array a = py::reinterpret_borrow<py::array>(obj);
-  if (a.ndim() != 2 || static_cast<size_t>(a.shape(0)) != n ||
-      static_cast<uint32_t>(a.shape(1)) != dim || !a.dtype().is(py::dtype::of<float>()) ||
-      !(a.flags() & py::array::c_style) || (writable && !a.writeable())) {
-    WrongArray(call, arg, expected, obj);
-  }
-  return a;
-}
-
-Optimizer OptimizerByName(const std::string& name) {
-  const std::pair<const char*, Optimizer> names[] = {
-      {"sgd", Optimizer::kSgd},
-      {"adagrad", Optimizer::kAdagrad},
-      {"rowwise_adagrad", Optimizer::kRowwiseAdagrad},
-      {"adam", Optimizer::kAdam},
-      {"ftrl", Optimizer::kFtrl}};
-  for (const auto& [n, k] : names) {
-    if (name == n) return k;
-  }
-  Raise(Status::InvalidArgument("optimizer '" + name +
-                                "': one of sgd, adagrad, rowwise_adagrad, adam, ftrl"));
-}
-
-Initializer InitializerByName(const std::string& name) {
-  if (name == "zeros") return Initializer::kZeros;
-  if (name == "uniform") return Initializer::kUniform;
-  if (name == "normal") return Initializer::kNormal;
-  Raise(Status::InvalidArgument("initializer '" + name + "': one of zeros, uniform, normal"));
-}
-
-py::dict TierDict(const TierStats& t) {
-  py::dict d;
-  d["hits"] = t.hits;
-  d["misses"] = t.misses;
-  d["rows_in"] = t.rows_in;
-  d["rows_out"] = t.rows_out;
-  d["bytes_in"] = t.bytes_in;
-  d["bytes_out"] = t.bytes_out;
-  d["evictions"] = t.evictions;
-  d["dirty_writebacks"] = t.dirty_writebacks;
-  d["rows"] = t.rows;
-  d["rows_max"] = t.rows_max;
-  return d;
-}
-
-py::dict StatsDict(const StoreStats& s) {
-  py::dict d;
-  d["t0"] = TierDict(s.t0);
-  d["t1"] = TierDict(s.t1);
-  d["ssd_row_reads"] = s.ssd_row_reads;
-  d["ssd_row_writes"] = s.ssd_row_writes;
-  d["pulls"] = s.pulls;
-  d["pushes"] = s.pushes;
-  d["stall_pulls"] = s.stall_pulls;
-  d["prefetched_rows"] = s.prefetched_rows;
-  d["late_prefetches"] = s.late_prefetches;
-  d["intents"] = s.intents;
-  d["expired_intents"] = s.expired_intents;
-  d["deferred_intents"] = s.deferred_intents;
-  d["planner_rounds"] = s.planner_rounds;
-  d["planner_io_errors"] = s.planner_io_errors;
-  d["cleaned_ahead"] = s.cleaned_ahead;
-  d["cleaner_io_errors"] = s.cleaner_io_errors;
-  d["planner_round_us_max"] = s.planner_round_us_max;
-  d["planner_round_us_mean"] = s.planner_round_us_mean;
-  d["t0_on_gpu"] = s.t0_on_gpu;
-  return d;
-}
 
 // One open store. Thread safety: the Store's own (calls for different
 // workers may run at once); close() after the other threads are done.
@@ -169,18 +48,7 @@ class PyStore {
       opened = Store::Open(o, tables);
     }
     store_ = Value(std::move(opened));
-    if (store_->Stats().t0_on_gpu) {
-      Status closed;
-      {
-        py::gil_scoped_release unlocked;
-        closed = store_->Close();
-      }
-      Check(closed);
-      Raise(Status::FailedPrecondition(
-          "strata.Store(" + dir +
-          "): T0 is on a GPU, whose Pull and Push take device memory; this module passes host "
-          "arrays only so far: open with use_gpu=False"));
-    }
+    rows_place_ = store_->Stats().t0_on_gpu ? Place::kCuda : Place::kHost;
   }
 
   WorkerId RegisterWorker(int device) {
@@ -194,71 +62,66 @@ class PyStore {
 
   TableId TableArg(const py::handle& table) const {
     if (py::isinstance<py::str>(table)) return Value(store_->FindTable(table.cast<std::string>()));
-    if (py::isinstance<py::int_>(table)) {
-      const long long id = table.cast<long long>();
-      if (id < 0 || static_cast<size_t>(id) >= store_->Tables().size()) {
-        Raise(Status::InvalidArgument("table " + std::to_string(id) + ": the store has " +
-                                      std::to_string(store_->Tables().size()) + " tables"));
-      }
-      return static_cast<TableId>(id);
-    }
-    throw py::type_error("table must be a name (str) or an index (int), not " +
-                         std::string(py::str(py::type::of(table).attr("__name__"))));
+    return TableIndexArg(table, store_->Tables());
   }
 
   void Intent(WorkerId worker, const py::handle& table, const py::handle& keys, Clock start,
               Clock end) {
     const TableId t = TableArg(table);
-    const std::span<const Key> k = KeysArg("intent", keys);
-    Status s;
-    {
-      py::gil_scoped_release unlocked;
-      s = store_->Intent(worker, t, k, start, end);
-    }
-    Check(s);
+    const ArrayView k = KeysArg("intent", keys);
+    CallUnlocked([&] { return store_->Intent(worker, t, KeySpan(k), start, end); });
   }
 
-  py::array Pull(WorkerId worker, const py::handle& table, const py::handle& keys,
-                 const py::object& out) {
+  // Rows or gradients of a call: float32 (n, dim), in device memory when T0
+  // is on a GPU, on the host otherwise.
+  Want RowsWant(TableId table, const ArrayView& keys, bool writable) const {
+    Want want;
+    want.rows = keys.rows();
+    want.cols = store_->Tables()[table].dim;
+    want.writable = writable;
+    want.place = rows_place_;
+    return want;
+  }
+
+  py::object Pull(WorkerId worker, const py::handle& table, const py::handle& keys,
+                  const py::object& out, intptr_t stream) {
     const TableId t = TableArg(table);
-    const std::span<const Key> k = KeysArg("pull", keys);
-    const uint32_t dim = store_->Tables()[t].dim;
-    py::array rows = out.is_none() ? py::array_t<float>({static_cast<py::ssize_t>(k.size()),
-                                                         static_cast<py::ssize_t>(dim)})
-                                   : RowsArg("pull", "out", out, k.size(), dim, /*writable=*/true);
-    float* target = static_cast<float*>(rows.mutable_data());
-    Status s;
-    {
-      py::gil_scoped_release unlocked;
-      s = store_->Pull(worker, t, k, target);
+    const ArrayView k = KeysArg("pull", keys);
+    const Want want = RowsWant(t, k, /*writable=*/true);
+    ArrayView rows;
+    if (out.is_none()) {
+      if (rows_place_ == Place::kCuda) {
+        throw py::type_error(
+            "pull: this store's T0 is on a GPU, so its rows go to device memory: "
+            "pass out=, " +
+            Expected(want));
+      }
+      rows = View("pull", "out", py::array_t<float>({want.rows, want.cols}), want, stream);
+    } else {
+      rows = View("pull", "out", out, want, stream);
     }
-    Check(s);
-    return rows;
+    CallUnlocked([&] {
+      return store_->Pull(worker, t, KeySpan(k), static_cast<float*>(rows.data()),
+                          reinterpret_cast<void*>(stream));
+    });
+    return rows.object();
   }
 
   void Push(WorkerId worker, const py::handle& table, const py::handle& keys,
-            const py::handle& grads) {
+            const py::handle& grads, intptr_t stream) {
     const TableId t = TableArg(table);
-    const std::span<const Key> k = KeysArg("push", keys);
-    py::array g = RowsArg("push", "grads", grads, k.size(), store_->Tables()[t].dim, false);
-    const float* source = static_cast<const float*>(g.data());
-    Status s;
-    {
-      py::gil_scoped_release unlocked;
-      s = store_->Push(worker, t, k, source);
-    }
-    Check(s);
+    const ArrayView k = KeysArg("push", keys);
+    const ArrayView g = View("push", "grads", grads, RowsWant(t, k, /*writable=*/false), stream);
+    CallUnlocked([&] {
+      return store_->Push(worker, t, KeySpan(k), static_cast<const float*>(g.data()),
+                          reinterpret_cast<void*>(stream));
+    });
   }
 
   // Runs a store call that returns a Status without the GIL.
   template <typename Fn>
   void Unlocked(Fn&& fn) {
-    Status s;
-    {
-      py::gil_scoped_release unlocked;
-      s = fn(*store_);
-    }
-    Check(s);
+    CallUnlocked([&] { return fn(*store_); });
   }
 
   Clock CurrentClock(WorkerId worker) const { return Value(store_->CurrentClock(worker)); }
@@ -269,9 +132,11 @@ class PyStore {
     return names;
   }
   uint32_t Dim(const py::handle& table) const { return store_->Tables()[TableArg(table)].dim; }
+  bool T0OnGpu() const { return rows_place_ == Place::kCuda; }
 
  private:
   std::unique_ptr<Store> store_;
+  Place rows_place_ = Place::kHost;  // where Pull's out and Push's grads live
 };
 
 void DefineTable(py::module_& m) {
@@ -327,29 +192,9 @@ void DefineStore(py::module_& m) {
                        const std::string& ssd_backend, const std::string& fallback, bool use_gpu,
                        uint32_t io_threads, double device_share_growth_max,
                        uint32_t planner_round_us, const std::string& faults) {
-             StoreOptions o;
-             o.device_rows_max = device_rows_max;
-             o.dram_rows_max = dram_rows_max;
-             if (ssd_backend == "native") {
-               o.ssd_backend = SsdBackend::kNative;
-             } else if (ssd_backend == "rocksdb") {
-               o.ssd_backend = SsdBackend::kRocksDb;
-             } else {
-               Raise(
-                   Status::InvalidArgument("ssd_backend '" + ssd_backend + "': native or rocksdb"));
-             }
-             if (fallback == "lru") {
-               o.fallback_policy = FallbackPolicy::kLru;
-             } else if (fallback == "lfu") {
-               o.fallback_policy = FallbackPolicy::kLfu;
-             } else {
-               Raise(Status::InvalidArgument("fallback '" + fallback + "': lru or lfu"));
-             }
-             o.use_gpu = use_gpu;
-             o.io_threads = io_threads;
-             o.device_share_growth_max = device_share_growth_max;
-             o.planner_round_us = planner_round_us;
-             o.faults = Value(ParseFaultOptions(faults));
+             const StoreOptions o =
+                 StoreOptionsOf(device_rows_max, dram_rows_max, ssd_backend, fallback, use_gpu,
+                                io_threads, device_share_growth_max, planner_round_us, faults);
              return std::make_unique<PyStore>(dir, tables, o);
            }),
            py::arg("dir"), py::arg("tables"), py::kw_only(),
@@ -366,11 +211,16 @@ void DefineStore(py::module_& m) {
            "Worker will access keys of table while its clock is in [start, end). Never waits "
            "on I/O.")
       .def("pull", &PyStore::Pull, py::arg("worker"), py::arg("table"), py::arg("keys"),
-           py::arg("out") = py::none(),
-           "The embeddings of keys, shape (len(keys), dim), into `out` when given.")
+           py::arg("out") = py::none(), py::kw_only(), py::arg("stream") = 0,
+           "The embeddings of keys, shape (len(keys), dim), into `out` when given (required, "
+           "in device memory, when T0 is on a GPU). stream: the caller's cudaStream_t as an "
+           "int (0: the default stream).")
       .def("push", &PyStore::Push, py::arg("worker"), py::arg("table"), py::arg("keys"),
-           py::arg("grads"),
+           py::arg("grads"), py::kw_only(), py::arg("stream") = 0,
            "Applies the table's optimizer to the rows of keys (duplicates summed first).")
+      .def_property_readonly(
+          "t0_on_gpu", [](const PyStore& s) { return s.T0OnGpu(); },
+          "Whether T0 is on a GPU: pull's out and push's grads are then device memory.")
       .def(
           "advance_clock",
           [](PyStore& s, WorkerId w) { s.Unlocked([w](Store& st) { return st.AdvanceClock(w); }); },
@@ -397,4 +247,7 @@ PYBIND11_MODULE(_strata, m) {
   m.def("build_info", &strata::BuildInfo, "The build: version, CUDA, compiler.");
   strata::python::DefineTable(m);
   strata::python::DefineStore(m);
+#if STRATA_HAVE_MPI
+  strata::python::DefineCluster(m);
+#endif
 }

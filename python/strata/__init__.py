@@ -13,9 +13,11 @@ tiers before a batch needs them (docs/python.md).
         store.advance_clock(w)
         store.checkpoint()
 
-Keys are 1-D numpy.uint64 arrays, rows and gradients C-contiguous float32
-arrays of shape (len(keys), dim) on the host; other arrays are a TypeError
-naming what was expected. Every call that may wait releases the GIL. Errors
+Keys are 1-D uint64 or int64 arrays on the host, rows and gradients
+C-contiguous float32 arrays of shape (len(keys), dim), on the host or, when
+the store's T0 is on a GPU (store.t0_on_gpu), in CUDA device memory: NumPy
+arrays or any DLPack tensor (PyTorch's), used in place; other arrays are a
+TypeError naming what was expected. Every call that may wait releases the GIL. Errors
 are the exceptions of strata._errors (strata.InvalidArgument, ...).
 """
 from ._errors import (  # noqa: F401
@@ -29,9 +31,15 @@ from ._errors import (  # noqa: F401
     ResourceExhausted,
     Unavailable,
 )
+from . import _strata
 from ._strata import Store, Table, __version__, build_info  # noqa: F401
+
+# strata.Cluster (a store sharded across MPI ranks) exists when the build
+# has MPI.
+if hasattr(_strata, "Cluster"):
+    Cluster = _strata.Cluster
 
 __all__ = [
     "Store", "Table", "Error", "InvalidArgument", "NotFound", "IOError", "Corruption",
     "ResourceExhausted", "FailedPrecondition", "Unavailable", "Internal", "build_info",
-]
+] + (["Cluster"] if hasattr(_strata, "Cluster") else [])

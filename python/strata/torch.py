@@ -16,28 +16,41 @@ layers around it train with a torch optimizer as usual.
         loss.backward()          # pushes the tables' gradients
         dense_optimizer.step()
 
-Keys are 1-D integer tensors (int64 ids are taken as their 64-bit
-pattern), offsets 1-D int64 tensors of each sample's first key (as
-nn.EmbeddingBag's), all on the CPU: the store's T0 must be on the host
-(use_gpu=False) for now.
+Keys are 1-D int64 tensors (an id is its 64-bit pattern) and offsets 1-D
+int64 tensors of each sample's first key (as nn.EmbeddingBag's). When the
+store's T0 is on a GPU (store.t0_on_gpu), the rows are pulled straight into
+CUDA tensors and the gradients pushed from them on the current CUDA stream
+(no host copy); the pooled outputs are then on that device. Otherwise
+everything stays on the CPU.
 """
 from collections import deque
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 __all__ = ["EmbeddingBagCollection", "IntentLoader"]
 
 
-def _keys_numpy(keys):
+def _check_keys(keys):
     if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype != torch.int64:
-        raise TypeError("strata.torch: keys must be a 1-D int64 tensor on the CPU (got %s)" % (
+        raise TypeError("strata.torch: keys must be a 1-D int64 tensor (got %s)" % (
             "tensor of %s with shape %s" % (keys.dtype, tuple(keys.shape))
             if isinstance(keys, torch.Tensor) else type(keys).__name__))
-    if keys.device.type != "cpu":
-        raise TypeError("strata.torch: keys must be on the CPU (got %s)" % keys.device)
-    return np.ascontiguousarray(keys.numpy()).view(np.uint64)
+
+
+def _host_keys(keys):
+    """The keys as a C-contiguous CPU int64 tensor: the store reads keys on
+    the host."""
+    _check_keys(keys)
+    return keys.detach().to("cpu").contiguous()
+
+
+def _stream(device):
+    """The current CUDA stream of `device` as the store takes it (an int), or
+    0 on the CPU."""
+    if device.type != "cuda":
+        return 0
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 class _PullPool(torch.autograd.Function):
@@ -46,10 +59,12 @@ class _PullPool(torch.autograd.Function):
     calls backward although the module has no parameters."""
 
     @staticmethod
-    def forward(ctx, anchor, store, worker, table, keys, offsets, weights, mode):
-        unique, inverse = np.unique(_keys_numpy(keys), return_inverse=True)
-        rows = torch.from_numpy(store.pull(worker, table, unique))
-        index = torch.from_numpy(inverse.astype(np.int64))
+    def forward(ctx, anchor, store, worker, table, keys, offsets, weights, mode, device):
+        unique, inverse = torch.unique(_host_keys(keys), return_inverse=True)
+        rows = torch.empty((unique.numel(), store.dim(table)), dtype=torch.float32,
+                           device=device)
+        store.pull(worker, table, unique, out=rows, stream=_stream(device))
+        index = inverse.to(device)
         ctx.store, ctx.worker, ctx.table, ctx.mode = store, worker, table, mode
         ctx.unique = unique
         ctx.save_for_backward(rows, index, offsets, weights)
@@ -63,9 +78,9 @@ class _PullPool(torch.autograd.Function):
             pooled = F.embedding_bag(index, leaf, offsets, mode=ctx.mode,
                                      per_sample_weights=weights)
             (grad_rows,) = torch.autograd.grad(pooled, leaf, grad_out)
-        grads = np.ascontiguousarray(grad_rows.detach().numpy(), dtype=np.float32)
-        ctx.store.push(ctx.worker, ctx.table, ctx.unique, grads)
-        return (None,) * 8
+        ctx.store.push(ctx.worker, ctx.table, ctx.unique, grad_rows.detach().contiguous(),
+                       stream=_stream(grad_rows.device))
+        return (None,) * 9
 
 
 class EmbeddingBagCollection(torch.nn.Module):
@@ -76,7 +91,7 @@ class EmbeddingBagCollection(torch.nn.Module):
     (batch, dim) float32 tensor. mode: "sum" or "mean" (weights need "sum").
     """
 
-    def __init__(self, store, worker, tables, mode="sum"):
+    def __init__(self, store, worker, tables, mode="sum", device=None):
         super().__init__()
         if mode not in ("sum", "mean"):
             raise ValueError("strata.torch: mode must be 'sum' or 'mean', not %r" % (mode,))
@@ -86,6 +101,15 @@ class EmbeddingBagCollection(torch.nn.Module):
                 raise ValueError("strata.torch: the store has no table %r (it has %s)"
                                  % (t, sorted(names)))
         self.store, self.worker, self.tables, self.mode = store, worker, list(tables), mode
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if store.t0_on_gpu \
+                else torch.device("cpu")
+        self.device = torch.device(device)
+        if (self.device.type == "cuda") != bool(store.t0_on_gpu):
+            raise ValueError("strata.torch: the store's T0 is %s, so the rows live there: device "
+                             "must be %s, not %s" % (
+                                 "on a GPU" if store.t0_on_gpu else "on the host",
+                                 "a CUDA device" if store.t0_on_gpu else "the CPU", self.device))
         self._anchor = torch.empty(0, requires_grad=True)
 
     def forward(self, features):
@@ -98,8 +122,11 @@ class EmbeddingBagCollection(torch.nn.Module):
             weights = feature[2] if len(feature) > 2 else None
             if weights is not None and self.mode != "sum":
                 raise ValueError("strata.torch: per-sample weights need mode 'sum'")
+            offsets = offsets.to(device=self.device, dtype=torch.int64)
+            if weights is not None:
+                weights = weights.to(self.device)
             out[table] = _PullPool.apply(self._anchor, self.store, self.worker, table, keys,
-                                         offsets.to(torch.int64), weights, self.mode)
+                                         offsets, weights, self.mode, self.device)
         return out
 
 
@@ -119,7 +146,7 @@ class IntentLoader:
     def _signal(self, batch, clock):
         for table, keys in self.keys_of(batch).items():
             if isinstance(keys, torch.Tensor):
-                keys = _keys_numpy(keys)
+                keys = _host_keys(keys)
             self.store.intent(self.worker, table, keys, clock, clock + 1)
 
     def __iter__(self):
