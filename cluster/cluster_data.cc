@@ -130,10 +130,11 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   Status served = Status::Ok();
   for (size_t at = 0; at < recv_keys_.size() && served.ok(); at += engine::kBatchKeysMax) {
     const size_t n = std::min<size_t>(engine::kBatchKeysMax, recv_keys_.size() - at);
-    served = ServeRetried([&] {
-      return shard_->Pull(worker, table, std::span<const Key>(recv_keys_).subspan(at, n),
-                          owner_rows_.data() + at * dim);
-    });
+    // The part's buffers outside the lambda, which the lock analysis
+    // does not see into.
+    const std::span<const Key> part = std::span<const Key>(recv_keys_).subspan(at, n);
+    float* rows = owner_rows_.data() + at * dim;
+    served = ServeRetried([&] { return shard_->Pull(worker, table, part, rows); });
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Pull: the owner's shard")));
 
@@ -196,9 +197,9 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
   Status served = Status::Ok();
   for (size_t at = 0; at < unique.size() && served.ok(); at += engine::kBatchKeysMax) {
     const size_t n = std::min<size_t>(engine::kBatchKeysMax, unique.size() - at);
-    served = ServeRetried([&] {
-      return shard_->Push(worker, table, unique.subspan(at, n), owner_sums_.data() + at * dim);
-    });
+    const std::span<const Key> part = unique.subspan(at, n);
+    const float* sums = owner_sums_.data() + at * dim;
+    served = ServeRetried([&] { return shard_->Push(worker, table, part, sums); });
     if (served.IsIOError() || served.IsResourceExhausted()) {
       // The other owners (and this one's earlier chunks) may have applied
       // their part: a retry of the whole Push would apply those twice, so
