@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/mutex.h"
+#include "bench/row_export.h"
 #include "bench/row_staging.h"
 #include "bench/verify_model.h"
 #include "strata/store.h"
@@ -368,8 +369,11 @@ Status CheckDir(const std::string& dir) {
 
 }  // namespace
 
-Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
-                               const ProgressFn& progress) {
+ReplayPlan::ReplayPlan() = default;
+ReplayPlan::ReplayPlan(ReplayPlan&&) noexcept = default;
+ReplayPlan::~ReplayPlan() = default;
+
+Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   if (o.intents && o.lookahead == 0) {
     return Status::InvalidArgument("replay: --lookahead must be at least 1 (or --no-intents)");
   }
@@ -382,7 +386,7 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   if (o.attempts_max == 0) {
     return Status::InvalidArgument("replay: attempts_max must be at least 1");
   }
-  STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
+  if (check_dir) STRATA_RETURN_IF_ERROR(CheckDir(o.dir));
   // Read the whole trace once before touching the store: a corrupt trace
   // fails here and changes nothing.
   STRATA_ASSIGN_OR_RETURN(auto header_reader, trace::TraceReader::Open(o.trace));
@@ -390,14 +394,14 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   header_reader.reset();
   STRATA_ASSIGN_OR_RETURN(const TraceShape shape,
                           ScanTrace(o.trace, o.batches_max, header.tables.size()));
-  const uint64_t batches_total = shape.batches;
-  const uint32_t workers = o.workers == 0 ? header.worker_count : o.workers;
-  std::unique_ptr<VerifyModel> model;
+  ReplayPlan plan;
+  plan.batches_total = shape.batches;
+  plan.workers = o.workers == 0 ? header.worker_count : o.workers;
   if (o.verify) {
-    STRATA_ASSIGN_OR_RETURN(model, VerifyModel::Build(o.trace, o.dim, workers, o.batches_max));
+    STRATA_ASSIGN_OR_RETURN(plan.model,
+                            VerifyModel::Build(o.trace, o.dim, plan.workers, o.batches_max));
   }
-
-  StoreOptions so;
+  StoreOptions& so = plan.store;
   so.dir = o.dir;
   so.device_rows_max = o.device_rows;
   so.dram_rows_max = o.dram_rows;
@@ -406,7 +410,6 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
   so.faults = o.faults;
   so.device_share_growth_max = o.device_share_growth;
   so.use_gpu = o.use_gpu;
-  std::vector<TableOptions> tables;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];
     TableOptions to;
@@ -418,8 +421,19 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     // T0 split by working set: a table's share follows the distinct keys a
     // batch touches in it (the rows that must sit in T0 together).
     to.device_rows_weight = std::max(1.0, shape.distinct_per_batch[i]);
-    tables.push_back(to);
+    plan.tables.push_back(to);
   }
+  return plan;
+}
+
+Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
+                               const ProgressFn& progress) {
+  STRATA_ASSIGN_OR_RETURN(ReplayPlan plan, PlanReplay(o, /*check_dir=*/true));
+  const uint64_t batches_total = plan.batches_total;
+  const uint32_t workers = plan.workers;
+  std::unique_ptr<VerifyModel> model = std::move(plan.model);
+  const StoreOptions& so = plan.store;
+  const std::vector<TableOptions>& tables = plan.tables;
   STRATA_ASSIGN_OR_RETURN(auto store, open(so, tables));
 
   const bool t0_on_gpu = store->Stats().t0_on_gpu;
@@ -513,6 +527,25 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     }
     STRATA_RETURN_IF_ERROR(model->CheckAllSeen());
     r.verified_rows = model->checked_rows();
+  }
+  if (!o.export_path.empty()) {
+    RowExport rows;
+    for (TableId t = 0; t < tables.size(); ++t) {
+      const size_t before = rows.size();
+      STRATA_RETURN_IF_ERROR(WithRetries(
+                                 run,
+                                 [&] {
+                                   rows.Truncate(before);  // a retried scan starts over
+                                   return store->ScanTable(
+                                       t, [&](Key key, std::span<const float> row) {
+                                         rows.Add(t, key, row);
+                                         return Status::Ok();
+                                       });
+                                 },
+                                 [&] { return "ScanTable of table " + run.table_names[t]; })
+                                 .WithContext("replay: --export"));
+    }
+    STRATA_RETURN_IF_ERROR(rows.Write(o.export_path));
   }
   STRATA_RETURN_IF_ERROR(WithRetries(
       run, [&] { return store->Close(); }, [] { return std::string("Close"); }));

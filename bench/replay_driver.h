@@ -31,6 +31,8 @@
 
 namespace strata::bench {
 
+class VerifyModel;
+
 // The largest lookahead and simulated compute per batch a replay accepts.
 inline constexpr uint64_t kReplayLookaheadMax = 1024;
 inline constexpr uint64_t kReplayComputeUsMax = 10'000'000;
@@ -61,6 +63,9 @@ struct ReplayOptions {
   // Attempts of one store call failing with IOError or ResourceExhausted
   // (the parts of a split Pull included) before the run fails.
   uint32_t attempts_max = 1000;
+  // When set, every row at the end of the run is written here, one line per
+  // row sorted by table and key (row_export.h), to compare two runs.
+  std::string export_path;
 };
 
 struct ReplayReport {
@@ -94,6 +99,25 @@ using ProgressFn = std::function<void(const ReplayProgress&)>;
 // in the driver's own tests.
 using StoreOpener = std::function<Result<std::unique_ptr<Store>>(const StoreOptions&,
                                                                  const std::vector<TableOptions>&)>;
+
+// What a replay needs before its store opens, read from the options and the
+// trace: the batches to run, the workers, the verification model (with
+// `verify`), the store's options and its tables (SGD with learning rate 1,
+// T0 split by each table's distinct keys per batch).
+struct ReplayPlan {
+  ReplayPlan();
+  ReplayPlan(ReplayPlan&&) noexcept;
+  ~ReplayPlan();
+  uint64_t batches_total = 0;
+  uint32_t workers = 0;
+  std::unique_ptr<VerifyModel> model;
+  StoreOptions store;
+  std::vector<TableOptions> tables;
+};
+
+// Checks the options, reads the trace once (a corrupt trace fails here) and
+// builds the plan; `check_dir`: refuse a store directory that is not empty.
+Result<ReplayPlan> PlanReplay(const ReplayOptions& options, bool check_dir);
 
 // Runs the replay; `progress` (may be empty) is called about every 200 ms.
 Result<ReplayReport> RunReplay(const ReplayOptions& options, const StoreOpener& open,

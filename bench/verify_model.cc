@@ -119,8 +119,10 @@ void VerifyModel::ReadStarted(TableId table, std::span<const Key> keys,
 
 Status VerifyModel::CheckPull(uint32_t worker, uint64_t batch, TableId table,
                               std::span<const Key> keys, const float* out,
-                              std::span<const uint32_t> started_after) {
+                              std::span<const uint32_t> started_after,
+                              std::vector<uint32_t>* recorded) {
   uint64_t checked = 0;
+  if (recorded != nullptr) recorded->clear();
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t id = Id(table, keys[i]);
     const float* row = out + i * dim_;
@@ -133,6 +135,7 @@ Status VerifyModel::CheckPull(uint32_t worker, uint64_t batch, TableId table,
       std::memcpy(&init_[uint64_t{id} * dim_], row, dim_ * sizeof(float));
       init_state_[id].store(2, std::memory_order_release);
       state = 2;
+      if (recorded != nullptr) recorded->push_back(static_cast<uint32_t>(i));
     }
     if (state != 2) continue;  // another pull is recording the initial value
     if (hi == 0 && std::memcmp(&init_[uint64_t{id} * dim_], row, dim_ * sizeof(float)) != 0) {
@@ -148,6 +151,26 @@ Status VerifyModel::CheckPull(uint32_t worker, uint64_t batch, TableId table,
     ++checked;
   }
   checked_rows_.fetch_add(checked, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status VerifyModel::ShareInit(TableId table, Key key, std::span<const float> row) {
+  const uint32_t id = index_.Find(table, key);
+  if (id == trace::KeyIndex::kNone || row.size() != dim_) {
+    return Status::Corruption("replay --verify: a shared initial value of table " +
+                              std::to_string(table) + " key " + std::to_string(key) +
+                              ", which the trace never touched (or of the wrong size)");
+  }
+  float* init = &init_[uint64_t{id} * dim_];
+  uint8_t state = init_state_[id].load(std::memory_order_acquire);
+  if (state == 0 && init_state_[id].compare_exchange_strong(state, 1, std::memory_order_acq_rel)) {
+    std::memcpy(init, row.data(), dim_ * sizeof(float));
+    init_state_[id].store(2, std::memory_order_release);
+    return Status::Ok();
+  }
+  if (state == 2 && std::memcmp(init, row.data(), dim_ * sizeof(float)) != 0) {
+    return Mismatch("initial value differs between ranks", 0, 0, table, key, row.data(), 0, 0);
+  }
   return Status::Ok();
 }
 
@@ -202,8 +225,12 @@ void VerifyModel::ForgetSeen(TableId table) {
 }
 
 Status VerifyModel::CheckAllSeen() const {
+  return CheckAllSeen([](TableId, Key) { return true; });
+}
+
+Status VerifyModel::CheckAllSeen(const std::function<bool(TableId, Key)>& mine) const {
   for (uint32_t id = 0; id < index_.size(); ++id) {
-    if (!seen_[id]) {
+    if (!seen_[id] && mine(index_.TableOf(id), index_.KeyOf(id))) {
       return Status::NotFound("replay --verify: final scan: table " +
                               table_names_[index_.TableOf(id)] + " lost key " +
                               std::to_string(index_.KeyOf(id)));

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -42,9 +43,16 @@ class VerifyModel {
   // Checks the rows `out` pulled for `keys` by worker w in its batch `batch`.
   // `started_after` must hold, per occurrence, the push count read after the
   // Pull returned (ReadStarted). Corruption naming table, key and batch.
+  // `recorded` (may be null) gets the positions in `keys` whose row this
+  // pull recorded as the key's initial value.
   [[nodiscard]] Status CheckPull(uint32_t worker, uint64_t batch, TableId table,
                                  std::span<const Key> keys, const float* out,
-                                 std::span<const uint32_t> started_after);
+                                 std::span<const uint32_t> started_after,
+                                 std::vector<uint32_t>* recorded = nullptr);
+  // The initial value of `key` another process's model recorded (a cluster
+  // replay: only the ranks that pull a key before any push see it): taken
+  // when this model has none, else it must be equal bit for bit (Corruption).
+  [[nodiscard]] Status ShareInit(TableId table, Key key, std::span<const float> row);
   void ReadStarted(TableId table, std::span<const Key> keys, std::vector<uint32_t>* started) const;
 
   // Around a Push of `keys` by worker w.
@@ -60,6 +68,8 @@ class VerifyModel {
   void ForgetSeen(TableId table);
   // NotFound naming a key the trace touched that no scan returned.
   [[nodiscard]] Status CheckAllSeen() const;
+  // The same for the keys `mine` selects (the rows one cluster rank owns).
+  [[nodiscard]] Status CheckAllSeen(const std::function<bool(TableId, Key)>& mine) const;
 
   uint64_t checked_rows() const { return checked_rows_.load(std::memory_order_relaxed); }
 

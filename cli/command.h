@@ -15,7 +15,7 @@ namespace strata::cli {
 using AddCommandFn = std::function<void(CLI::App& group)>;
 
 struct CommandEntry {
-  std::string group;  // "" (top level), "bench" or "trace"
+  std::string group;  // "" (top level), "bench", "trace" or "cluster"
   AddCommandFn add;
 };
 

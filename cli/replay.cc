@@ -8,6 +8,7 @@
 
 #include "bench/replay_driver.h"
 #include "cli/cli_util.h"
+#include "cli/mpi_commands.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 
@@ -23,6 +24,7 @@ struct ReplayArgs {
   bool no_gpu = false;
   bool progress = false;
   bool json = false;
+  bool cluster = false;
 };
 
 // A one-line progress bar on stderr, redrawn in place.
@@ -99,6 +101,7 @@ Status ParseWords(ReplayArgs* a) {
 
 void Run(ReplayArgs a) {
   if (Status s = ParseWords(&a); !s.ok()) return ReportFailure("replay", s);
+  if (a.cluster) return RunClusterReplayCommand(a.options, a.faults, a.json);
   const bool bar = a.progress || ::isatty(2);
   auto report = bench::RunReplay(a.options, Store::Open,
                                  bar ? bench::ProgressFn(DrawProgress) : bench::ProgressFn());
@@ -182,6 +185,11 @@ CommandRegistrar reg{
       c->add_flag("--no-gpu", args->no_gpu, "keep T0 on the host even when a GPU is visible");
       c->add_flag("--progress", args->progress, "draw the progress bar even when stderr is no tty");
       c->add_flag("--json", args->json, "print JSON");
+      c->add_option("--export", o.export_path,
+                    "write every row at the end to this file (sorted text, to compare runs)");
+      c->add_flag("--cluster", args->cluster,
+                  "run under mpirun over a strata::Cluster: batch b on rank b % R, --dir is the "
+                  "cluster's directory (docs/cluster.md)");
       c->callback([args] { Run(*args); });
     }};
 

@@ -12,6 +12,7 @@
 // rank calls its shard directly.
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "cluster/cluster_impl.h"
 #include "engine/limits.h"
@@ -23,6 +24,29 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                    std::chrono::steady_clock::now() - start)
                                    .count());
+}
+
+// A shard call failing with IOError or ResourceExhausted (an SSD error, a
+// tier full for the moment) is retried by the owner itself, at most
+// kOwnerAttemptsMax times with a backoff doubling from kOwnerBackoffMin to
+// kOwnerBackoffMax (under a second in all, far below any collective
+// timeout): a Store call that fails changes nothing, so the retry is safe,
+// and a Push then fails across ranks only when one owner's shard keeps
+// failing, not on every transient error of one of R shards.
+constexpr uint32_t kOwnerAttemptsMax = 64;
+constexpr auto kOwnerBackoffMin = std::chrono::microseconds(100);
+constexpr auto kOwnerBackoffMax = std::chrono::milliseconds(10);
+
+template <typename Fn>
+Status ServeRetried(Fn&& fn) {
+  auto backoff = std::chrono::microseconds(kOwnerBackoffMin);
+  Status s = fn();
+  for (uint32_t i = 1; i < kOwnerAttemptsMax && (s.IsIOError() || s.IsResourceExhausted()); ++i) {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min<std::chrono::microseconds>(2 * backoff, kOwnerBackoffMax);
+    s = fn();
+  }
+  return s;
 }
 
 }  // namespace
@@ -91,7 +115,7 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   if (world_size() == 1) {
     STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
     counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
-    return shard_->Pull(worker, table, keys, out);
+    return ServeRetried([&] { return shard_->Pull(worker, table, keys, out); });
   }
   if (local.ok()) router_.Route(table, keys, static_cast<uint32_t>(world_size()));
   const auto start = std::chrono::steady_clock::now();
@@ -106,8 +130,11 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   Status served = Status::Ok();
   for (size_t at = 0; at < recv_keys_.size() && served.ok(); at += engine::kBatchKeysMax) {
     const size_t n = std::min<size_t>(engine::kBatchKeysMax, recv_keys_.size() - at);
-    served = shard_->Pull(worker, table, std::span<const Key>(recv_keys_).subspan(at, n),
-                          owner_rows_.data() + at * dim);
+    // The part's buffers outside the lambda, which the lock analysis
+    // does not see into.
+    const std::span<const Key> part = std::span<const Key>(recv_keys_).subspan(at, n);
+    float* rows = owner_rows_.data() + at * dim;
+    served = ServeRetried([&] { return shard_->Pull(worker, table, part, rows); });
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Pull: the owner's shard")));
 
@@ -133,7 +160,7 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
   if (world_size() == 1) {
     STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
     counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
-    return shard_->Push(worker, table, keys, grads);
+    return ServeRetried([&] { return shard_->Push(worker, table, keys, grads); });
   }
   const uint32_t dim = local.ok() ? tables_[table].dim : 0;
   if (local.ok()) {
@@ -170,7 +197,19 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
   Status served = Status::Ok();
   for (size_t at = 0; at < unique.size() && served.ok(); at += engine::kBatchKeysMax) {
     const size_t n = std::min<size_t>(engine::kBatchKeysMax, unique.size() - at);
-    served = shard_->Push(worker, table, unique.subspan(at, n), owner_sums_.data() + at * dim);
+    const std::span<const Key> part = unique.subspan(at, n);
+    const float* sums = owner_sums_.data() + at * dim;
+    served = ServeRetried([&] { return shard_->Push(worker, table, part, sums); });
+    if (served.IsIOError() || served.IsResourceExhausted()) {
+      // The other owners (and this one's earlier chunks) may have applied
+      // their part: a retry of the whole Push would apply those twice, so
+      // the error is not one a caller retries (not IOError).
+      served = Status::FailedPrecondition(
+          "the owner's shard failed " + std::to_string(kOwnerAttemptsMax) +
+          " attempts of its part (" + served.ToString() +
+          "); other owners may have applied theirs, so this Push is partly applied and must not "
+          "be retried");
+    }
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Push: the owner's shard")));
   counters_.push_calls.fetch_add(1, std::memory_order_relaxed);

@@ -8,7 +8,9 @@
 //                          (and gradients) to owners, rows back
 //   cluster_intent.cc      Intent queues per owner, their delivery at
 //                          AdvanceClock and DrainIntents
-//   cluster_checkpoint.cc  Checkpoint: shard records, shards, manifest
+//   cluster_checkpoint.cc  Checkpoint: kept copies, shard records, shards,
+//                          manifest; the roll-back at Open
+//   shard_backup.h         a shard's kept previous checkpoint
 //   cluster_stats.cc       Stats and SummedStats
 //   key_router.h           distinct keys grouped by owner
 //   mpi_comm.h             MPI calls as Status; AgreeOn
@@ -28,6 +30,7 @@
 #include "base/mutex.h"
 #include "cluster/key_router.h"
 #include "cluster/mpi_comm.h"
+#include "io/env.h"
 #include "strata/cluster.h"
 
 namespace strata::cluster {
@@ -41,9 +44,12 @@ struct ExchangeCounters {
 
 class ClusterImpl final : public Cluster {
  public:
+  // `env`: the cluster's own files (manifest, shard records, the shards'
+  // kept checkpoints; tests inject faults and crashes); the shards' Stores
+  // use io::Env::Default(). Not owned; outlives the cluster.
   static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
-                                               MPI_Comm comm);
+                                               MPI_Comm comm, io::Env* env);
   ~ClusterImpl() override;
 
   int rank() const override { return comm_->rank(); }
@@ -59,6 +65,7 @@ class ClusterImpl final : public Cluster {
               const float* grads) override EXCLUDES(collective_mu_);
   Status DrainIntents() override EXCLUDES(collective_mu_);
   Status Checkpoint() override EXCLUDES(collective_mu_);
+  Status AgreeOn(const Status& local) override EXCLUDES(collective_mu_);
   ClusterStats Stats() const override;
   Result<ClusterStats> SummedStats() override EXCLUDES(collective_mu_);
   Store& shard() override { return *shard_; }
@@ -87,11 +94,14 @@ class ClusterImpl final : public Cluster {
   };
 
   ClusterImpl(const ClusterOptions& options, const std::vector<TableOptions>& tables,
-              std::unique_ptr<MpiComm> comm);
+              std::unique_ptr<MpiComm> comm, io::Env* env);
 
   // Open (cluster_open.cc).
   Status CheckTablesAcrossRanks() REQUIRES(collective_mu_);
   Status CheckManifest() REQUIRES(collective_mu_);
+  // This rank's shard at the manifest's generation `want`: rolled back to its
+  // kept copy when an interrupted checkpoint left it past `want` (Open).
+  Status RecoverShard(uint64_t want) REQUIRES(collective_mu_);
   Status OpenShard() REQUIRES(collective_mu_);
 
   // Local checks of a call: InvalidArgument or FailedPrecondition.
@@ -120,6 +130,7 @@ class ClusterImpl final : public Cluster {
   // Constant after Open.
   ClusterOptions options_;
   std::vector<TableOptions> tables_;
+  io::Env* const env_;
   std::unique_ptr<MpiComm> comm_;
   std::unique_ptr<Store> shard_;
   std::vector<MPI_Datatype> row_types_;  // per table: dim contiguous floats

@@ -18,7 +18,7 @@ namespace strata {
 Result<std::unique_ptr<Cluster>> Cluster::Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                MPI_Comm comm) {
-  return cluster::ClusterImpl::Open(options, tables, comm);
+  return cluster::ClusterImpl::Open(options, tables, comm, io::Env::Default());
 }
 
 namespace cluster {
@@ -56,17 +56,17 @@ std::vector<std::string> Lines(const std::string& text) {
 }  // namespace
 
 ClusterImpl::ClusterImpl(const ClusterOptions& options, const std::vector<TableOptions>& tables,
-                         std::unique_ptr<MpiComm> comm)
-    : options_(options), tables_(tables), comm_(std::move(comm)) {
+                         std::unique_ptr<MpiComm> comm, io::Env* env)
+    : options_(options), tables_(tables), env_(env), comm_(std::move(comm)) {
   queues_.resize(comm_->size());
 }
 
 Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options,
                                                    const std::vector<TableOptions>& tables,
-                                                   MPI_Comm comm) {
+                                                   MPI_Comm comm, io::Env* env) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MpiComm> dup, MpiComm::Dup(comm));
   dup->SetTimeout(options.collective_timeout_ms);
-  std::unique_ptr<ClusterImpl> cluster(new ClusterImpl(options, tables, std::move(dup)));
+  std::unique_ptr<ClusterImpl> cluster(new ClusterImpl(options, tables, std::move(dup), env));
   const std::string context = "Cluster::Open(" + options.store.dir + ")";
   base::MutexLock lock(&cluster->collective_mu_);
   STRATA_RETURN_IF_ERROR(cluster->CheckTablesAcrossRanks().WithContext(context));
@@ -117,7 +117,7 @@ Status ClusterImpl::CheckTablesAcrossRanks() {
 }
 
 Status ClusterImpl::CheckManifest() {
-  io::Env* env = io::Env::Default();
+  io::Env* env = env_;
   const std::string& dir = options_.store.dir;
   // Rank 0 reads the manifest and hands its bytes to everyone (ranks on other
   // nodes may not see rank 0's disk).
@@ -149,9 +149,11 @@ Status ClusterImpl::CheckManifest() {
                                      "'");
     }
   }
-  // Every shard must hold the manifest's generation and no interrupted checkpoint.
+  // Every shard must hold the manifest's generation and no interrupted
+  // checkpoint: one that a crash left past it goes back to its kept copy.
   const std::string shard_dir = ShardDir(dir, rank());
   const uint64_t want = manifest.rank_generations[rank()];
+  STRATA_RETURN_IF_ERROR(comm_->AgreeOn(RecoverShard(want)));
   Status local = Status::Ok();
   Result<std::optional<std::string>> got = ReadSmallFile(env, shard_dir, kShardRecordName);
   if (!got.ok()) local = got.status();
@@ -171,7 +173,9 @@ Status ClusterImpl::CheckManifest() {
           std::to_string(record.generation) + " (pending " + std::to_string(record.pending) +
           "), the cluster manifest has rank " + std::to_string(rank()) + " at generation " +
           std::to_string(want) +
-          ": the shards are not at one generation (a cluster checkpoint was interrupted)");
+          ": the shards are not at one generation (a cluster checkpoint was interrupted, and "
+          "the shard kept no copy of generation " +
+          std::to_string(want) + " to go back to)");
     }
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
@@ -183,7 +187,7 @@ Status ClusterImpl::OpenShard() {
   StoreOptions store = options_.store;
   store.dir = ShardDir(options_.store.dir, rank());
   store.use_gpu = false;  // the MPI form exchanges host buffers
-  Status local = io::Env::Default()->CreateDirs(options_.store.dir);
+  Status local = env_->CreateDirs(options_.store.dir);
   if (local.ok()) {
     Result<std::unique_ptr<Store>> opened = Store::Open(store, tables_);
     if (opened.ok()) {
@@ -246,6 +250,12 @@ Result<WorkerId> ClusterImpl::RegisterWorker() {
   }
   workers_.store(id + 1, std::memory_order_release);
   return id;
+}
+
+Status ClusterImpl::AgreeOn(const Status& local) {
+  base::MutexLock lock(&collective_mu_);
+  const Status open = CheckOpen();
+  return comm_->AgreeOn(open.ok() ? local : open);
 }
 
 Result<Clock> ClusterImpl::CurrentClock(WorkerId worker) const {

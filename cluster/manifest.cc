@@ -33,9 +33,10 @@ std::string ChecksumLine(const std::string& body) {
 
 std::string Seal(const std::string& body) { return body + ChecksumLine(body); }
 
-// The fields after the magic line, once the checksum and the version check out.
+// The fields after the magic line, once the checksum and the version (from
+// 1 to `version_max`) check out; *version gets it.
 Result<std::vector<Field>> Unseal(const std::string& text, const std::string& path,
-                                  const char* magic) {
+                                  const char* magic, uint32_t version_max, uint32_t* version) {
   const size_t last = text.rfind("checksum ");
   if (last == std::string::npos || (last != 0 && text[last - 1] != '\n')) {
     return Bad(path, 0, "no checksum line (truncated?)");
@@ -57,10 +58,14 @@ Result<std::vector<Field>> Unseal(const std::string& text, const std::string& pa
   if (fields.empty() || fields[0].name != magic) {
     return Bad(path, 1, std::string("not a ") + magic + " file");
   }
-  if (fields[0].value != std::to_string(kManifestVersion)) {
+  *version = 0;
+  for (uint32_t v = 1; v <= version_max; ++v) {
+    if (fields[0].value == std::to_string(v)) *version = v;
+  }
+  if (*version == 0) {
     return Bad(
         path, 1,
-        "version " + fields[0].value + ", this build reads " + std::to_string(kManifestVersion));
+        "version " + fields[0].value + ", this build reads 1 to " + std::to_string(version_max));
   }
   fields.erase(fields.begin());
   return fields;
@@ -83,6 +88,40 @@ Result<uint64_t> TakeNumber(const std::vector<Field>& fields, size_t* next, cons
   return v;
 }
 
+// Version 2's backend and tables, from fields[*next] on.
+Status DecodeTables(const std::vector<Field>& fields, size_t* next, const std::string& path,
+                    ClusterManifest* m) {
+  if (*next >= fields.size() || fields[*next].name != "ssd_backend") {
+    return Bad(path, 0, "missing field 'ssd_backend'");
+  }
+  const Field& backend = fields[(*next)++];
+  if (backend.value != "native" && backend.value != "rocksdb") {
+    return Bad(path, backend.line, "bad ssd_backend '" + backend.value + "'");
+  }
+  m->ssd_backend = backend.value == "rocksdb" ? SsdBackend::kRocksDb : SsdBackend::kNative;
+  STRATA_ASSIGN_OR_RETURN(uint64_t n, TakeNumber(fields, next, "tables", kTablesMax, path));
+  for (uint64_t i = 0; i < n; ++i) {
+    if (*next >= fields.size() || fields[*next].name != "table") {
+      return Bad(path, 0, "missing field 'table'");
+    }
+    const Field& f = fields[(*next)++];
+    ManifestTable t;
+    unsigned dim = 0;
+    int optimizer = -1;
+    int name_at = 0;
+    if (std::sscanf(f.value.c_str(), "%u %d %n", &dim, &optimizer, &name_at) != 2 || name_at == 0 ||
+        static_cast<size_t>(name_at) >= f.value.size() || dim == 0 || dim > kTableDimMax ||
+        optimizer < 0 || optimizer > static_cast<int>(Optimizer::kFtrl)) {
+      return Bad(path, f.line, "bad table '" + f.value + "'");
+    }
+    t.dim = dim;
+    t.optimizer = static_cast<Optimizer>(optimizer);
+    t.name = f.value.substr(name_at);
+    m->tables.push_back(std::move(t));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string ShardDir(const std::string& dir, uint32_t rank) {
@@ -95,12 +134,21 @@ std::string EncodeClusterManifest(const ClusterManifest& m) {
   out += "ownership " + m.ownership + "\n";
   out += "generation " + std::to_string(m.generation) + "\n";
   for (uint64_t g : m.rank_generations) out += "rank_generation " + std::to_string(g) + "\n";
+  out += std::string("ssd_backend ") +
+         (m.ssd_backend == SsdBackend::kRocksDb ? "rocksdb" : "native") + "\n";
+  out += "tables " + std::to_string(m.tables.size()) + "\n";
+  // The name last: it may hold spaces.
+  for (const ManifestTable& t : m.tables) {
+    out += "table " + std::to_string(t.dim) + " " + std::to_string(static_cast<int>(t.optimizer)) +
+           " " + t.name + "\n";
+  }
   return Seal(out);
 }
 
 Result<ClusterManifest> DecodeClusterManifest(const std::string& text, const std::string& path) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<Field> fields, Unseal(text, path, kManifestMagic));
   ClusterManifest m;
+  STRATA_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          Unseal(text, path, kManifestMagic, kManifestVersion, &m.version));
   size_t next = 0;
   STRATA_ASSIGN_OR_RETURN(uint64_t world,
                           TakeNumber(fields, &next, "world_size", kWorldSizeMax, path));
@@ -116,12 +164,13 @@ Result<ClusterManifest> DecodeClusterManifest(const std::string& text, const std
                             TakeNumber(fields, &next, "rank_generation", UINT64_MAX, path));
     m.rank_generations.push_back(g);
   }
+  if (m.version >= 2) STRATA_RETURN_IF_ERROR(DecodeTables(fields, &next, path, &m));
   if (next != fields.size()) return Bad(path, fields[next].line, "unexpected field");
   return m;
 }
 
 std::string EncodeShardRecord(const ShardRecord& r) {
-  std::string out = std::string(kShardMagic) + " " + std::to_string(kManifestVersion) + "\n";
+  std::string out = std::string(kShardMagic) + " " + std::to_string(kShardRecordVersion) + "\n";
   out += "rank " + std::to_string(r.rank) + "\n";
   out += "world_size " + std::to_string(r.world_size) + "\n";
   out += "generation " + std::to_string(r.generation) + "\n";
@@ -130,7 +179,9 @@ std::string EncodeShardRecord(const ShardRecord& r) {
 }
 
 Result<ShardRecord> DecodeShardRecord(const std::string& text, const std::string& path) {
-  STRATA_ASSIGN_OR_RETURN(std::vector<Field> fields, Unseal(text, path, kShardMagic));
+  uint32_t version = 0;
+  STRATA_ASSIGN_OR_RETURN(std::vector<Field> fields,
+                          Unseal(text, path, kShardMagic, kShardRecordVersion, &version));
   ShardRecord r;
   size_t next = 0;
   STRATA_ASSIGN_OR_RETURN(uint64_t rank, TakeNumber(fields, &next, "rank", kWorldSizeMax, path));

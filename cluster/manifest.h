@@ -24,21 +24,38 @@
 #include <vector>
 
 #include "io/env.h"
+#include "strata/options.h"
 #include "strata/status.h"
 
 namespace strata::cluster {
 
 inline constexpr const char* kManifestName = "CLUSTER";
 inline constexpr const char* kShardRecordName = "CLUSTER_SHARD";
-inline constexpr uint32_t kManifestVersion = 1;
+// Version 2 of CLUSTER adds the SSD backend and the tables (what `strata
+// cluster reshard` and `strata cluster export` need to open the shards);
+// version 1 (neither) still opens. CLUSTER_SHARD is at version 1.
+inline constexpr uint32_t kManifestVersion = 2;
+inline constexpr uint32_t kShardRecordVersion = 1;
 // The largest world size a manifest may name (bounds what decoding sizes).
 inline constexpr uint32_t kWorldSizeMax = 1 << 16;
 
+// What of a table fixes its rows' layout on disk (the shards' checkpoints
+// hold these too): enough to open the shards without the program's options.
+struct ManifestTable {
+  std::string name;
+  uint32_t dim = 0;
+  Optimizer optimizer = Optimizer::kSgd;
+};
+
 struct ClusterManifest {
+  uint32_t version = kManifestVersion;  // as read (EncodeClusterManifest writes the current one)
   uint32_t world_size = 0;
   std::string ownership;  // kClusterOwnershipName of the cluster that wrote it
   uint64_t generation = 0;
   std::vector<uint64_t> rank_generations;  // world_size entries
+  // Version 2 on.
+  SsdBackend ssd_backend = SsdBackend::kNative;
+  std::vector<ManifestTable> tables;
 };
 
 struct ShardRecord {

@@ -8,6 +8,11 @@
 namespace strata::cluster {
 namespace {
 
+// A collective's wait (MpiComm::Wait): MPI_Test and a yield for the first
+// kWaitSpin, then MPI_Test every kWaitPoll (the latency a long wait gains).
+constexpr auto kWaitSpin = std::chrono::microseconds(500);
+constexpr auto kWaitPoll = std::chrono::microseconds(50);
+
 // A Status of `code` (not OK) with `msg`.
 Status WithCode(StatusCode code, std::string msg) {
   switch (code) {
@@ -78,13 +83,23 @@ Status MpiComm::CheckUsable() const {
 
 Status MpiComm::Wait(MPI_Request* req, std::string_view call) {
   if (timeout_ms_ == 0) return MpiError(MPI_Wait(req, MPI_STATUS_IGNORE), call, rank_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
   for (;;) {
     int done = 0;
     STRATA_RETURN_IF_ERROR(MpiError(MPI_Test(req, &done, MPI_STATUS_IGNORE), call, rank_));
     if (done) return Status::Ok();
-    if (std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::yield();  // ranks may outnumber cores
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    // Ranks may outnumber cores: poll with a yield at first, then, once the
+    // wait is long (another rank computes or serves its shard), in short
+    // sleeps, so that a waiting rank does not take the core a working one
+    // needs.
+    if (now - start < kWaitSpin) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kWaitPoll);
+    }
   }
   // The request stays pending (MPI cannot cancel a collective): the
   // communicator is unusable from here on, and says so on every later call.

@@ -20,6 +20,10 @@
 #include "strata/trace.h"
 #include "trace/cache_sim.h"
 
+#ifdef STRATA_HAVE_MPI
+#include "examples/train/cluster_train.h"
+#endif
+
 namespace strata::train {
 namespace {
 
@@ -35,6 +39,7 @@ struct TrainFlags {
   uint64_t dram_rows = 16384;
   bool no_gpu = false;
   bool json = false;
+  bool cluster = false;
   TrainOptions options;
 };
 
@@ -225,6 +230,78 @@ Status RunTrain(TrainFlags f) {
   return Status::Ok();
 }
 
+#ifdef STRATA_HAVE_MPI
+// `--cluster` under mpirun: rank r trains on rows r % R over a strata::Cluster
+// (cluster_train.h); rank 0 prints the metrics of all ranks' scores.
+Status RunClusterTrain(TrainFlags f) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized && MPI_Init(nullptr, nullptr) != MPI_SUCCESS) {
+    return Status::Unavailable("MPI_Init failed");
+  }
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  Status s = [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(Dataset data, Load(f));
+    // One directory for the cluster: the caller's (kept, checkpointed every
+    // epoch) or rank 0's temporary one, named to every rank.
+    std::string scratch;
+    f.options.checkpoint_each_epoch = !f.dir.empty();
+    if (f.dir.empty()) {
+      if (rank == 0) {
+        Result<std::string> made = TempDir();
+        if (made.ok()) scratch = *made;
+      }
+      uint64_t size = scratch.size();
+      MPI_Bcast(&size, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+      scratch.resize(size);
+      MPI_Bcast(scratch.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+      if (scratch.empty()) return Status::IOError("train --cluster: no temporary directory");
+      f.dir = scratch + "/cluster";
+    }
+    f.options.trace_path.clear();  // the Belady floor is a one-process yardstick
+    ClusterOptions co;
+    co.store.dir = f.dir;
+    co.store.device_rows_max = f.device_rows;
+    co.store.dram_rows_max = f.dram_rows;
+    const auto start = std::chrono::steady_clock::now();
+    Result<TrainResult> result = TrainOnCluster(data, co, f.options, MPI_COMM_WORLD);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0 && !scratch.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(scratch, ignored);
+    }
+    STRATA_RETURN_IF_ERROR(result.status());
+    if (rank != 0) return Status::Ok();
+    Floors floors;
+    floors.cache_rows = f.device_rows + f.dram_rows;
+    nlohmann::json j = ToJson(f, data, *result, floors, seconds);
+    j["ranks"] = ranks;
+    j["rows_per_rank"] = data.rows() / static_cast<size_t>(ranks);
+    if (f.json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      std::printf("data-parallel over %d ranks (rows r %% %d on rank r); counters of rank 0\n",
+                  ranks, ranks);
+      PrintEpochs(*result, f.options.checkpoint_each_epoch);
+      PrintSummary(j);
+    }
+    return Status::Ok();
+  }();
+  std::fflush(stdout);
+  MPI_Finalize();
+  return s;
+}
+#else
+Status RunClusterTrain(const TrainFlags&) {
+  return Status::InvalidArgument(
+      "--cluster: this strata was built without MPI (STRATA_MPI=OFF or Open MPI not found)");
+}
+#endif
+
 void AddTrainCommand(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
   TrainFlags& f = *flags;
@@ -274,10 +351,13 @@ void AddTrainCommand(CLI::App& app) {
   cli::AddReal(c, "--l2", f.options.model.l2, "L2 penalty", {.min = 0, .max = kL2Max})
       ->capture_default_str();
   c->add_flag("--json", f.json, "print JSON instead of tables");
+  c->add_flag("--cluster", f.cluster,
+              "under mpirun: data-parallel over a strata::Cluster (rows r % R on rank r, dense "
+              "parameters averaged every step; docs/cluster.md)");
   c->callback([flags] {
     TrainFlags& f = *flags;
     f.options.model.seed = f.options.loader.seed;
-    Status s = RunTrain(f);
+    Status s = f.cluster ? RunClusterTrain(f) : RunTrain(f);
     if (!s.ok()) {
       std::fprintf(stderr, "strata train: %s\n", s.ToString().c_str());
       cli::ExitCode() = 1;

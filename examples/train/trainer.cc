@@ -168,10 +168,13 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
       if (batch->train) {
         model.Backward(*batch, rows, logits, &row_grads, &dense_grads);
         for (size_t t = 0; t < tables.size(); ++t) {
-          if (batch->unique_keys[t].empty()) continue;
+          if (batch->unique_keys[t].empty() && !options.collective_calls) continue;
           STRATA_RETURN_IF_ERROR(session.Push(tables[t], batch->unique_keys[t], row_grads[t]));
         }
         model.ApplyDense(dense_grads);
+        if (options.average_dense) {
+          STRATA_RETURN_IF_ERROR(options.average_dense(&model.mutable_dense()));
+        }
       }
       STRATA_RETURN_IF_ERROR(session.AdvanceClock());
       report.rows += batch->size();
@@ -180,6 +183,10 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
     report.rows_per_s = report.seconds > 0 ? static_cast<double>(report.rows) / report.seconds : 0;
     report.loader_wait_fraction =
         report.seconds > 0 ? (loader.wait_seconds() - wait_before) / report.seconds : 0;
+    if (options.gather_scores) {
+      STRATA_RETURN_IF_ERROR(options.gather_scores(&train_logits, &train_labels));
+      STRATA_RETURN_IF_ERROR(options.gather_scores(&val_logits, &val_labels));
+    }
     report.train_logloss = MeanLogLoss(train_logits, train_labels);
     report.train_auc = RocAuc(train_logits, train_labels);
     report.validation_logloss = MeanLogLoss(val_logits, val_labels);

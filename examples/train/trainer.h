@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,16 @@ struct TrainOptions {
   // is not in the store). Costs a flush of the dirty rows per epoch, not
   // counted in the epoch's seconds.
   bool checkpoint_each_epoch = false;
+  // Data-parallel training over a strata::Cluster (cluster_train.h): the
+  // store's Pull, Push and AdvanceClock are collective, so every table is
+  // pushed every training batch, even with no keys; after each dense step
+  // `average_dense` (when set) replaces the dense parameters by their mean
+  // over the ranks; before the epoch's metrics `gather_scores` (when set)
+  // replaces this rank's logits and labels by every rank's, so every rank
+  // reports the metrics of all.
+  bool collective_calls = false;
+  std::function<Status(DenseParams*)> average_dense;
+  std::function<Status(std::vector<float>* logits, std::vector<float>* labels)> gather_scores;
 };
 
 struct EpochReport {

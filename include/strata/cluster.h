@@ -6,7 +6,8 @@
 // in its owner's shard.
 //
 // The calls are the Store's, with its contracts, and most are collective:
-//   RegisterWorker, Pull, Push, AdvanceClock, DrainIntents, Checkpoint, Close
+//   RegisterWorker, Pull, Push, AdvanceClock, DrainIntents, Checkpoint,
+//   AgreeOn, SummedStats, Close
 // must be called by every rank of the communicator, in the same order, with
 // the same worker and table (keys and their counts differ per rank). A rank
 // that calls Pull while another calls Push deadlocks, as in MPI. Intent is
@@ -68,6 +69,12 @@ struct ClusterOptions {
   // stalls the others; it must exceed the longest skew between ranks (a
   // batch's compute, a checkpoint). 0: wait forever.
   uint64_t collective_timeout_ms = 600'000;
+  // Each shard keeps a copy of its previous checkpoint while a cluster
+  // checkpoint is in flight (DIR/rank-<r>.prev), so that Open rolls back a
+  // checkpoint a crash interrupted on every rank. Costs a copy of the shard's
+  // files per Checkpoint; false: no copy, and Open refuses (names the rank)
+  // a directory whose shards a crash left at different generations.
+  bool keep_previous_checkpoint = true;
 };
 
 // Counters of the exchange on one rank (Stats); summed over ranks by
@@ -97,7 +104,9 @@ class Cluster {
   // rank naming the first rank and table that differ from rank 0's). When the
   // directory holds a cluster manifest, its world size must be the
   // communicator's (InvalidArgument naming both) and every shard must be at
-  // the manifest's generation (FailedPrecondition naming the rank otherwise).
+  // the manifest's generation: a shard that an interrupted Checkpoint left
+  // past it is rolled back to its kept copy; without one, FailedPrecondition
+  // naming the rank.
   static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                MPI_Comm comm);
@@ -131,10 +140,19 @@ class Cluster {
   [[nodiscard]] virtual Status DrainIntents() = 0;
 
   // Collective: every shard checkpoints, then rank 0 writes the cluster
-  // manifest (world size, ownership function, per-rank generation) last,
-  // atomically. A failure on any rank fails the call on every rank and
-  // leaves the manifest at the previous generation.
+  // manifest (world size, ownership function, per-rank generation, tables)
+  // last, atomically. A failure on any rank fails the call on every rank and
+  // leaves the manifest at the previous generation; a crash of any rank at
+  // any point leaves a directory that Open restores at the previous
+  // generation or the new one, the same on every rank
+  // (keep_previous_checkpoint).
   [[nodiscard]] virtual Status Checkpoint() = 0;
+
+  // Collective: OK on every rank when `local` is OK on every rank; otherwise,
+  // on every rank, the lowest failing rank's code and message ("rank <r>:
+  // ..."). For a program's own checks between collective calls (a rank that
+  // returned alone would leave the others waiting in the next collective).
+  [[nodiscard]] virtual Status AgreeOn(const Status& local) = 0;
 
   // Local: this rank's counters.
   virtual ClusterStats Stats() const = 0;

@@ -14,6 +14,20 @@
 //   create DIR       a cluster at generation 1 (one batch, a checkpoint)
 //   reopen DIR       Open on an existing cluster directory; prints the Status
 //                    (the test expects a world-size or generation error)
+//   train DIR POINT  steps 0-4, a checkpoint (generation 1), steps 4-8, a
+//                    checkpoint (generation 2), closed; with POINT other than
+//                    "none" one rank dies (SIGKILL, through io::FaultEnv on
+//                    the cluster's files) in the second checkpoint:
+//                      backup    the last rank, copying its shard
+//                      record    the last rank, recording generation 2
+//                                (after its shard's checkpoint)
+//                      manifest  rank 0, writing CLUSTER (every shard at 2)
+//   verify DIR CLOCK WORLD
+//                    Open (recovering what a crash left), the clock must be
+//                    CLOCK on every rank; every shard row equals a
+//                    single-process Store that applied the batches of WORLD
+//                    ranks up to CLOCK; two more steps against it (the
+//                    optimizer state went along), a checkpoint, closed
 // Test code only.
 #include <mpi.h>
 #include <signal.h>
@@ -30,6 +44,8 @@
 #include <vector>
 
 #include "base/hash.h"
+#include "cluster/cluster_impl.h"
+#include "io/fault_env.h"
 #include "strata/cluster.h"
 #include "strata/store.h"
 
@@ -108,6 +124,29 @@ float MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
   float d = 0;
   for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
   return x.size() == y.size() ? d : INFINITY;
+}
+
+// Every rank's batches of steps [from, to) of a cluster of `world` ranks,
+// into the reference store alone (one Push per step and table, as the owners
+// do).
+void ApplyToRef(Store& ref, WorkerId ref_w, int from, int to, int world) {
+  const std::vector<TableOptions> tables = Tables();
+  for (int s = from; s < to; ++s) {
+    for (TableId t = 0; t < tables.size(); ++t) {
+      Batch all;
+      for (int q = 0; q < world; ++q) {
+        const Batch b = MakeBatch(s, q, t, tables[t].dim);
+        all.keys.insert(all.keys.end(), b.keys.begin(), b.keys.end());
+        all.grads.insert(all.grads.end(), b.grads.begin(), b.grads.end());
+      }
+      std::vector<float> rows(all.keys.size() * tables[t].dim);
+      Status st = ref.Pull(ref_w, t, all.keys, rows.data());
+      HELPER_CHECK("verify", st.ok(), st.ToString());
+      st = ref.Push(ref_w, t, all.keys, all.grads.data());
+      HELPER_CHECK("verify", st.ok(), st.ToString());
+    }
+    HELPER_CHECK("verify", ref.AdvanceClock(ref_w).ok(), "ref AdvanceClock");
+  }
 }
 
 // Steps [from, to) on the cluster and on the reference store.
@@ -324,6 +363,78 @@ void Create(const std::string& dir) {
   Finish(true, "create", "generation 1");
 }
 
+// Steps, checkpoints, and a rank killed in the second checkpoint at `point`.
+void Train(const std::string& dir, const std::string& point) {
+  Result<std::unique_ptr<Store>> ref =
+      Store::Open(SmallStore(dir + "/ref-" + std::to_string(g_rank)), Tables());
+  HELPER_CHECK("train", ref.ok(), ref.status().ToString());
+  Result<WorkerId> ref_w = (*ref)->RegisterWorker(-1);
+  HELPER_CHECK("train", ref_w.ok(), ref_w.status().ToString());
+  io::FaultEnv env(io::Env::Default());
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  Result<std::unique_ptr<Cluster>> c =
+      cluster::ClusterImpl::Open(options, Tables(), MPI_COMM_WORLD, &env);
+  HELPER_CHECK("train", c.ok(), c.status().ToString());
+  Cluster& cluster = **c;
+  Result<WorkerId> w = cluster.RegisterWorker();
+  HELPER_CHECK("train", w.ok(), w.status().ToString());
+  RunSteps(cluster, **ref, *w, *ref_w, 0, kSteps / 2);
+  Status st = cluster.Checkpoint();
+  HELPER_CHECK("train", st.ok(), st.ToString());
+  RunSteps(cluster, **ref, *w, *ref_w, kSteps / 2, kSteps);
+  io::FaultRule kill;
+  kill.kind = io::FaultKind::kKill;
+  int victim = -1;
+  if (point == "backup") {
+    victim = g_world - 1;
+    kill.op = io::FaultOp::kWrite;
+    kill.path_substring = ".prev/";
+  } else if (point == "record") {
+    victim = g_world - 1;
+    kill.op = io::FaultOp::kRename;
+    kill.path_substring = "/CLUSTER_SHARD.tmp";
+    kill.nth_call = 2;  // the first records "pending 2", the second "generation 2"
+  } else if (point == "manifest") {
+    victim = 0;
+    kill.op = io::FaultOp::kRename;
+    kill.path_substring = "/CLUSTER.tmp";
+  } else {
+    HELPER_CHECK("train", point == "none", "unknown kill point " + point);
+  }
+  if (g_rank == victim) HELPER_CHECK("train", env.AddRule(kill).ok(), "AddRule");
+  st = cluster.Checkpoint();
+  HELPER_CHECK("train", st.ok(), st.ToString());
+  HELPER_CHECK("train", point == "none", "the checkpoint survived the kill at " + point);
+  HELPER_CHECK("train", cluster.Close().ok(), "Close");
+  Finish(true, "train", "generation 2");
+}
+
+// Reopens what Train (or a reshard of it) left, at clock `clock` on every
+// rank, and checks every row against the batches of `world` ranks.
+void Verify(const std::string& dir, int clock, int world) {
+  Result<std::unique_ptr<Store>> ref =
+      Store::Open(SmallStore(dir + "/vref-" + std::to_string(g_rank)), Tables());
+  HELPER_CHECK("verify", ref.ok(), ref.status().ToString());
+  Result<WorkerId> ref_w = (*ref)->RegisterWorker(-1);
+  HELPER_CHECK("verify", ref_w.ok(), ref_w.status().ToString());
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "verify");
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("verify", w.ok(), w.status().ToString());
+  Result<Clock> now = cluster->CurrentClock(*w);
+  HELPER_CHECK("verify", now.ok() && *now == clock,
+               "clock " + (now.ok() ? std::to_string(*now) : now.status().ToString()) +
+                   ", expected " + std::to_string(clock));
+  ApplyToRef(**ref, *ref_w, 0, clock, world);
+  const uint64_t rows = CheckShardRows(*cluster, **ref);
+  RunSteps(*cluster, **ref, *w, *ref_w, clock, clock + 2);
+  const Status st = cluster->Checkpoint();
+  HELPER_CHECK("verify", st.ok(), st.ToString());
+  CheckShardRows(*cluster, **ref);
+  HELPER_CHECK("verify", cluster->Close().ok(), "Close");
+  Finish(true, "verify", "clock " + std::to_string(clock) + ", " + std::to_string(rows) + " rows");
+}
+
 void Reopen(const std::string& dir) {
   ClusterOptions options;
   options.store = SmallStore(dir + "/cluster");
@@ -340,9 +451,12 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &strata::g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &strata::g_world);
-  if (argc != 3) strata::Finish(false, "usage", "cluster_mpi_helper SCENARIO DIR");
+  if (argc < 3) strata::Finish(false, "usage", "cluster_mpi_helper SCENARIO DIR [ARGS]");
   const std::string scenario = argv[1];
   const std::string dir = argv[2];
+  if (scenario == "train" && argc == 4) strata::Train(dir, argv[3]);
+  if (scenario == "verify" && argc == 5)
+    strata::Verify(dir, std::atoi(argv[3]), std::atoi(argv[4]));
   if (scenario == "pull_push") strata::PullPush(dir);
   if (scenario == "bad_input") strata::BadInput(dir);
   if (scenario == "create") strata::Create(dir);

@@ -17,23 +17,16 @@
 
 #include "cluster/manifest.h"
 #include "io/env.h"
+#include "tests/cli/cli_runner.h"
+#include "tests/cluster/mpi_runner.h"
 #include "tests/util/scratch_dir.h"
 
 namespace strata::cluster {
 namespace {
 
-std::string Mpirun() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', pos), dirs.size());
-    const std::string candidate = dirs.substr(pos, end - pos) + "/mpirun";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    pos = end + 1;
-  }
-  return "";
-}
+using testing::Mpirun;
+using testing::MpirunCommand;
+using testing::RunCommand;
 
 std::string Helper() { return std::string(STRATA_TEST_BINARY_DIR) + "/bin/cluster_mpi_helper"; }
 
@@ -45,26 +38,9 @@ struct MpiRun {
 
 // `mpirun -np ranks helper scenario dir` under `timeout`.
 MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir) {
-  // Open MPI's own runtime leaks at exit (its components, hwloc), so under
-  // AddressSanitizer the ranks run without the leak check; the Cluster's
-  // code is leak-checked through its MPI-free tests.
-  std::string cmd = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 240 " +
-                    Mpirun() + " --oversubscribe";
-  if (::geteuid() == 0) cmd += " --allow-run-as-root";
-  // One machine: shared memory and self only, and ranks yield while they
-  // wait (more ranks than cores).
-  cmd +=
-      " --mca btl self,vader --mca btl_vader_single_copy_mechanism none"
-      " --mca mpi_yield_when_idle 1 -np " +
-      std::to_string(ranks) + " " + Helper() + " " + scenario + " " + dir + " 2>&1";
   MpiRun run;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return run;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) run.output.append(buf, n);
-  const int rc = ::pclose(p);
-  run.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  run.exit_code =
+      RunCommand(MpirunCommand(ranks) + " " + Helper() + " " + scenario + " " + dir, &run.output);
   size_t pos = 0;
   while (pos < run.output.size()) {
     const size_t end = std::min(run.output.find('\n', pos), run.output.size());
@@ -155,6 +131,105 @@ TEST_P(ClusterMpiTest, StoppedRankMakesTheOthersFailWithinTheTimeout) {
     EXPECT_NE(line.find(" PASS stall: Unavailable: "), std::string::npos) << line;
     EXPECT_NE(line.find("did not complete within 5000 ms"), std::string::npos) << line;
   }
+}
+
+// The records and the manifest a directory holds: generation per rank.
+struct OnDisk {
+  uint64_t manifest = 0;
+  std::vector<uint64_t> records;  // generation, or UINT64_MAX while pending
+  bool backups = false;           // any rank-<r>.prev left
+};
+OnDisk ReadOnDisk(const std::string& cluster_dir, int ranks) {
+  OnDisk d;
+  io::Env* env = io::Env::Default();
+  auto text = ReadSmallFile(env, cluster_dir, kManifestName);
+  if (text.ok() && text->has_value()) {
+    auto m = DecodeClusterManifest(**text, kManifestName);
+    if (m.ok()) d.manifest = m->generation;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    const std::string shard = ShardDir(cluster_dir, r);
+    auto rec = ReadSmallFile(env, shard, kShardRecordName);
+    uint64_t g = 0;
+    if (rec.ok() && rec->has_value()) {
+      auto decoded = DecodeShardRecord(**rec, shard);
+      if (decoded.ok())
+        g = decoded->pending != decoded->generation ? UINT64_MAX : decoded->generation;
+    }
+    d.records.push_back(g);
+    d.backups = d.backups || std::filesystem::exists(shard + ".prev");
+  }
+  return d;
+}
+
+// A rank killed (SIGKILL) at a point of the second cluster checkpoint: the
+// job dies; reopening rolls every shard back to generation 1 (clock 4) and
+// every row is the model's at that clock; training and checkpointing go on.
+TEST_P(ClusterMpiTest, SigkillDuringCheckpointReopensAtOneGeneration) {
+  const int ranks = GetParam();
+  std::vector<std::string> points = {"record"};
+  if (ranks == 2) points = {"backup", "record", "manifest"};
+  if (ranks == 4) points = {"manifest"};
+  for (const std::string& point : points) {
+    SCOPED_TRACE(point);
+    const std::string dir = dir_.File(point);
+    const MpiRun killed = RunRanks(ranks, "train", dir + " " + point);
+    EXPECT_NE(killed.exit_code, 0) << killed.output;
+    for (const std::string& line : killed.lines) {
+      EXPECT_EQ(line.find(" PASS "), std::string::npos) << line;
+    }
+    const OnDisk before = ReadOnDisk(dir + "/cluster", ranks);
+    EXPECT_EQ(before.manifest, 1u);
+    EXPECT_TRUE(before.backups);
+    if (point == "manifest") {
+      // Every shard checkpointed generation 2 and recorded it: only the
+      // copies of generation 1 can bring the cluster back to one generation.
+      for (uint64_t g : before.records) EXPECT_EQ(g, 2u);
+    }
+    const MpiRun verified = RunRanks(ranks, "verify", dir + " 4 " + std::to_string(ranks));
+    ExpectAllPass(verified, ranks, "verify");
+    const OnDisk after = ReadOnDisk(dir + "/cluster", ranks);
+    EXPECT_EQ(after.manifest, 2u);  // the verify's own checkpoint
+    for (uint64_t g : after.records) EXPECT_EQ(g, 2u);
+    EXPECT_FALSE(after.backups);
+  }
+}
+
+// `strata cluster reshard` to one rank more (one less at 4): every row in
+// its new owner's shard equal to the model, training goes on there, and the
+// old world size is refused naming both sizes.
+TEST_P(ClusterMpiTest, ReshardKeepsEveryRowForAnotherRankCount) {
+  const int ranks = GetParam();
+  // Growing (2 -> 3) and shrinking (4 -> 3) cover the cases; each run is four
+  // mpirun jobs, too many for two cores at every size.
+  if (ranks == 1 || ranks == 3) GTEST_SKIP() << "run at 2 and 4 ranks";
+  const int to = ranks == 4 ? 3 : ranks + 1;
+  const std::string from = dir_.File("from");
+  const std::string out = dir_.File("to");
+  ExpectAllPass(RunRanks(ranks, "train", from + " none"), ranks, "train");
+  std::string text;
+  ASSERT_EQ(bench::testing::RunCli("cluster reshard --from " + from + "/cluster --ranks " +
+                                       std::to_string(to) + " --out " + out + "/cluster --json",
+                                   &text),
+            0)
+      << text;
+  EXPECT_NE(text.find("\"to_ranks\": " + std::to_string(to)), std::string::npos) << text;
+  const MpiRun verified = RunRanks(to, "verify", out + " 8 " + std::to_string(ranks));
+  ExpectAllPass(verified, to, "verify");
+  const MpiRun refused = RunRanks(ranks, "reopen", out);
+  ExpectAllPass(refused, ranks, "reopen");
+  for (const std::string& line : refused.lines) {
+    EXPECT_NE(line.find("cluster of " + std::to_string(to) + " ranks; this one has " +
+                        std::to_string(ranks)),
+              std::string::npos)
+        << line;
+  }
+  // Into a directory that is not empty: refused, nothing written.
+  EXPECT_NE(
+      bench::testing::RunCli(
+          "cluster reshard --from " + from + "/cluster --ranks 2 --out " + out + "/cluster", &text),
+      0);
+  EXPECT_NE(text.find("is not empty"), std::string::npos) << text;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ClusterMpiTest, ::testing::Values(1, 2, 3, 4),

@@ -3,11 +3,15 @@
 #include "cluster/manifest.h"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <vector>
 
 #include "cluster/key_router.h"
+#include "cluster/shard_backup.h"
 #include "strata/cluster_owner.h"
 #include "tests/util/scratch_dir.h"
 
@@ -20,6 +24,8 @@ ClusterManifest Sample() {
   m.ownership = kClusterOwnershipName;
   m.generation = 7;
   m.rank_generations = {7, 7, 7};
+  m.ssd_backend = SsdBackend::kRocksDb;
+  m.tables = {{"ads", 16, Optimizer::kAdagrad}, {"user.v2", 8, Optimizer::kFtrl}};
   return m;
 }
 
@@ -38,6 +44,12 @@ TEST(ClusterManifestTest, RoundTripsThroughAnAtomicFile) {
   EXPECT_EQ(m->ownership, kClusterOwnershipName);
   EXPECT_EQ(m->generation, 7u);
   EXPECT_EQ(m->rank_generations, (std::vector<uint64_t>{7, 7, 7}));
+  EXPECT_EQ(m->version, kManifestVersion);
+  EXPECT_EQ(m->ssd_backend, SsdBackend::kRocksDb);
+  ASSERT_EQ(m->tables.size(), 2u);
+  EXPECT_EQ(m->tables[1].name, "user.v2");
+  EXPECT_EQ(m->tables[1].dim, 8u);
+  EXPECT_EQ(m->tables[1].optimizer, Optimizer::kFtrl);
   auto missing = ReadSmallFile(env, dir.path(), "NOPE");
   ASSERT_TRUE(missing.ok());
   EXPECT_FALSE(missing->has_value());
@@ -55,6 +67,74 @@ TEST(ClusterManifestTest, EveryChangedByteIsCorruptionNamingTheFile) {
   }
   EXPECT_FALSE(DecodeClusterManifest(good.substr(0, good.size() / 2), "CLUSTER").ok());
   EXPECT_FALSE(DecodeClusterManifest("", "CLUSTER").ok());
+}
+
+// A version-1 manifest (written before the tables were recorded) still
+// decodes, with no tables; a version this build does not know is refused.
+TEST(ClusterManifestTest, VersionOneDecodesWithoutTables) {
+  const std::string v1_body =
+      "strata-cluster-manifest 1\nworld_size 2\nownership x\ngeneration 3\n"
+      "rank_generation 3\nrank_generation 3\n";
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(XXH64(v1_body.data(), v1_body.size(), 0)));
+  auto m = DecodeClusterManifest(v1_body + "checksum " + hex + "\n", "CLUSTER");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->version, 1u);
+  EXPECT_TRUE(m->tables.empty());
+  std::string v9 = EncodeClusterManifest(Sample());
+  v9.replace(v9.find(" 2\n"), 3, " 9\n");
+  const std::string body = v9.substr(0, v9.rfind("checksum "));
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(XXH64(body.data(), body.size(), 0)));
+  auto bad = DecodeClusterManifest(body + "checksum " + hex + "\n", "CLUSTER");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("version 9"), std::string::npos) << bad.status().ToString();
+}
+
+// A shard's kept copy: whole only once its marker is written; a restore
+// swaps it in; a restore a crash cut between its renames is finished.
+TEST(ShardBackupTest, CopyRestoreAndAnInterruptedRestore) {
+  strata::testing::ScratchDir dir;
+  io::Env* env = io::Env::Default();
+  const std::string shard = ShardDir(dir.path(), 1);
+  ASSERT_TRUE(env->CreateDirs(shard + "/sub").ok());
+  ASSERT_TRUE(env->WriteFileAtomically(shard, "data", "data.tmp", "generation-4").ok());
+  ASSERT_TRUE(env->WriteFileAtomically(shard + "/sub", "more", "more.tmp", "deep").ok());
+  ASSERT_TRUE(env->CreateDirs(shard + "/live").ok());  // RocksDB's live/: not copied
+  auto none = BackupGeneration(env, dir.path(), 1);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  ASSERT_TRUE(BackupShard(env, dir.path(), 1, 3, 4).ok());
+  auto kept = BackupGeneration(env, dir.path(), 1);
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ(**kept, 4u);
+  EXPECT_FALSE(std::filesystem::exists(BackupDir(dir.path(), 1) + "/live"));
+  // The shard moves on; a second backup of generation 4 keeps the first.
+  ASSERT_TRUE(env->WriteFileAtomically(shard, "data", "data.tmp", "generation-5").ok());
+  ASSERT_TRUE(BackupShard(env, dir.path(), 1, 3, 4).ok());
+  ASSERT_TRUE(RestoreShard(env, dir.path(), 1).ok());
+  auto data = ReadSmallFile(env, shard, "data");
+  ASSERT_TRUE(data.ok() && data->has_value());
+  EXPECT_EQ(**data, "generation-4");
+  auto more = ReadSmallFile(env, shard + "/sub", "more");
+  ASSERT_TRUE(more.ok() && more->has_value());
+  EXPECT_EQ(**more, "deep");
+  EXPECT_FALSE(std::filesystem::exists(BackupDir(dir.path(), 1)));
+  // A restore cut after its first rename: the next Open finishes it.
+  ASSERT_TRUE(env->WriteFileAtomically(shard, "data", "data.tmp", "generation-5").ok());
+  ASSERT_TRUE(BackupShard(env, dir.path(), 1, 3, 5).ok());
+  ASSERT_TRUE(env->WriteFileAtomically(shard, "data", "data.tmp", "generation-6").ok());
+  ASSERT_TRUE(env->RenameFile(shard, shard + ".discard").ok());
+  ASSERT_TRUE(FinishInterrupted(env, dir.path(), 1).ok());
+  data = ReadSmallFile(env, shard, "data");
+  ASSERT_TRUE(data.ok() && data->has_value());
+  EXPECT_EQ(**data, "generation-5");
+  EXPECT_FALSE(std::filesystem::exists(shard + ".discard"));
+  // Dropping the copy deletes it.
+  ASSERT_TRUE(BackupShard(env, dir.path(), 1, 3, 5).ok());
+  ASSERT_TRUE(DropBackup(env, dir.path(), 1).ok());
+  EXPECT_FALSE(std::filesystem::exists(BackupDir(dir.path(), 1)));
 }
 
 TEST(ClusterManifestTest, ShardRecordRoundTripsAndIsNotAManifest) {

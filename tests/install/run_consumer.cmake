@@ -40,3 +40,24 @@ message(STATUS "consumer printed: ${out}")
 if(NOT rc EQUAL 0 OR NOT out MATCHES "strata-consumer-ok")
   message(FATAL_ERROR "the consumer program failed (${rc}): ${out}")
 endif()
+
+# The Cluster from the installed package, under mpirun at two ranks, where
+# the package has it (and mpirun is there: MPIEXEC).
+if(EXISTS ${WORK_DIR}/build/consumer_cluster)
+  if(NOT MPIEXEC)
+    message(FATAL_ERROR "the package has strata::Cluster but no mpirun was found to run it")
+  endif()
+  set(root_flag "")
+  execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(uid STREQUAL "0")
+    set(root_flag --allow-run-as-root)
+  endif()
+  execute_process(COMMAND ${MPIEXEC} --oversubscribe ${root_flag} --mca btl self,vader
+                          --mca btl_vader_single_copy_mechanism none -np 2
+                          ${WORK_DIR}/build/consumer_cluster ${WORK_DIR}/cluster
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
+  message(STATUS "consumer_cluster printed: ${out}")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "strata-consumer-cluster-ok 2")
+    message(FATAL_ERROR "the cluster consumer failed (${rc}): ${out} ${err}")
+  endif()
+endif()
