@@ -62,6 +62,8 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"prefetched_rows", r.stats.prefetched_rows},
           {"late_prefetches", r.stats.late_prefetches},
           {"deferred_intents", r.stats.deferred_intents},
+          {"intent_bytes_max", r.stats.intent_bytes_max},
+          {"intent_pairs_max", r.stats.intent_pairs_max},
           {"compute_us", o.compute_us},
           {"device_share_growth", o.device_share_growth},
           {"cleaned_ahead", r.stats.cleaned_ahead},
@@ -133,6 +135,8 @@ void Run(ReplayArgs a) {
   row("prefetched_rows", r.stats.prefetched_rows);
   row("late_prefetches", r.stats.late_prefetches);
   row("deferred_intents", r.stats.deferred_intents);
+  row("intent_bytes_max", r.stats.intent_bytes_max);
+  row("intent_pairs_max", r.stats.intent_pairs_max);
   row("planner_rounds", r.stats.planner_rounds);
   row("planner_max_us", r.stats.planner_round_us_max);
   if (a.options.verify) {
