@@ -171,7 +171,7 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
           ->capture_default_str();
       AddReal(c, "--device-share-growth", o.device_share_growth,
-              "how far a table's T0 share may grow by lending (0: static split)",
+              "how far one table's T0 may grow past its share (0: static split)",
               {0, kDeviceShareGrowthMax})
           ->capture_default_str();
       c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
