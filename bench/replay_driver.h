@@ -58,7 +58,7 @@ struct ReplayOptions {
   // T0 on the GPU when one is visible (rows staged through device memory,
   // bench/row_staging.h); false keeps it on the host runner.
   bool use_gpu = true;
-  // StoreOptions::device_share_growth_max: T0 quota lending between tables.
+  // StoreOptions::device_share_growth_max: how far one table's T0 may grow.
   double device_share_growth = 0.25;
   // Attempts of one store call failing with IOError or ResourceExhausted
   // (the parts of a split Pull included) before the run fails.

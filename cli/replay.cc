@@ -64,6 +64,8 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"prefetched_rows", r.stats.prefetched_rows},
           {"late_prefetches", r.stats.late_prefetches},
           {"deferred_intents", r.stats.deferred_intents},
+          {"intent_bytes_max", r.stats.intent_bytes_max},
+          {"intent_pairs_max", r.stats.intent_pairs_max},
           {"compute_us", o.compute_us},
           {"device_share_growth", o.device_share_growth},
           {"cleaned_ahead", r.stats.cleaned_ahead},
@@ -136,6 +138,8 @@ void Run(ReplayArgs a) {
   row("prefetched_rows", r.stats.prefetched_rows);
   row("late_prefetches", r.stats.late_prefetches);
   row("deferred_intents", r.stats.deferred_intents);
+  row("intent_bytes_max", r.stats.intent_bytes_max);
+  row("intent_pairs_max", r.stats.intent_pairs_max);
   row("planner_rounds", r.stats.planner_rounds);
   row("planner_max_us", r.stats.planner_round_us_max);
   if (a.options.verify) {
@@ -170,7 +174,7 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
           ->capture_default_str();
       AddReal(c, "--device-share-growth", o.device_share_growth,
-              "how far a table's T0 share may grow by lending (0: static split)",
+              "how far one table's T0 may grow past its share (0: static split)",
               {0, kDeviceShareGrowthMax})
           ->capture_default_str();
       c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")

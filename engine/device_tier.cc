@@ -233,6 +233,14 @@ Status DeviceTier::Evict(uint64_t count, HostRows* out) {
   return CopyRowsToHost(runner_, batch, row_floats_, out);
 }
 
+Status DeviceTier::LargestNextUses(uint64_t count, std::vector<int64_t>* out) {
+  out->resize(count);
+  uint64_t n = 0;
+  STRATA_RETURN_IF_ERROR(table_->LargestNextUses(count, out->data(), &n));
+  out->resize(n);
+  return Status::Ok();
+}
+
 Status DeviceTier::Gather(std::span<const Key> keys, float* values, std::vector<uint8_t>* found) {
   RunnerStaging& st = staging_;
   const size_t n = keys.size();

@@ -82,6 +82,9 @@ class DeviceTier {
   // Takes up to `count` unpinned rows with the largest next use out of T0
   // into *out (host memory).
   [[nodiscard]] Status Evict(uint64_t count, HostRows* out);
+  // The next uses Evict(count) would take, largest first, into *out (host
+  // memory), without taking them.
+  [[nodiscard]] Status LargestNextUses(uint64_t count, std::vector<int64_t>* out);
   // The embeddings of `keys` (dim floats each) into host memory, with
   // found flags.
   [[nodiscard]] Status Gather(std::span<const Key> keys, float* values,

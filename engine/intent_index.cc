@@ -5,6 +5,17 @@
 #include "base/assert.h"
 
 namespace strata::engine {
+namespace {
+
+// libstdc++ node sizes: an unordered_map node holds a next pointer, the
+// value and the cached hash; a multimap node three pointers and a colour
+// word before the value.
+template <class Value>
+constexpr size_t kHashNodeBytes = sizeof(void*) + sizeof(Value) + sizeof(size_t);
+template <class Value>
+constexpr size_t kTreeNodeBytes = 4 * sizeof(void*) + sizeof(Value);
+
+}  // namespace
 
 IntentIndex::WorkerWindows& IntentIndex::Worker(WorkerId worker) {
   if (worker >= workers_.size()) workers_.resize(worker + 1);
@@ -25,10 +36,17 @@ uint64_t IntentIndex::Add(WorkerId worker, TableId table, std::span<const Key> k
   std::sort(window->keys.begin(), window->keys.end());
   window->keys.erase(std::unique(window->keys.begin(), window->keys.end()), window->keys.end());
   auto& table_keys = keys_[table];
+  using KeyNode = std::pair<const Key, KeyState>;
   for (Key key : window->keys) {
-    auto& starts = table_keys[key].starts;
+    auto [it, fresh] = table_keys.try_emplace(key);
+    auto& starts = it->second.starts;
+    const size_t cap_before = starts.capacity();
     starts.insert(std::upper_bound(starts.begin(), starts.end(), start), start);
+    bytes_ += (starts.capacity() - cap_before) * sizeof(Clock);
+    if (fresh) bytes_ += kHashNodeBytes<KeyNode>;
   }
+  pairs_ += window->keys.size();
+  bytes_ += WindowBytes(*window);
   IntentWindow* raw = window.get();
   WorkerWindows& ww = Worker(worker);
   ww.pending_by_start.emplace(start, raw);
@@ -57,7 +75,9 @@ void IntentIndex::MarkActed(IntentWindow* window) {
       break;
     }
   }
+  bytes_ -= WindowBytes(*window);
   window->acted = true;
+  bytes_ += WindowBytes(*window);
   auto& table_keys = keys_[window->table];
   for (Key key : window->keys) table_keys[key].acted++;
 }
@@ -87,16 +107,34 @@ void IntentIndex::Expire(WorkerId worker, Clock clock,
       STRATA_ASSERT(pos != state.starts.end() && *pos == window->start,
                     "IntentIndex: window start missing from key");
       state.starts.erase(pos);
+      --pairs_;
       if (window->acted) {
         STRATA_ASSERT(state.acted > 0, "IntentIndex: acted count underflow");
         if (--state.acted == 0) unpin(window->table, key);
       }
       Clock next = state.starts.empty() ? kClockNever : state.starts.front();
-      if (state.starts.empty()) table_keys.erase(it);
+      if (state.starts.empty()) {
+        bytes_ -= state.starts.capacity() * sizeof(Clock) +
+                  kHashNodeBytes<std::pair<const Key, KeyState>>;
+        table_keys.erase(it);
+      }
       next_use(window->table, key, next);
     }
+    bytes_ -= WindowBytes(*window);
     windows_.erase(window->id);
   }
+}
+
+size_t IntentIndex::WindowBytes(const IntentWindow& window) {
+  return sizeof(IntentWindow) + window.keys.capacity() * sizeof(Key) +
+         kHashNodeBytes<std::pair<const uint64_t, std::unique_ptr<IntentWindow>>> +
+         (window.acted ? 1 : 2) * kTreeNodeBytes<std::pair<const Clock, IntentWindow*>>;
+}
+
+size_t IntentIndex::MemoryBytes() const {
+  size_t bytes = bytes_ + windows_.bucket_count() * sizeof(void*);
+  for (const auto& t : keys_) bytes += t.bucket_count() * sizeof(void*);
+  return bytes;
 }
 
 Clock IntentIndex::NextUse(TableId table, Key key) const {

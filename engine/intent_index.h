@@ -62,6 +62,12 @@ class IntentIndex {
   }
   size_t PendingWindows() const { return windows_.size(); }
   size_t TrackedKeys() const;
+  // (key, window) pairs of the unexpired windows.
+  size_t PendingPairs() const { return pairs_; }
+  // Heap bytes the index holds: its windows, their keys, the per-worker
+  // orders and the per-key states, with the containers' node and bucket
+  // overheads (libstdc++'s layouts).
+  size_t MemoryBytes() const;
 
  private:
   struct KeyState {
@@ -74,7 +80,14 @@ class IntentIndex {
   };
 
   WorkerWindows& Worker(WorkerId worker);
+  // Heap bytes of a window: itself, its keys, its node in windows_ and in
+  // its worker's orders (both until it is acted on, then by_end only).
+  static size_t WindowBytes(const IntentWindow& window);
 
+  // Bytes of the windows and key states (nodes and arrays); MemoryBytes adds
+  // the hash tables' bucket arrays.
+  size_t bytes_ = 0;
+  size_t pairs_ = 0;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<IntentWindow>> windows_;
   std::vector<WorkerWindows> workers_;

@@ -28,12 +28,6 @@ inline constexpr double kDeviceLoadFactorMax = 0.7;
 // policy orders them below it (the device table evicts the largest first).
 inline constexpr int64_t kFallbackBase = int64_t{1} << 62;
 
-// Marks a table that has not evicted from T0 since the planner last looked.
-inline constexpr int64_t kNoFrontier = INT64_MAX;
-// T0 quota moved between two tables per rebalancing step: this share of
-// device_rows_max; a table keeps at least its share / kT0LimitFloorDivisor.
-inline constexpr uint64_t kT0QuotaStepDivisor = 256;
-inline constexpr uint64_t kT0LimitFloorDivisor = 4;
 // The largest StoreOptions.device_share_growth_max accepted:
 // kDeviceShareGrowthMax (strata/options.h).
 

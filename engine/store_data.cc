@@ -23,9 +23,14 @@
 
 namespace strata::engine {
 
+// The rows a batch of this table may have resident at once: what neither its
+// own slots' bound nor T0 as a whole has pinned for intents.
 uint64_t StoreImpl::PullRoom(const Table& table) const {
-  const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
-  return limit - std::min(limit, table.intent_pinned.load(std::memory_order_relaxed));
+  const uint64_t own = table.t0_rows_cap;
+  const uint64_t own_pins = table.intent_pinned.load(std::memory_order_relaxed);
+  const uint64_t all = options_.device_rows_max;
+  const uint64_t all_pins = T0IntentPins();
+  return std::min(own - std::min(own, own_pins), all - std::min(all, all_pins));
 }
 
 // The next uses a pass gives the batch: one value for all when no key can

@@ -1,12 +1,10 @@
-// The eviction order: which rows leave T0 and T1 first, and which tables
-// give up T0 room.
+// The eviction order: which rows leave T0 and T1 first, across tables.
 //
 // A row's next_use is the start of its nearest intent window, or without one
 // a fallback value above every real clock (LRU, or LFU with LRU among equal
 // counts), so T0's "largest next_use first" is Belady on the known future
 // and the fallback policy elsewhere; T1 receives the same values. Across
-// tables, RebalanceT0 lends T0 quota from tables evicting colder rows to
-// tables evicting hotter ones.
+// tables, MakeT0Room picks T0's victims among every table's rows.
 #include <algorithm>
 
 #include "engine/store_impl.h"
@@ -74,69 +72,58 @@ Status StoreImpl::RefreshNextUse(Table& table, std::span<const Key> keys, bool w
   return Status::Ok();
 }
 
-// Lends T0 quota between tables once per clock advance: tables are ranked
-// by their eviction frontier (the nearest next use among the rows they had
-// to evict last); the hottest gains a step from the coldest, the second
-// hottest from the second coldest, and so on while the taker's frontier is
-// hotter than the giver's. A table that did not evict and has unused room
-// gives first. The static split by weight is where every table starts; this
-// moves T0 toward one Belady order across tables (T1 has one already).
-void StoreImpl::RebalanceT0() {
-  if (tables_.size() < 2 || options_.device_share_growth_max <= 0) return;
-  uint64_t clocks = 0;
-  const uint32_t n = workers_.count.load(std::memory_order_acquire);
-  for (uint32_t w = 0; w < n; ++w)
-    clocks += workers_.slots[w]->clock.load(std::memory_order_acquire);
-  if (clocks == planner_.rebalanced_at_clocks) return;
-  planner_.rebalanced_at_clocks = clocks;
-  struct Rank {
-    int64_t frontier;
-    Table* table;
-  };
-  std::vector<Rank> ranks;
+uint64_t StoreImpl::T0Rows() const {
+  uint64_t rows = 0;
+  for (const auto& t : tables_) rows += t->t0_rows.load(std::memory_order_relaxed);
+  return rows;
+}
+
+uint64_t StoreImpl::T0IntentPins() const {
+  uint64_t pins = 0;
+  for (const auto& t : tables_) pins += t->intent_pinned.load(std::memory_order_relaxed);
+  return pins;
+}
+
+// One victim order across the tables' T0: each candidate table names the
+// `count` largest next uses among its unpinned rows; the `count` largest of
+// all those are the victims, and each table evicts its part of them. Tables
+// other than `table` are locked with TryLock (never a wait while holding a
+// table lock); one busy elsewhere keeps its rows this time, so its rows may
+// outlive a slightly better row of another table until the next eviction.
+// Thread-safety analysis cannot follow locks taken in a loop by TryLock;
+// every access below is to `table` (held by the caller) or to a table
+// whose TryLock succeeded.
+Status StoreImpl::MakeT0Room(Table& table, uint64_t count) {
+  if (count == 0) return Status::Ok();
+  std::vector<Table*> held = {&table};
   for (auto& t : tables_) {
-    int64_t f = t->evict_frontier.load(std::memory_order_relaxed);
-    if (f == kNoFrontier) {
-      // Not evicting: a giver only if it leaves room unused. Its size needs
-      // its lock (one table lock at a time; a busy table is skipped).
-      if (!t->mu.TryLock()) continue;
-      const bool full = t->t0->Size() + t->t0_share / kT0LimitFloorDivisor >= t->t0_limit.load();
-      t->mu.Unlock();
-      if (full) continue;
-    }
-    ranks.push_back({f, t.get()});
+    if (t.get() == &table || t->t0_rows.load(std::memory_order_relaxed) == 0) continue;
+    if (t->mu.TryLock()) held.push_back(t.get());
   }
-  std::sort(ranks.begin(), ranks.end(),
-            [](const Rank& a, const Rank& b) { return a.frontier < b.frontier; });
-  const uint64_t step = std::max<uint64_t>(1, options_.device_rows_max / kT0QuotaStepDivisor);
-  size_t lo = 0, hi = ranks.size();
-  while (lo + 1 < hi && ranks[lo].frontier < ranks[hi - 1].frontier) {
-    Table& taker = *ranks[lo].table;
-    Table& giver = *ranks[hi - 1].table;
-    const uint64_t giver_limit = giver.t0_limit.load(std::memory_order_relaxed);
-    const uint64_t taker_limit = taker.t0_limit.load(std::memory_order_relaxed);
-    // A giver keeps a floor and room for its pins (pin cap of the new limit).
-    const uint64_t floor = std::max<uint64_t>(
-        {giver.t0_share / kT0LimitFloorDivisor, kTableT0RowsMin,
-         static_cast<uint64_t>(double(giver.intent_pinned.load()) / kPinFractionMax) + 1});
-    const uint64_t give = giver_limit > floor ? giver_limit - floor : 0;
-    const uint64_t take = taker.t0_rows_cap > taker_limit ? taker.t0_rows_cap - taker_limit : 0;
-    const uint64_t moved = std::min({step, give, take});
-    if (give == 0) {
-      --hi;
-      continue;
-    }
-    if (take == 0) {
-      ++lo;
-      continue;
-    }
-    giver.t0_limit.store(giver_limit - moved, std::memory_order_relaxed);
-    taker.t0_limit.store(taker_limit + moved, std::memory_order_relaxed);
-    giver.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
-    taker.evict_frontier.store(kNoFrontier, std::memory_order_relaxed);
-    ++lo;
-    --hi;
+  struct Candidate {
+    int64_t next_use;
+    uint32_t part;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<int64_t> top;
+  Status status;
+  for (uint32_t p = 0; p < held.size() && status.ok(); ++p) {
+    status = held[p]->t0->LargestNextUses(count, &top);
+    for (int64_t v : top) candidates.push_back({v, p});
   }
+  std::vector<uint64_t> take(held.size(), 0);
+  if (status.ok()) {
+    const uint64_t n = std::min<uint64_t>(count, candidates.size());
+    std::nth_element(
+        candidates.begin(), candidates.begin() + (n == 0 ? 0 : n - 1), candidates.end(),
+        [](const Candidate& a, const Candidate& b) { return a.next_use > b.next_use; });
+    for (uint64_t i = 0; i < n; ++i) ++take[candidates[i].part];
+  }
+  for (uint32_t p = 0; p < held.size() && status.ok(); ++p) {
+    status = EvictFromT0(*held[p], take[p]);
+  }
+  for (uint32_t p = 1; p < held.size(); ++p) held[p]->mu.Unlock();
+  return status;
 }
 
 }  // namespace strata::engine

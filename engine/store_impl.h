@@ -9,10 +9,13 @@
 // never seen is created in T0 by the table's deterministic initializer (so
 // dropping it clean loses nothing).
 //
-// T0 eviction order is the device table's "largest next_use first": a row
+// T0 eviction order is "largest next_use first" across all tables: a row
 // with an intent has next_use = the start of its nearest window (Belady on
 // the known future); a row without has next_use >= kFallbackBase, ordered by
 // the fallback policy (LRU: older accesses are larger), so it goes first.
+// device_rows_max bounds the rows of all tables' T0 together; when a table
+// needs room, the victims are the rows with the largest next_use among all
+// tables' T0 (MakeT0Room), so T0 holds rows by one order, as T1 does.
 //
 // Files, one concern each (all define StoreImpl members):
 //   store_open.cc        Open: tables, tiers, the SSD Env, threads; Close
@@ -23,8 +26,8 @@
 //   key_dedup.h          distinct keys by hashing (the slow path's dedup)
 //   store_tiers.cc       moving rows between tiers (MakeResident, EvictFromT0,
 //                        staging) and the cleaner thread
-//   store_eviction.cc    the eviction order: next uses, fallback values, T0
-//                        quota lending between tables (RebalanceT0)
+//   store_eviction.cc    the eviction order: next uses, fallback values, the
+//                        victims of T0 chosen across tables (MakeT0Room)
 //   store_intent.cc      Intent, DrainIntents and the planner thread
 //   store_checkpoint.cc  Checkpoint, T0 write-back, ScanTable
 //   store_stats.cc       Stats
@@ -80,6 +83,8 @@ struct StoreCounters {
   std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0};
   std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
   std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
+  // The intent index's size, set by the planner under intent_mu_.
+  std::atomic<uint64_t> intent_bytes{0}, intent_bytes_max{0}, intent_pairs{0}, intent_pairs_max{0};
   std::atomic<uint64_t> planner_io_errors{0};
   std::atomic<uint64_t> cleaned_ahead{0}, cleaner_io_errors{0};
   std::atomic<uint64_t> planner_rounds{0}, planner_round_us_total{0}, planner_round_us_max{0};
@@ -132,16 +137,11 @@ class StoreImpl final : public Store {
     kernels::InitializerOptions init;
     OptimizerOptions optimizer;
 
-    // The rows it may keep in T0 now: starts at t0_share; the planner lends
-    // quota from tables whose T0 evicts colder rows to tables whose T0
-    // evicts hotter ones (RebalanceT0). Written by the planner only.
-    std::atomic<uint64_t> t0_limit{0};
-    // The nearest next_use among the rows of its latest T0 eviction (its
-    // marginal row: smaller = hotter); kNoFrontier when it has not evicted
-    // since the planner last looked.
-    std::atomic<int64_t> evict_frontier{kNoFrontier};
-    // Keys pinned in T0 by acted intents: changed under mu, read by the
-    // planner's rebalancing without it.
+    // Rows resident in its T0: written under mu after every change, read
+    // without it to sum T0 across tables (MakeT0Room).
+    std::atomic<uint64_t> t0_rows{0};
+    // Keys pinned in T0 by acted intents: changed under mu, read without it
+    // to bound the pins of all tables together.
     std::atomic<uint64_t> intent_pinned{0};
 
     base::Mutex mu;
@@ -216,7 +216,6 @@ class StoreImpl final : public Store {
     uint64_t requested GUARDED_BY(mu) = 0;  // drains asked for
     uint64_t completed GUARDED_BY(mu) = 0;  // drains done
     Status error GUARDED_BY(mu);            // sticky background error
-    uint64_t rebalanced_at_clocks = 0;      // planner thread only: clocks summed at RebalanceT0
   };
   // The cleaner thread: writes T1's dirty rows ahead of their eviction so the
   // inserts that evict them do no SSD writes. Kicked by every demotion.
@@ -276,6 +275,10 @@ class StoreImpl final : public Store {
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
                    std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
   Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu) EXCLUDES(cleaner_.mu);
+  // Rows resident in T0, all tables together (each table's last count).
+  uint64_t T0Rows() const;
+  // Intent pins in T0, all tables together.
+  uint64_t T0IntentPins() const;
 
   // The cleaner thread (store_tiers.cc).
   void CleanerLoop() EXCLUDES(cleaner_.mu);
@@ -290,7 +293,12 @@ class StoreImpl final : public Store {
       EXCLUDES(fallback_.mu);
   Status RefreshNextUse(Table& table, std::span<const Key> keys, bool with_t1) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
-  void RebalanceT0();
+  // Frees `count` T0 rows store-wide: the unpinned rows with the largest
+  // next_use among `table` and every other table whose lock it gets without
+  // waiting (TryLock; a table busy elsewhere sits this one out), demoted to
+  // T1. No wait on a second table lock, so no lock-order cycle.
+  Status MakeT0Room(Table& table, uint64_t count) REQUIRES(table.mu)
+      EXCLUDES(cleaner_.mu) NO_THREAD_SAFETY_ANALYSIS;
 
   // Intents and the planner (store_intent.cc).
   void PlannerLoop() EXCLUDES(planner_.mu);
@@ -301,6 +309,8 @@ class StoreImpl final : public Store {
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
       EXCLUDES(table.mu, intent_mu_);
   Status PlannerError() EXCLUDES(planner_.mu);
+  // Publishes the index's tracked keys and size (Stats, fast paths).
+  void NoteIntentIndexSize() REQUIRES(intent_mu_);
 
   // Checkpoint (store_checkpoint.cc).
   Status WriteBackT0(Table& table) REQUIRES(table.mu);

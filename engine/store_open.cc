@@ -83,9 +83,12 @@ Status StoreImpl::Init() {
     table->row_floats = opt.dim + kernels::StateFloats(table->optimizer.kind, opt.dim);
     table->row_bytes = table->row_floats * sizeof(float);
     table->t0_share = share;
-    table->t0_rows_cap =
-        static_cast<uint64_t>(std::ceil(double(share) * (1.0 + options_.device_share_growth_max)));
-    table->t0_limit.store(share);
+    // The most it may hold when T0's one order favours it: its share grown
+    // by device_share_growth_max, at most all of T0 (slots are reserved for
+    // it, so this is what T0's memory costs).
+    table->t0_rows_cap = std::min<uint64_t>(
+        options_.device_rows_max,
+        static_cast<uint64_t>(std::ceil(double(share) * (1.0 + options_.device_share_growth_max))));
 
     kernels::DeviceTableOptions dt;
     // The table sizes its slots for capacity_rows at its own load factor

@@ -13,7 +13,8 @@ std::string StoreStats::ToString() const {
       "T1: hits %llu misses %llu rows %llu/%llu evicted %llu written back %llu "
       "(cleaned ahead %llu) | "
       "SSD: row reads %llu row writes %llu | pulls %llu pushes %llu stalls %llu "
-      "prefetched %llu (late %llu) intents %llu (expired %llu, deferred %llu) | "
+      "prefetched %llu (late %llu) intents %llu (expired %llu, deferred %llu, %llu bytes "
+      "for %llu pending) | "
       "planner rounds %llu mean %.1f us max %llu us",
       t0_on_gpu ? "GPU" : "host", (unsigned long long)t0.hits, (unsigned long long)t0.misses,
       (unsigned long long)t0.rows, (unsigned long long)t0.rows_max, (unsigned long long)t0.rows_in,
@@ -25,8 +26,9 @@ std::string StoreStats::ToString() const {
       (unsigned long long)pulls, (unsigned long long)pushes, (unsigned long long)stall_pulls,
       (unsigned long long)prefetched_rows, (unsigned long long)late_prefetches,
       (unsigned long long)intents, (unsigned long long)expired_intents,
-      (unsigned long long)deferred_intents, (unsigned long long)planner_rounds,
-      planner_round_us_mean, (unsigned long long)planner_round_us_max);
+      (unsigned long long)deferred_intents, (unsigned long long)intent_bytes,
+      (unsigned long long)intent_pairs, (unsigned long long)planner_rounds, planner_round_us_mean,
+      (unsigned long long)planner_round_us_max);
   return buf;
 }
 
@@ -44,8 +46,7 @@ StoreStats StoreImpl::Stats() const {
   s.t0.bytes_out = c.t0_bytes_out.load();
   s.t0.evictions = c.t0_evictions.load();
   s.t0.dirty_writebacks = c.t0_dirty_out.load();
-  s.t0.rows_max = 0;
-  for (const auto& t : tables_) s.t0.rows_max += t->t0_share;
+  s.t0.rows_max = options_.device_rows_max;
   for (const auto& t : tables_) {
     base::MutexLock lock(&t->mu);
     s.t0.rows += t->t0->Size();
@@ -73,6 +74,10 @@ StoreStats StoreImpl::Stats() const {
   s.intents = c.intents.load();
   s.expired_intents = c.expired_intents.load();
   s.deferred_intents = c.deferred_intents.load();
+  s.intent_bytes = c.intent_bytes.load();
+  s.intent_bytes_max = c.intent_bytes_max.load();
+  s.intent_pairs = c.intent_pairs.load();
+  s.intent_pairs_max = c.intent_pairs_max.load();
   s.planner_rounds = c.planner_rounds.load();
   s.planner_io_errors = c.planner_io_errors.load();
   s.cleaned_ahead = c.cleaned_ahead.load();

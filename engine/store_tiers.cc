@@ -2,10 +2,11 @@
 //
 // Up: MakeResident fetches the missing rows (T1, else T2, else the
 // initializer), inserts them into T0 with their dirty flags and only then
-// erases them from T1. Down: EvictFromT0 exports T0's rows with the largest
-// next use and demotes them into T1; if T1 cannot take them they go back
-// into T0. Room is made with the batch's resident rows pinned. The cleaner
-// thread writes T1's dirty rows ahead of their eviction.
+// erases them from T1. Down: EvictFromT0 exports a table's T0 rows with the
+// largest next use and demotes them into T1 (if T1 cannot take them they go
+// back into T0); MakeT0Room (store_eviction.cc) decides how many each table
+// gives, by one order across tables. Room is made with the batch's resident rows pinned. The
+// cleaner thread writes T1's dirty rows ahead of their eviction.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -27,32 +28,42 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   for (size_t i = 0; i < n; ++i) (found[i] ? present : missing).push_back(unique_keys[i]);
   if (missing.empty()) return Status::Ok();
 
-  // Room: evict down to the table's current limit (a soft bound the planner
-  // moves); the hard bound is what its slots take (t0_rows_cap).
-  const uint64_t size = table.t0->Size();
-  const uint64_t limit = table.t0_limit.load(std::memory_order_relaxed);
-  if (size + missing.size() > limit) {
-    // Pin the batch's resident rows so eviction cannot pick them.
-    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, true));
-    Status evicted = EvictFromT0(table, size + missing.size() - limit);
-    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, false));
-    STRATA_RETURN_IF_ERROR(evicted);
-    const uint64_t now = table.t0->Size();
-    if (table.t0_rows_cap < now + missing.size()) {
-      return Status::ResourceExhausted(
-          "table '" + table.name + "': T0 has room for " +
-          std::to_string(table.t0_rows_cap - std::min(table.t0_rows_cap, now)) +
-          " more rows, the batch needs " + std::to_string(missing.size()) +
-          " (the rest is pinned)");
-    }
-  }
-
+  // The rows first, copied out of T1 (else read from T2 or created): the
+  // demotions that make room below go into T1 and may evict T1's oldest
+  // rows, which must not be the ones this batch is taking (they would be
+  // read back from the SSD). They stay in T1 until T0 holds them; should T1
+  // evict one meanwhile it writes it down first, so no copy is lost.
   std::vector<float> rows;
   std::vector<uint8_t> dirty, from_t1;
   STRATA_RETURN_IF_ERROR(FetchRows(table, missing, &rows, &dirty, &from_t1));
+
+  // Room: the table's own slots first (at most t0_rows_cap rows), then T0
+  // as a whole (device_rows_max rows of all tables): the victims are the
+  // rows with the largest next use among every table's T0 (MakeT0Room).
+  const uint64_t size = table.t0->Size();
+  const uint64_t m = missing.size();
+  const uint64_t own_over = size + m > table.t0_rows_cap ? size + m - table.t0_rows_cap : 0;
+  const uint64_t total = T0Rows() - table.t0_rows.load(std::memory_order_relaxed) + size;
+  const uint64_t all_over =
+      total + m > options_.device_rows_max ? total + m - options_.device_rows_max : 0;
+  if (own_over > 0 || all_over > 0) {
+    // Pin the batch's resident rows so eviction cannot pick them.
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, true));
+    Status evicted = EvictFromT0(table, own_over);
+    if (evicted.ok()) evicted = MakeT0Room(table, all_over - std::min(all_over, own_over));
+    STRATA_RETURN_IF_ERROR(table.t0->Pin(present, false));
+    STRATA_RETURN_IF_ERROR(evicted);
+    const uint64_t now = table.t0->Size();
+    if (table.t0_rows_cap < now + m) {
+      return Status::ResourceExhausted(
+          "table '" + table.name + "': T0 has room for " +
+          std::to_string(table.t0_rows_cap - std::min(table.t0_rows_cap, now)) +
+          " more rows, the batch needs " + std::to_string(m) + " (the rest is pinned)");
+    }
+  }
+
   std::vector<int64_t> next_use;
   STRATA_RETURN_IF_ERROR(NextUses(table, missing, &next_use));
-  const size_t m = missing.size();
   Status inserted = table.t0->Insert(missing, rows.data(), next_use.data(), dirty.data());
   if (inserted.IsResourceExhausted()) {
     // Some key found no slot within the table's probe bound (a crowded
@@ -64,6 +75,7 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
     STRATA_RETURN_IF_ERROR(evicted);
     inserted = table.t0->Insert(missing, rows.data(), next_use.data(), dirty.data());
   }
+  table.t0_rows.store(table.t0->Size(), std::memory_order_relaxed);
   STRATA_RETURN_IF_ERROR(inserted.WithContext("table '" + table.name + "' T0"));
   // The rows have their new home in T0; only now do they leave T1.
   std::vector<Key> leave_t1;
@@ -143,12 +155,8 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   }
   uint64_t dirty_rows = 0;
   for (uint64_t i = 0; i < moved; ++i) dirty_rows += out.dirty[i] ? 1 : 0;
-  if (moved > 0) {
-    KickCleaner();
-    table.evict_frontier.store(
-        *std::min_element(out.next_use.begin(), out.next_use.begin() + moved),
-        std::memory_order_relaxed);
-  }
+  table.t0_rows.store(table.t0->Size(), std::memory_order_relaxed);
+  if (moved > 0) KickCleaner();
   counters_.t0_evictions.fetch_add(moved, std::memory_order_relaxed);
   counters_.t0_rows_out.fetch_add(moved, std::memory_order_relaxed);
   counters_.t0_bytes_out.fetch_add(moved * table.row_bytes, std::memory_order_relaxed);

@@ -310,6 +310,18 @@ Status DeviceTable::EvictCandidates(uint64_t k, RowBatch* out) {
   return GpuEvict(k, out);
 }
 
+Status DeviceTable::LargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count) {
+  if (count == nullptr)
+    return Status::InvalidArgument("DeviceTable::LargestNextUses: count is null");
+  *count = 0;
+  if (k == 0) return Status::Ok();
+  if (out_host == nullptr) {
+    return Status::InvalidArgument("DeviceTable::LargestNextUses: out_host is null");
+  }
+  if (runner_ == Runner::kHost) return HostLargestNextUses(k, out_host, count);
+  return GpuLargestNextUses(k, out_host, count);
+}
+
 Status DeviceTable::ExportAll(const std::function<Status(const RowBatch&)>& fn) {
   if (runner_ == Runner::kHost) return HostExportAll(fn);
   return GpuExportAll(fn);

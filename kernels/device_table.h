@@ -133,6 +133,11 @@ class DeviceTable {
   // dirty flags and next_use, and frees their slots. out->count = rows
   // written, packed from index 0 (kHost: in descending next_use).
   [[nodiscard]] Status EvictCandidates(uint64_t k, RowBatch* out);
+  // The next uses EvictCandidates(k) would take, without taking them: up to
+  // k of the largest next_use among unpinned rows, in descending order, into
+  // out_host (host memory, room for k); *count = how many. A store with
+  // several tables merges these to pick one victim order across them.
+  [[nodiscard]] Status LargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count);
 
   // Calls fn with chunks (at most batch_keys_max rows, in runner memory
   // valid during the call) of every resident row; rows stay resident. An
@@ -174,6 +179,7 @@ class DeviceTable {
                           uint8_t* found);
   Status HostPush(const Key* keys, uint64_t n, const float* grads);
   Status HostEvict(uint64_t k, RowBatch* out);
+  Status HostLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count);
   Status HostExportAll(const std::function<Status(const RowBatch&)>& fn);
 
   Status GpuInit();
@@ -189,6 +195,11 @@ class DeviceTable {
                          uint8_t* found, void* stream);
   Status GpuPush(const Key* keys, uint64_t n, const float* grads, void* stream);
   Status GpuEvict(uint64_t k, RowBatch* out);
+  Status GpuLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count);
+  // Radix select over the unpinned rows' next uses (as ordered unsigned):
+  // *threshold is the k-th largest, *greater how many are above it; *total
+  // the unpinned rows (when *total <= k every one is selected).
+  Status GpuSelect(uint64_t k, uint64_t* threshold, uint64_t* greater, uint64_t* total);
   Status GpuExportAll(const std::function<Status(const RowBatch&)>& fn);
   Status GpuSynchronize(void* stream);
   uint64_t GpuSize() const;
@@ -213,11 +224,15 @@ class DeviceTable {
   // kHost scratch for Push: (slot, index) of keys that occur more than once,
   // grown geometrically and kept.
   std::vector<uint64_t> host_repeats_;
+  // kHost scratch for LargestNextUses (grown and kept).
+  std::vector<int64_t> host_next_uses_;
   // kGpu: a page-locked word FindTouch copies its miss count into.
   HostStaging<uint64_t> host_word_;
   // kGpu scratch for Push: summed gradients, grown on demand.
   RunnerBuffer<float> grad_sums_;
   RunnerBuffer<uint32_t> unique_slots_;
+  // kGpu scratch for LargestNextUses: the selected next uses, grown on demand.
+  RunnerBuffer<int64_t> selected_next_use_;
 };
 
 }  // namespace strata::kernels

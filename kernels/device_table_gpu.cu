@@ -5,6 +5,8 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -331,6 +333,18 @@ __global__ void EvictKernel(DeviceTableRef ref, uint64_t threshold, bool all, ui
   }
 }
 
+// Copies the next uses of unpinned rows above the threshold (every unpinned
+// row with `all`) to out, packed from 0 in no order.
+__global__ void CollectNextUsesKernel(DeviceTableRef ref, uint64_t threshold, bool all,
+                                      int64_t* out, uint64_t* counters) {
+  const uint64_t slots = ref.slots();
+  for (uint64_t s = GlobalIndex(); s < slots; s += GridStride()) {
+    if (!ref.Evictable(s)) continue;
+    if (!all && OrderedNextUse(ref, s) <= threshold) continue;
+    out[detail::AtomicAdd(&counters[kScratch0], uint64_t{1})] = ref.next_use[s];
+  }
+}
+
 __global__ void ExportRangeKernel(DeviceTableRef ref, uint64_t begin, uint64_t end, RowBatch out,
                                   uint64_t* counters) {
   for (uint64_t s = begin + GlobalIndex(); s < end; s += GridStride()) {
@@ -445,11 +459,12 @@ Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, voi
   return LaunchStatus("Push kernels");
 }
 
-Status DeviceTable::GpuEvict(uint64_t k, RowBatch* out) {
+Status DeviceTable::GpuSelect(uint64_t k, uint64_t* threshold, uint64_t* greater, uint64_t* total) {
   uint64_t* c = counters_.data();
   const unsigned blocks = Blocks(ref_.slots());
-  uint64_t prefix = 0, mask = 0, remaining = k, total = 0;
+  uint64_t prefix = 0, mask = 0, remaining = k;
   uint64_t hist[256];
+  *total = 0;
   for (int pass = 0; pass < 8; ++pass) {
     const int shift = 56 - 8 * pass;
     STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kHist, 0, sizeof(hist), nullptr));
@@ -458,8 +473,8 @@ Status DeviceTable::GpuEvict(uint64_t k, RowBatch* out) {
     STRATA_RETURN_IF_ERROR(detail::GpuCopy(hist, c + kHist, sizeof(hist),
                                            detail::GpuCopyKind::kDeviceToHost, nullptr));
     if (pass == 0) {
-      for (uint64_t h : hist) total += h;
-      if (total <= k) break;  // everything unpinned goes
+      for (uint64_t h : hist) *total += h;
+      if (*total <= k) break;  // everything unpinned is selected
     }
     int digit = 255;
     for (; digit > 0; --digit) {
@@ -469,13 +484,48 @@ Status DeviceTable::GpuEvict(uint64_t k, RowBatch* out) {
     prefix |= static_cast<uint64_t>(digit) << shift;
     mask |= uint64_t{255} << shift;
   }
+  *threshold = prefix;
+  *greater = *total <= k ? *total : k - remaining;
+  return Status::Ok();
+}
+
+Status DeviceTable::GpuEvict(uint64_t k, RowBatch* out) {
+  uint64_t threshold = 0, greater = 0, total = 0;
+  STRATA_RETURN_IF_ERROR(GpuSelect(k, &threshold, &greater, &total));
+  uint64_t* c = counters_.data();
   const bool all = total <= k;
-  const uint64_t greater = all ? 0 : k - remaining;
   STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kScratch0, 0, sizeof(uint64_t) * 3, nullptr));
-  EvictKernel<<<blocks, kBlockThreads>>>(ref_, prefix, all, greater, all ? 0 : remaining, *out, c);
+  EvictKernel<<<Blocks(ref_.slots()), kBlockThreads>>>(ref_, threshold, all, greater,
+                                                       all ? 0 : k - greater, *out, c);
   STRATA_RETURN_IF_ERROR(LaunchStatus("EvictKernel"));
   STRATA_RETURN_IF_ERROR(detail::GpuSync(nullptr));
   out->count = all ? total : k;
+  return Status::Ok();
+}
+
+Status DeviceTable::GpuLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count) {
+  uint64_t threshold = 0, greater = 0, total = 0;
+  STRATA_RETURN_IF_ERROR(GpuSelect(k, &threshold, &greater, &total));
+  const bool all = total <= k;
+  if (selected_next_use_.size() < greater) {
+    STRATA_RETURN_IF_ERROR(selected_next_use_.Allocate(Runner::kGpu, std::max(greater, k)));
+  }
+  uint64_t* c = counters_.data();
+  if (greater > 0) {
+    STRATA_RETURN_IF_ERROR(detail::GpuMemset(c + kScratch0, 0, sizeof(uint64_t), nullptr));
+    CollectNextUsesKernel<<<Blocks(ref_.slots()), kBlockThreads>>>(ref_, threshold, all,
+                                                                   selected_next_use_.data(), c);
+    STRATA_RETURN_IF_ERROR(LaunchStatus("CollectNextUsesKernel"));
+    STRATA_RETURN_IF_ERROR(detail::GpuCopy(out_host, selected_next_use_.data(),
+                                           greater * sizeof(int64_t),
+                                           detail::GpuCopyKind::kDeviceToHost, nullptr));
+  }
+  // The ties at the threshold fill the rest (the ordered form maps back).
+  const uint64_t n = all ? total : k;
+  const auto tie = static_cast<int64_t>(threshold ^ (uint64_t{1} << 63));
+  std::fill(out_host + greater, out_host + n, tie);
+  std::sort(out_host, out_host + greater, std::greater<>());
+  *count = n;
   return Status::Ok();
 }
 

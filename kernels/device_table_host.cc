@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -259,6 +260,21 @@ Status DeviceTable::HostEvict(uint64_t k, RowBatch* out) {
     (void)ref.Release(s);
   });
   out->count = take;
+  return Status::Ok();
+}
+
+Status DeviceTable::HostLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count) {
+  const DeviceTableRef ref = ref_;
+  std::vector<int64_t>& values = host_next_uses_;
+  values.clear();
+  const uint64_t slots = ref.slots();
+  for (uint64_t s = 0; s < slots; ++s) {
+    if (ref.Evictable(s)) values.push_back(ref.next_use[s]);
+  }
+  const uint64_t take = std::min<uint64_t>(k, values.size());
+  std::partial_sort(values.begin(), values.begin() + take, values.end(), std::greater<>());
+  std::copy(values.begin(), values.begin() + take, out_host);
+  *count = take;
   return Status::Ok();
 }
 

@@ -7,7 +7,10 @@
 # The loader signals intents 2 batches ahead. Prints per-epoch metrics and a
 # summary: validation AUC and logloss, rows/s, hits per tier, and the SSD
 # reads set against Belady's MIN for the same run (the trace library's
-# simulator, as in `strata trace opt`, on the run's own access trace).
+# simulator, as in `strata trace opt`, on the run's own access trace). Then
+# the same training without intents, the two side by side (SSD reads, stall
+# fraction, rows/s, MIN) and a PNG of hits per tier and SSD reads per epoch
+# for both (scripts/demo_plot.py), written to <build dir>/demo/.
 #
 # Usage: bash scripts/demo.sh <build dir>
 set -euo pipefail
@@ -24,3 +27,15 @@ args=(train "$data" --device-rows 2048 --dram-rows 8192 --batch-size 64 --epochs
       --lookahead 2 --seed 1)
 echo "\$ strata ${args[*]}"
 "$bin" "${args[@]}"
+
+out="$build/demo"
+mkdir -p "$out"
+echo
+echo "== the value of intents: the same training with intents and with --no-intents"
+echo "\$ strata ${args[*]} --json > $out/intents.json"
+"$bin" "${args[@]}" --json > "$out/intents.json"
+echo "\$ strata ${args[*]} --no-intents --json > $out/no_intents.json"
+"$bin" "${args[@]}" --no-intents --json > "$out/no_intents.json"
+python="$(command -v /usr/bin/python3 || command -v python3)"
+"$python" "$here/scripts/demo_plot.py" "$out/intents.json" "$out/no_intents.json" \
+  "$out/tiers_per_epoch.png"

@@ -69,9 +69,9 @@ struct TableOptions {
   OptimizerOptions optimizer;
   Initializer initializer = Initializer::kUniform;
   float init_scale = 0.01f;  // uniform in [-s, s] or normal with stddev s
-  // Share of StoreOptions::device_rows_max this table starts with, relative
-  // to the other tables' weights (lending then moves it: see
-  // StoreOptions::device_share_growth_max). Best: the distinct keys a batch
+  // Share of StoreOptions::device_rows_max this table's T0 slots are sized for,
+  // relative to the other tables' (then grown: StoreOptions::device_share_growth_max;
+  // one eviction order across tables decides what T0 holds). Best: the distinct keys a batch
   // touches in the table (the rows it needs in T0 at once); a tiny table
   // needs few rows, a huge one room for a few batches' keys pinned at once.
   double device_rows_weight = 1.0;
@@ -119,13 +119,13 @@ struct StoreOptions {
   uint64_t device_rows_max = 1 << 20;  // T0 (GPU memory, or its host twin)
   uint64_t dram_rows_max = 1 << 22;    // T1
   SsdBackend ssd_backend = SsdBackend::kNative;
-  // T0 quota lending: a table starts with its weighted share of
-  // device_rows_max and may grow to (1 + this) x that share while tables
-  // whose T0 holds colder rows shrink (the rows resident stay within
-  // device_rows_max, give or take a batch while quota moves). T0 reserves
-  // slots for the grown size: its memory is (1 + this) x the static split's
-  // (about row bytes x device_rows_max / 0.7). Set 0 (the static split) when
-  // device memory is tight. Measured: most of the gain by 0.25 (docs/benchmarks.md).
+  // How far one table's T0 may grow past its weighted share of
+  // device_rows_max: to (1 + this) x the share, at most device_rows_max.
+  // T0 evicts by one order across tables within device_rows_max in total;
+  // this bounds only what one table may take of it. T0 reserves slots for
+  // the grown size: its memory is (1 + this) x the static split's (about
+  // row bytes x device_rows_max / 0.7). 0: the static split.
+  // Measured in docs/benchmarks.md ("One order across T0").
   double device_share_growth_max = 0.25;
   // Eviction order for rows nobody declared an intent for.
   FallbackPolicy fallback_policy = FallbackPolicy::kLru;

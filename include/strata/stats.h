@@ -32,6 +32,10 @@ struct StoreStats {
   uint64_t intents = 0;           // keys signalled
   uint64_t expired_intents = 0;   // keys ignored: window already over
   uint64_t deferred_intents = 0;  // intents waiting: T0 full of pinned rows (overload)
+  uint64_t intent_bytes = 0;      // memory of the planner's intent index now (heap bytes)
+  uint64_t intent_bytes_max = 0;  // the most it held since Open
+  uint64_t intent_pairs = 0;      // (key, window) pairs pending in the index now
+  uint64_t intent_pairs_max = 0;  // the most since Open
   uint64_t planner_rounds = 0;
   uint64_t planner_io_errors = 0;  // prefetch rounds cut short by an I/O error (retried)
   uint64_t cleaned_ahead = 0;      // dirty T1 rows written to SSD ahead of their eviction

@@ -27,6 +27,8 @@ Status DeviceTable::GpuForEachFound(const Key*, uint64_t, int, const int64_t*, u
 }
 Status DeviceTable::GpuPush(const Key*, uint64_t, const float*, void*) { return NoGpu(); }
 Status DeviceTable::GpuEvict(uint64_t, RowBatch*) { return NoGpu(); }
+Status DeviceTable::GpuLargestNextUses(uint64_t, int64_t*, uint64_t*) { return NoGpu(); }
+Status DeviceTable::GpuSelect(uint64_t, uint64_t*, uint64_t*, uint64_t*) { return NoGpu(); }
 Status DeviceTable::GpuExportAll(const std::function<Status(const RowBatch&)>&) { return NoGpu(); }
 Status DeviceTable::GpuSynchronize(void*) { return NoGpu(); }
 uint64_t DeviceTable::GpuSize() const { return 0; }

@@ -91,5 +91,32 @@ TEST(IntentIndexTest, WorkersAreIndependent) {
   EXPECT_EQ(rec.next[std::make_pair(TableId{0}, Key{9})], 4);
 }
 
+// The index counts its pending (key, window) pairs and its bytes: both grow
+// with windows and return to the empty index's when every window expired.
+TEST(IntentIndexTest, CountsPendingPairsAndBytes) {
+  IntentIndex index(2);
+  const size_t empty = index.MemoryBytes();
+  EXPECT_EQ(index.PendingPairs(), 0u);
+  std::vector<Key> keys(1000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i * 7;
+  for (Clock c = 0; c < 8; ++c) index.Add(0, c % 2, keys, c, c + 1);
+  EXPECT_EQ(index.PendingPairs(), 8000u);
+  const size_t full = index.MemoryBytes();
+  // At least the keys of the windows and one start per pair.
+  EXPECT_GE(full - empty, 8000u * (sizeof(Key) + sizeof(Clock)));
+  auto due = index.Due(0, 4);
+  ASSERT_EQ(due.size(), 4u);
+  for (IntentWindow* w : due) index.MarkActed(w);
+  EXPECT_LT(index.MemoryBytes(), full);  // acted windows leave the pending order
+  Recorder r;
+  r.Expire(index, 0, 4);
+  EXPECT_EQ(index.PendingPairs(), 4000u);
+  r.Expire(index, 0, 100);
+  EXPECT_EQ(index.PendingPairs(), 0u);
+  EXPECT_EQ(index.TrackedKeys(), 0u);
+  // Only the hash tables' bucket arrays stay grown (a pointer per bucket).
+  EXPECT_LT(index.MemoryBytes(), empty + (full - empty) / 4);
+}
+
 }  // namespace
 }  // namespace strata::engine

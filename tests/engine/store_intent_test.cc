@@ -27,6 +27,13 @@ using testing::SgdTables;
 class StoreIntentTest : public testing::StoreFixture {
  protected:
   uint64_t LateMissesOfTheBigTable(double growth, const std::string& name);
+  // Two tables of dim 4 sharing a T0 of 64 rows (shares of 32, each may grow
+  // to 64) above a T1 of 1024.
+  std::unique_ptr<Store> OpenTwoTablesSharingT0() {
+    StoreOptions o = Options(64, 1024);
+    o.device_share_growth_max = 1.0;
+    return Open(o, SgdTables(2, 4, 0.1f, Initializer::kZeros));
+  }
 };
 
 // T0 holds 64 rows; intents may pin 56. A window of 48 keys pins them until
@@ -241,9 +248,10 @@ TEST_P(StoreIntentTest, EightWorkersAccumulateExactly) {
 }
 
 // Two tables with equal shares of a 64-row T0 (32 each): table 0 cycles
-// over 48 keys, table 1 over 4. With lending, table 0 borrows the room table
-// 1 leaves unused and stops missing; with the static split it misses every
-// batch. Returns table 0's T0 misses over the last 10 of 60 batches.
+// over 48 keys, table 1 over 4. With room to grow, table 0 takes the room
+// table 1 leaves unused (T0's one order across tables) and stops missing;
+// with no growth its slots hold 32 and it misses every batch. Returns table
+// 0's T0 misses over the last 10 of 60 batches.
 uint64_t StoreIntentTest::LateMissesOfTheBigTable(double growth, const std::string& name) {
   StoreOptions o = Options(64, 1024, name);
   o.device_share_growth_max = growth;
@@ -257,17 +265,70 @@ uint64_t StoreIntentTest::LateMissesOfTheBigTable(double growth, const std::stri
     EXPECT_TRUE(Pull(*store, w, 0, KeyRange(0, 48), out.data()).ok());
     EXPECT_TRUE(Pull(*store, w, 1, KeyRange(0, 4), out.data()).ok());
     EXPECT_TRUE(store->AdvanceClock(w).ok());
-    EXPECT_TRUE(store->DrainIntents().ok());  // a planner round: one rebalancing step
   }
   const uint64_t late = store->Stats().t0.misses - misses_before;
   EXPECT_TRUE(store->Close().ok());
   return late;
 }
 
-TEST_P(StoreIntentTest, T0QuotaMovesToTheTableThatNeedsIt) {
-  // Statically 32 of table 0's 48 keys fit: at least 16 miss every batch.
-  EXPECT_GE(LateMissesOfTheBigTable(0.0, "quota_static"), 10u * 16u);
-  EXPECT_EQ(LateMissesOfTheBigTable(1.0, "quota_lent"), 0u);
+TEST_P(StoreIntentTest, T0RoomGoesToTheTableThatNeedsIt) {
+  // With no growth 32 of table 0's 48 keys fit: at least 16 miss every batch.
+  EXPECT_GE(LateMissesOfTheBigTable(0.0, "room_static"), 10u * 16u);
+  EXPECT_EQ(LateMissesOfTheBigTable(1.0, "room_shared"), 0u);
+}
+
+// T0 evicts by one LRU order across tables (no intents): with 64 rows of T0
+// (shares 32 + 32, each table may grow to 64), the rows a table brings in
+// displace the least recent rows of any table, never a more recent row of
+// its own.
+TEST_P(StoreIntentTest, T0EvictsTheLeastRecentRowsOfAnyTable) {
+  auto store = OpenTwoTablesSharingT0();
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  std::vector<float> out(64 * 4);
+  auto misses = [&](TableId t, Key from, size_t n) {
+    const uint64_t before = store->Stats().t0.misses;
+    EXPECT_TRUE(Pull(*store, w, t, KeyRange(from, n), out.data()).ok());
+    return store->Stats().t0.misses - before;
+  };
+  EXPECT_EQ(misses(0, 0, 40), 40u);  // table 0 holds 40 rows, above its share
+  EXPECT_EQ(misses(1, 0, 24), 24u);  // T0 full: 64 rows
+  EXPECT_EQ(store->Stats().t0.rows, 64u);
+  EXPECT_EQ(misses(0, 0, 40), 0u);  // all of table 0 stayed
+  // 8 new rows of table 1 displace the 8 least recent rows: table 1's own
+  // 0..23 (touched before table 0's second pull).
+  EXPECT_EQ(misses(1, 100, 8), 8u);
+  EXPECT_EQ(misses(0, 0, 40), 0u);
+  EXPECT_EQ(misses(1, 100, 8), 0u);
+  EXPECT_EQ(misses(1, 0, 24), 8u);
+  EXPECT_EQ(store->Stats().t0.rows, 64u);
+  ASSERT_TRUE(store->Close().ok());
+}
+
+// With intents, T0's victims are the rows whose next intended use is
+// farthest, whichever table holds them.
+TEST_P(StoreIntentTest, T0EvictsTheFarthestNextUseOfAnyTable) {
+  auto store = OpenTwoTablesSharingT0();
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  std::vector<float> out(64 * 4);
+  // Table 0's 32 rows are next used at clock 200, table 1's 32 at clock 300
+  // (both beyond the planner's horizon: nothing is pinned).
+  ASSERT_TRUE(store->Intent(w, 0, KeyRange(0, 32), 200, 201).ok());
+  ASSERT_TRUE(store->Intent(w, 1, KeyRange(0, 32), 300, 301).ok());
+  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(0, 32), out.data()).ok());
+  ASSERT_TRUE(Pull(*store, w, 1, KeyRange(0, 32), out.data()).ok());
+  ASSERT_TRUE(store->DrainIntents().ok());
+  EXPECT_EQ(store->Stats().t0.rows, 64u);
+  // 16 new rows of table 0 displace 16 rows of table 1 (clock 300), not of
+  // table 0 (clock 200).
+  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(100, 16), out.data()).ok());
+  const uint64_t before = store->Stats().t0.misses;
+  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(0, 32), out.data()).ok());
+  EXPECT_EQ(store->Stats().t0.misses, before);
+  ASSERT_TRUE(Pull(*store, w, 1, KeyRange(0, 32), out.data()).ok());
+  EXPECT_EQ(store->Stats().t0.misses, before + 16);
+  ASSERT_TRUE(store->Close().ok());
 }
 
 TEST_P(StoreIntentTest, BadShareGrowthIsRejected) {

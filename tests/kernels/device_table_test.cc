@@ -414,6 +414,57 @@ TYPED_TEST(DeviceTableTest, EvictionTakesLargestNextUseAndNeverPinned) {
   EXPECT_EQ(t->Size(), 0u);
 }
 
+// LargestNextUses names what EvictCandidates would take, largest first,
+// and takes nothing; pinned rows and ties at the threshold count as there.
+TYPED_TEST(DeviceTableTest, LargestNextUsesMatchWhatEvictionTakes) {
+  auto t = MakeTable(this->kRunner, this->Options(2000, 1));
+  ASSERT_NE(t, nullptr);
+  Harness h(t.get());
+  const int n = 1000;
+  std::vector<Key> keys(n);
+  std::vector<int64_t> next_use(n);
+  std::vector<float> rows(n);
+  for (int i = 0; i < n; ++i) {
+    keys[i] = 104729ULL * i + 11;
+    // Values 0..499, each twice, one negative, one near the top of int64.
+    next_use[i] = i == 0 ? -5 : i == 1 ? (int64_t{1} << 62) + 7 : (i * 37) % n / 2;
+  }
+  ASSERT_TRUE(h.InsertOrAssign(keys, rows, next_use, {}).ok());
+  std::vector<Key> pinned;
+  for (int i = 2; i < n; ++i) {
+    if (next_use[i] >= 490) pinned.push_back(keys[i]);  // 20 rows
+  }
+  ASSERT_TRUE(h.Pin(pinned).ok());
+  std::vector<int64_t> model;
+  for (int i = 0; i < n; ++i) {
+    if (i < 2 || next_use[i] < 490) model.push_back(next_use[i]);
+  }
+  std::sort(model.rbegin(), model.rend());
+  for (uint64_t k : {uint64_t{1}, uint64_t{2}, uint64_t{37}, uint64_t{500}, uint64_t{5000}}) {
+    std::vector<int64_t> got(k, 123456);
+    uint64_t count = 0;
+    ASSERT_TRUE(t->LargestNextUses(k, got.data(), &count).ok());
+    const uint64_t want = std::min<uint64_t>(k, model.size());
+    ASSERT_EQ(count, want) << k;
+    got.resize(count);
+    EXPECT_EQ(got, std::vector<int64_t>(model.begin(), model.begin() + want)) << k;
+  }
+  EXPECT_EQ(t->Size(), uint64_t(n));
+  // Eviction takes exactly the named values.
+  std::vector<Key> out_keys;
+  std::vector<ExportedRow> out_rows;
+  ASSERT_TRUE(h.Evict(37, &out_keys, &out_rows).ok());
+  std::vector<int64_t> taken;
+  for (const auto& r : out_rows) taken.push_back(r.next_use);
+  std::sort(taken.rbegin(), taken.rend());
+  EXPECT_EQ(taken, std::vector<int64_t>(model.begin(), model.begin() + 37));
+  uint64_t count = 9;
+  EXPECT_TRUE(t->LargestNextUses(0, nullptr, &count).ok());
+  EXPECT_EQ(count, 0u);
+  EXPECT_TRUE(t->LargestNextUses(1, nullptr, &count).IsInvalidArgument());
+  EXPECT_TRUE(t->LargestNextUses(1, taken.data(), nullptr).IsInvalidArgument());
+}
+
 TYPED_TEST(DeviceTableTest, SetNextUseAndAssignKeepPins) {
   auto t = MakeTable(this->kRunner, this->Options(100, 1));
   ASSERT_NE(t, nullptr);
