@@ -90,6 +90,10 @@ py::dict StatsDict(const StoreStats& s) {
   d["intents"] = s.intents;
   d["expired_intents"] = s.expired_intents;
   d["deferred_intents"] = s.deferred_intents;
+  d["intent_bytes"] = s.intent_bytes;
+  d["intent_bytes_max"] = s.intent_bytes_max;
+  d["intent_pairs"] = s.intent_pairs;
+  d["intent_pairs_max"] = s.intent_pairs_max;
   d["planner_rounds"] = s.planner_rounds;
   d["planner_io_errors"] = s.planner_io_errors;
   d["cleaned_ahead"] = s.cleaned_ahead;

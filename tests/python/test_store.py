@@ -91,6 +91,8 @@ def test_intents_bring_rows_up_before_the_pull(tmp_path):
         store.pull(w, "t", keys)
         stats = store.stats()
         assert stats["intents"] == 200
+        # 200 keys of one window were pending in the planner's index.
+        assert stats["intent_pairs_max"] == 200 and stats["intent_bytes_max"] > 0
         assert stats["stall_pulls"] == 0
         assert stats["prefetched_rows"] == 200
 
