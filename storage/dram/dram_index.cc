@@ -9,8 +9,8 @@
 namespace strata::storage {
 namespace {
 constexpr uint64_t kInitialBuckets = 16;
-// The next bucket count: 5/4 of `count`.
-uint64_t GrownCount(uint64_t count) { return count + count / 4; }
+// The next bucket count: 9/8 of `count`.
+uint64_t GrownCount(uint64_t count) { return count * kDramIndexGrowNum / kDramIndexGrowDen; }
 }  // namespace
 
 DramHashMap::DramHashMap(bool huge_pages)
@@ -40,7 +40,7 @@ DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
 
 void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
   STRATA_ASSERT(slot != kDramNoSlot, "DramHashMap::Insert of the empty marker");
-  // Grown by 5/4 once more than 7/8 full: the load stays in (0.7, 0.875].
+  // Grown by 9/8 once more than 7/8 full: the load stays in (0.77, 0.875].
   if (NeedsGrow()) {
     STRATA_ASSERT(owns_, "DramHashMap::Insert past the load bound of its index's segment");
     Grow();

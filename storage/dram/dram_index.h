@@ -8,8 +8,8 @@
 // a hit reads anyway, so the index costs 8 bytes per bucket. The tag also
 // gives an entry's home bucket (a multiply-shift of the tag onto the bucket
 // count), so growth and deletion never read keys. Bucket counts are not
-// powers of two: a map grows by 5/4 once more than 7/8 of it is full, which
-// keeps the load between 0.7 and 0.875 (9.1 to 11.5 bytes per key).
+// powers of two: a map grows by 9/8 once more than 7/8 of it is full, which
+// keeps the load between 0.77 and 0.875 (9.1 to 10.3 bytes per key).
 //
 // Every 64-bit key is valid: emptiness is marked in the slot field (value
 // kDramNoSlot), never in the key. Keys are mixed with a 64-bit finaliser; the
@@ -17,7 +17,7 @@
 //
 // A DramIndex keeps the buckets of all its stripes in one array (a DramArena
 // on huge pages once it reaches 2 MiB), each stripe a segment of equal size,
-// all grown together by 5/4 when one would pass 7/8 full: a table's index is
+// all grown together by 9/8 when one would pass 7/8 full: a table's index is
 // one huge-page mapping, so probes of a large index rarely miss the TLB (an
 // array per stripe stayed below the 2 MiB huge-page threshold, on 4 KiB
 // pages, until a table held about 13M rows at 64 stripes).
@@ -146,7 +146,7 @@ class DramIndex {
   DramIndex(uint32_t stripes, bool huge_pages);
 
   // Makes room for one more entry in stripe `i`: when that would pass its
-  // load bound, every stripe moves to segments 5/4 the size in a new array,
+  // load bound, every stripe moves to segments 9/8 the size in a new array,
   // one stripe at a time under its exclusive lock (lookups of the others go
   // on). REQUIRES: the caller is the only mutator (the cache's mutation
   // mutex) and holds no stripe lock.
