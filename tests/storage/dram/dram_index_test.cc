@@ -98,11 +98,11 @@ TEST(DramIndexTest, StripesShareOneArrayGrownTogether) {
   }
   uint64_t entries = 0;
   for (uint32_t s = 0; s < index.stripes(); ++s) {
-    base::ReaderLock lock(&index.stripe(s).mu);
-    const DramHashMap& map = index.stripe(s).map;
-    EXPECT_EQ(map.buckets_count(), segment) << "stripe " << s;
-    EXPECT_LE(map.size() * 8, map.buckets_count() * 7) << "stripe " << s;
-    entries += map.size();
+    const DramIndex::Stripe& stripe = index.stripe(s);
+    base::ReaderLock lock(&stripe.mu);
+    EXPECT_EQ(stripe.map.buckets_count(), segment) << "stripe " << s;
+    EXPECT_LE(stripe.map.size() * 8, stripe.map.buckets_count() * 7) << "stripe " << s;
+    entries += stripe.map.size();
   }
   EXPECT_EQ(entries, keys.size());
   EXPECT_EQ(index.bytes(), index.stripes() * (sizeof(DramIndex::Stripe) + segment * 8));
