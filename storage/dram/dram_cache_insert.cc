@@ -210,6 +210,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
       t->Header(slot).key = keys[i];  // unpublished: no reader yet
       std::memcpy(t->Row(slot), src, rb);
       Meta(t->pos, slot) = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u);
+      t->index->ReserveOne(t->index->StripeOf(hash));
       {
         base::WriterLock stripe_lock(&stripe.mu);
         stripe.map.Insert(hash, slot, is_dirty);

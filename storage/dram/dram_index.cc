@@ -9,18 +9,23 @@
 namespace strata::storage {
 namespace {
 constexpr uint64_t kInitialBuckets = 16;
+// The next bucket count: 9/8 of `count`.
+uint64_t GrownCount(uint64_t count) { return count * kDramIndexGrowNum / kDramIndexGrowDen; }
 }  // namespace
 
 DramHashMap::DramHashMap(bool huge_pages)
     : huge_pages_(huge_pages),
-      storage_(Allocate(kInitialBuckets)),
+      storage_(Allocate(kInitialBuckets, huge_pages)),
       buckets_(storage_.data),
       buckets_count_(kInitialBuckets) {}
 
-DramHashMap::Buckets DramHashMap::Allocate(uint64_t n) const {
+DramHashMap::DramHashMap(Entry* buckets, uint64_t count)
+    : owns_(false), buckets_(buckets), buckets_count_(count) {}
+
+DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
   Buckets b;
   if (n * sizeof(Entry) >= kDramArenaAlignBytes) {
-    auto arena = DramArena::Create(n, sizeof(Entry), huge_pages_);
+    auto arena = DramArena::Create(n, sizeof(Entry), huge_pages);
     if (arena.ok()) {
       b.large = std::move(arena).value();
       b.data = reinterpret_cast<Entry*>(b.large->base());
@@ -35,8 +40,11 @@ DramHashMap::Buckets DramHashMap::Allocate(uint64_t n) const {
 
 void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
   STRATA_ASSERT(slot != kDramNoSlot, "DramHashMap::Insert of the empty marker");
-  // Grown by 5/4 once more than 7/8 full: the load stays in (0.7, 0.875].
-  if ((size_ + 1) * kDramIndexLoadDen > buckets_count_ * kDramIndexLoadNum) Grow();
+  // Grown by 9/8 once more than 7/8 full: the load stays in (0.77, 0.875].
+  if (NeedsGrow()) {
+    STRATA_ASSERT(owns_, "DramHashMap::Insert past the load bound of its index's segment");
+    Grow();
+  }
   const uint32_t tag = TagOf(hash);
   uint64_t i = Home(tag);
   while (buckets_[i].slot != kDramNoSlot) i = Step(i);
@@ -79,16 +87,18 @@ bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
   return true;
 }
 
-void DramHashMap::Grow() {
-  const uint64_t old_count = buckets_count_;
-  Buckets old = std::move(storage_);
-  const uint64_t count = old_count + old_count / 4;
+bool DramHashMap::NeedsGrow() const {
+  return (size_ + 1) * kDramIndexLoadDen > buckets_count_ * kDramIndexLoadNum;
+}
+
+void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
   STRATA_ASSERT(count < (uint64_t{1} << 31), "DramHashMap: a stripe outgrew its tag space");
-  storage_ = Allocate(count);
-  buckets_ = storage_.data;
+  const Entry* old = buckets_;
+  const uint64_t old_count = buckets_count_;
+  buckets_ = buckets;
   buckets_count_ = count;
   for (uint64_t k = 0; k < old_count; ++k) {
-    const Entry& e = old.data[k];
+    const Entry& e = old[k];
     if (e.slot == kDramNoSlot) continue;
     uint64_t i = Home(e.tag_dirty >> 1);
     while (buckets_[i].slot != kDramNoSlot) i = Step(i);
@@ -96,21 +106,41 @@ void DramHashMap::Grow() {
   }
 }
 
+void DramHashMap::Grow() {
+  Buckets old = std::move(storage_);
+  const uint64_t count = GrownCount(buckets_count_);
+  storage_ = Allocate(count, huge_pages_);
+  MoveTo(storage_.data, count);
+}
+
 DramIndex::DramIndex(uint32_t stripes, bool huge_pages)
     : count_(stripes),
       shift_(64 - static_cast<uint32_t>(std::countr_zero(stripes))),
-      stripes_(new Stripe[stripes]) {
+      huge_pages_(huge_pages),
+      stripes_(new Stripe[stripes]),
+      buckets_(DramHashMap::Allocate(uint64_t{stripes} * kInitialBuckets, huge_pages)),
+      segment_(kInitialBuckets) {
   STRATA_ASSERT(std::has_single_bit(stripes), "DramIndex stripes must be a power of two");
-  for (uint32_t i = 0; i < stripes; ++i) stripes_[i].map = DramHashMap(huge_pages);
+  for (uint32_t i = 0; i < stripes; ++i) {
+    base::WriterLock lock(&stripes_[i].mu);  // not shared yet; for the analysis
+    stripes_[i].map = DramHashMap(buckets_.data + uint64_t{i} * segment_, segment_);
+  }
 }
 
-uint64_t DramIndex::bytes() const {
-  uint64_t total = sizeof(Stripe) * count_;
-  for (uint32_t i = 0; i < count_; ++i) {
-    base::ReaderLock lock(&stripes_[i].mu);
-    total += stripes_[i].map.bytes();
+void DramIndex::ReserveOne(uint32_t i) NO_THREAD_SAFETY_ANALYSIS {
+  // Only the caller changes maps, so reading a map without its lock races
+  // with nothing but readers.
+  if (!stripes_[i].map.NeedsGrow()) return;
+  const uint64_t segment = GrownCount(segment_);
+  DramHashMap::Buckets grown = DramHashMap::Allocate(uint64_t{count_} * segment, huge_pages_);
+  for (uint32_t k = 0; k < count_; ++k) {
+    base::WriterLock lock(&stripes_[k].mu);
+    stripes_[k].map.MoveTo(grown.data + uint64_t{k} * segment, segment);
   }
-  return total;
+  // Every stripe has moved under its exclusive lock: no lookup reads the
+  // old array any more.
+  buckets_ = std::move(grown);
+  segment_ = segment;
 }
 
 }  // namespace strata::storage

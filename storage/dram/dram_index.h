@@ -8,16 +8,25 @@
 // a hit reads anyway, so the index costs 8 bytes per bucket. The tag also
 // gives an entry's home bucket (a multiply-shift of the tag onto the bucket
 // count), so growth and deletion never read keys. Bucket counts are not
-// powers of two: a map grows by 5/4 once more than 7/8 of it is full, which
-// keeps the load between 0.7 and 0.875 (9.1 to 11.5 bytes per key).
+// powers of two: a map grows by 9/8 once more than 7/8 of it is full, which
+// keeps the load between 0.77 and 0.875 (9.1 to 10.3 bytes per key).
 //
 // Every 64-bit key is valid: emptiness is marked in the slot field (value
 // kDramNoSlot), never in the key. Keys are mixed with a 64-bit finaliser; the
 // top bits pick the stripe, the low 32 the tag.
 //
+// A DramIndex keeps the buckets of all its stripes in one array (a DramArena
+// on huge pages once it reaches 2 MiB), each stripe a segment of equal size,
+// all grown together by 9/8 when one would pass 7/8 full: a table's index is
+// one huge-page mapping, so probes of a large index rarely miss the TLB (an
+// array per stripe stayed below the 2 MiB huge-page threshold, on 4 KiB
+// pages, until a table held about 13M rows at 64 stripes).
+//
 // Thread safety: DramHashMap is not thread-safe; DramIndex hands out stripes
 // whose `mu` the caller takes (shared to read, exclusive to change the map).
-// Ownership: values; the maps own their buckets.
+// Growth (DramIndex::ReserveOne) moves one stripe at a time under its
+// exclusive lock. Ownership: a standalone DramHashMap owns its buckets; the
+// maps of a DramIndex use segments of the index's array.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +47,25 @@ inline uint64_t DramKeyHash(Key key) { return MixMurmur64(key); }
 
 class DramHashMap {
  public:
-  // Bucket arrays of 2 MiB and more live in a DramArena (interleaved, huge
-  // pages when `huge_pages`), so probes of a large map rarely miss the TLB.
+  struct Entry {
+    uint32_t slot;
+    uint32_t tag_dirty;  // tag << 1 | dirty
+  };
+  static_assert(sizeof(Entry) == 8);
+  // Buckets: a vector when small, an arena of 2 MiB and more (interleaved,
+  // huge pages when `huge_pages`) when large, every bucket empty.
+  struct Buckets {
+    std::vector<Entry> small;
+    std::unique_ptr<DramArena> large;
+    Entry* data = nullptr;
+  };
+  static Buckets Allocate(uint64_t n, bool huge_pages);
+
+  // A map that owns its buckets and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
+  // A map on `count` empty buckets owned by its caller (a DramIndex), which
+  // grows it with NeedsGrow and MoveTo.
+  DramHashMap(Entry* buckets, uint64_t count);
 
   // A probe: the bucket it is at and the tag it looks for.
   struct Probe {
@@ -78,8 +103,15 @@ class DramHashMap {
   // run at high load often ends, made lookups slower: more lines in flight
   // for the row copies to wait behind.)
   void Prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[Home(TagOf(hash))]); }
-  // REQUIRES: the key of `hash` absent, slot != kDramNoSlot.
+  // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
+  // its caller's buckets, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
+  // True when one more entry would pass the load bound (7/8).
+  bool NeedsGrow() const;
+  // Moves the entries into `count` empty buckets at `buckets` (owned by the
+  // caller from now on) and forgets the old ones.
+  void MoveTo(Entry* buckets, uint64_t count);
+  uint64_t buckets_count() const { return buckets_count_; }
   // Removes the entry of `slot` (whose key has `hash`); false when absent.
   bool Erase(uint64_t hash, uint32_t slot);
   // Sets the dirty flag of the entry of `slot`; false when absent.
@@ -89,24 +121,14 @@ class DramHashMap {
   uint64_t bytes() const { return buckets_count_ * sizeof(Entry); }
 
  private:
-  struct Entry {
-    uint32_t slot;
-    uint32_t tag_dirty;  // tag << 1 | dirty
-  };
-  static_assert(sizeof(Entry) == 8);
-  struct Buckets {  // a vector when small, a huge-page arena when large
-    std::vector<Entry> small;
-    std::unique_ptr<DramArena> large;
-    Entry* data = nullptr;
-  };
   static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
   uint64_t Home(uint32_t tag) const { return (uint64_t{tag} * buckets_count_) >> 31; }
   uint64_t Step(uint64_t at) const { return at + 1 == buckets_count_ ? 0 : at + 1; }
   uint64_t FindEntry(uint64_t hash, uint32_t slot) const;  // bucket, or buckets_count_
-  Buckets Allocate(uint64_t n) const;                      // n empty buckets
-  void Grow();
+  void Grow();                                             // own buckets only
 
-  bool huge_pages_;
+  bool huge_pages_ = false;
+  bool owns_ = true;  // storage_ holds the buckets (else a DramIndex does)
   Buckets storage_;
   Entry* buckets_;  // storage_.data
   uint64_t buckets_count_;
@@ -123,19 +145,30 @@ class DramIndex {
   // REQUIRES: stripes is a power of two >= 1.
   DramIndex(uint32_t stripes, bool huge_pages);
 
+  // Makes room for one more entry in stripe `i`: when that would pass its
+  // load bound, every stripe moves to segments 9/8 the size in a new array,
+  // one stripe at a time under its exclusive lock (lookups of the others go
+  // on). REQUIRES: the caller is the only mutator (the cache's mutation
+  // mutex) and holds no stripe lock.
+  void ReserveOne(uint32_t i);
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
   }
   Stripe& stripe(uint32_t i) { return stripes_[i]; }
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }
-  // Bucket bytes over all stripes (takes each stripe's lock shared).
-  uint64_t bytes() const;
+  // Bucket bytes of the array and the stripes' headers.
+  uint64_t bytes() const { return sizeof(Stripe) * count_ + count_ * segment_ * 8; }
 
  private:
   const uint32_t count_;
   const uint32_t shift_;  // 64 - log2(count_)
+  const bool huge_pages_;
   std::unique_ptr<Stripe[]> stripes_;
+  // Every stripe's buckets: stripe i at [i * segment_, (i + 1) * segment_).
+  // Changed by the single mutator only (ReserveOne).
+  DramHashMap::Buckets buckets_;
+  uint64_t segment_ = 0;
 };
 
 }  // namespace strata::storage

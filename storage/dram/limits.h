@@ -15,10 +15,14 @@ inline constexpr uint64_t kDramSlotsPerTableMax = (1ull << 32) - 2;
 inline constexpr uint32_t kDramLockStripesMax = 4096;
 // Rows handed to the backing store in one MultiPut during FlushDirty.
 inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
-// Index stripes grow by 5/4 once more than kDramIndexLoadNum /
-// kDramIndexLoadDen of their buckets are full (load 0.7 to 0.875).
+// Index stripes grow by kDramIndexGrowNum / kDramIndexGrowDen once more
+// than kDramIndexLoadNum / kDramIndexLoadDen of their buckets are full (load
+// 0.78 to 0.875: the stripes of a table grow together, so its load is where
+// this range puts it, not an average over stripes at different phases).
 inline constexpr uint64_t kDramIndexLoadNum = 7;
 inline constexpr uint64_t kDramIndexLoadDen = 8;
+inline constexpr uint64_t kDramIndexGrowNum = 9;
+inline constexpr uint64_t kDramIndexGrowDen = 8;
 // A sweep of the eviction metadata queues the next max(kDramFrontRowsMin,
 // rows_max / kDramFrontRowsDivisor) victims, so it reads at most
 // kDramFrontRowsDivisor * 3 metadata words per victim.

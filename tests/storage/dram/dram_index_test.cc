@@ -72,5 +72,49 @@ TEST(DramIndexTest, StripesSplitKeysByTopHashBits) {
   for (int n : per_stripe) EXPECT_GT(n, 800);  // sequential keys spread evenly
 }
 
+// The stripes of an index are segments of one array, grown together: after
+// 400,000 keys (past the 2 MiB arena threshold, through many growths, each
+// moving every stripe) every key is found in its stripe with its slot, every
+// stripe stays within its load bound, and the index's bytes are the one
+// array's (equal segments) plus the stripes' headers.
+TEST(DramIndexTest, StripesShareOneArrayGrownTogether) {
+  DramIndex index(8, /*huge_pages=*/true);
+  std::vector<Key> keys;
+  std::mt19937_64 rng(9);
+  auto key_at = [&](uint32_t slot) { return keys[slot]; };
+  for (uint32_t slot = 0; slot < 400000; ++slot) {
+    const Key k = slot % 3 == 0 ? Key{slot} : Key{rng()};
+    keys.push_back(k);
+    const uint64_t h = DramKeyHash(k);
+    const uint32_t s = index.StripeOf(h);
+    index.ReserveOne(s);
+    base::WriterLock lock(&index.stripe(s).mu);
+    index.stripe(s).map.Insert(h, slot, slot % 2 == 0);
+  }
+  uint64_t segment = 0;
+  {
+    base::ReaderLock lock(&index.stripe(0).mu);
+    segment = index.stripe(0).map.buckets_count();
+  }
+  uint64_t entries = 0;
+  for (uint32_t s = 0; s < index.stripes(); ++s) {
+    const DramIndex::Stripe& stripe = index.stripe(s);
+    base::ReaderLock lock(&stripe.mu);
+    EXPECT_EQ(stripe.map.buckets_count(), segment) << "stripe " << s;
+    EXPECT_LE(stripe.map.size() * 8, stripe.map.buckets_count() * 7) << "stripe " << s;
+    entries += stripe.map.size();
+  }
+  EXPECT_EQ(entries, keys.size());
+  EXPECT_EQ(index.bytes(), index.stripes() * (sizeof(DramIndex::Stripe) + segment * 8));
+  for (uint32_t slot = 0; slot < keys.size(); ++slot) {
+    const uint64_t h = DramKeyHash(keys[slot]);
+    bool dirty = false;
+    const DramIndex::Stripe& stripe = index.stripe(index.StripeOf(h));
+    base::ReaderLock lock(&stripe.mu);
+    ASSERT_EQ(stripe.map.Find(keys[slot], h, key_at, &dirty), slot);
+    ASSERT_EQ(dirty, slot % 2 == 0) << "slot " << slot;
+  }
+}
+
 }  // namespace
 }  // namespace strata::storage
