@@ -149,6 +149,7 @@ void Store::AfterManifestSwitch(Table& t) {
     return false;
   };
   (void)note(t.file->TruncatePages(keep));
+  if (note(t.log->TruncatePages(0))) t.log_units = 0;  // merged before the switch
   std::vector<std::string> left;
   for (const std::string& path : t.obsolete_paths) {
     if (!note(env_->DeleteFile(path))) left.push_back(path);
@@ -198,7 +199,8 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());
   for (auto& t : tables_) {
-    t->mu.AssertHeld();  // through `locks`, which the analysis cannot follow
+    t->mu.AssertHeld();                    // through `locks`, which the analysis cannot follow
+    STRATA_RETURN_IF_ERROR(MergeLog(*t));  // a checkpoint holds leaves only
     if (GcDue(*t)) STRATA_RETURN_IF_ERROR(CollectGarbage(*t));
     if (Status s = t->file->Sync(); !s.ok()) {
       Fail(s);

@@ -19,6 +19,7 @@
 #include "base/mutex.h"
 #include "io/aligned.h"
 #include "io/env.h"
+#include "storage/ssd/log_index.h"
 #include "storage/ssd/manifest.h"
 #include "storage/ssd/page_directory.h"
 #include "storage/ssd/page_file.h"
@@ -43,6 +44,7 @@ struct Table {
   TableSpec spec;
   uint32_t page_bytes = 0;
   uint32_t capacity = 0;  // rows per page
+  ssd::LogLayout log_layout;
 
   mutable base::RwLock mu;
   uint64_t file_number GUARDED_BY(mu) = 0;
@@ -52,6 +54,16 @@ struct Table {
   std::vector<uint8_t> page_state GUARDED_BY(mu);          // PageState per physical page
   uint32_t free_hint GUARDED_BY(mu) = 0;                   // no free page below it
   std::vector<std::string> obsolete_paths GUARDED_BY(mu);  // delete after the next manifest switch
+
+  // Write log (native_log.cc): rows put since the last merge, newer than the
+  // leaves. Record numbers count from 0 in each merge cycle (`log_epoch`).
+  std::unique_ptr<PageFile> log GUARDED_BY(mu);  // units of log_layout.unit_bytes
+  LogIndex log_index GUARDED_BY(mu);
+  uint64_t log_epoch GUARDED_BY(mu) = 0;
+  uint64_t log_records GUARDED_BY(mu) = 0;  // next record number (before unit rounding)
+  uint64_t log_entries GUARDED_BY(mu) = 0;  // records and tombstones of this cycle
+  uint64_t log_rows GUARDED_BY(mu) = 0;     // index entries that are rows, not tombstones
+  uint64_t log_units GUARDED_BY(mu) = 0;    // units the log file holds
 
   uint8_t* KeysOf(std::byte* page) const {
     return reinterpret_cast<uint8_t*>(page) + ssd::kPageHeaderBytes;
@@ -111,8 +123,27 @@ class Store final : public RowStore {
   Status Failed() const;
   void Fail(const Status& cause) EXCLUDES(failed_mu_);
   Status ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows);
+  // Writes rows (nullptr: deletes) into the leaves, copy-on-write; `user`:
+  // counted as bytes handed to MultiPut (false for a merge of the log).
+  Status ApplyToLeaves(Table& t, std::span<const Key> keys, const std::byte* rows, bool user)
+      REQUIRES(t.mu);
   Status WriteRound(Table& t, std::span<const Key> keys, const std::byte* rows,
-                    std::span<const Op> ops, std::span<const Group> groups) REQUIRES(t.mu);
+                    std::span<const Op> ops, std::span<const Group> groups, bool user)
+      REQUIRES(t.mu);
+  // Write log (native_log.cc).
+  Status OpenLog(Table& t) REQUIRES(t.mu);
+  Status AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows) REQUIRES(t.mu);
+  // Folds the log into the leaves in mixed-key order and starts a new cycle.
+  // A failure leaves the log index whole (its rows are still the newest).
+  Status MergeLog(Table& t) REQUIRES(t.mu);
+  void StartLogCycle(Table& t) REQUIRES(t.mu);
+  // Reads the rows of wants (record number, index into keys) from the log.
+  struct LogWant {
+    uint32_t record;
+    uint32_t index;
+  };
+  Status ReadFromLog(Table& t, std::span<const Key> keys, std::span<LogWant> wants, std::byte* rows,
+                     uint8_t* found) REQUIRES_SHARED(t.mu);
   Status ReadVerified(Table& t, std::span<const uint32_t> pages, std::span<const uint64_t> lows,
                       io::AlignedBuffer* buf) REQUIRES_SHARED(t.mu);
   bool GcDue(const Table& t) const REQUIRES_SHARED(t.mu);

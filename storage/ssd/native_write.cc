@@ -38,6 +38,12 @@ Status Store::Delete(TableId table, std::span<const Key> keys) {
 }
 
 Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows) {
+  base::WriterLock lock(&t.mu);
+  if (options_.write_log_fraction > 0) return AppendToLog(t, keys, rows);
+  return ApplyToLeaves(t, keys, rows, /*user=*/true);
+}
+
+Status Store::ApplyToLeaves(Table& t, std::span<const Key> keys, const std::byte* rows, bool user) {
   std::vector<Op> ops(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) ops[i] = {ssd::MixKey(keys[i]), uint32_t(i)};
   std::stable_sort(ops.begin(), ops.end(),
@@ -48,7 +54,6 @@ Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* 
     ops[kept++] = ops[i];
   }
   ops.resize(kept);
-  base::WriterLock lock(&t.mu);
   std::vector<Group> groups;
   size_t pos = 0;
   while (pos < ops.size()) {
@@ -63,13 +68,13 @@ Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* 
       groups.push_back({t.dir.at(h).low_mixed, t.dir.at(h).page, pos, end});
       pos = end;
     }
-    STRATA_RETURN_IF_ERROR(WriteRound(t, keys, rows, ops, groups));
+    STRATA_RETURN_IF_ERROR(WriteRound(t, keys, rows, ops, groups, user));
   }
   return Status::Ok();
 }
 
 Status Store::WriteRound(Table& t, std::span<const Key> keys, const std::byte* rows,
-                         std::span<const Op> ops, std::span<const Group> groups) {
+                         std::span<const Op> ops, std::span<const Group> groups, bool user) {
   const uint32_t rb = t.spec.row_bytes;
   std::vector<uint32_t> read_pages;
   std::vector<uint64_t> read_lows;
@@ -170,8 +175,10 @@ Status Store::WriteRound(Table& t, std::span<const Key> keys, const std::byte* r
   }
   t.row_count = uint64_t(int64_t(t.row_count) + row_delta);
   bytes_written_ += new_pages * uint64_t{t.page_bytes};
-  user_bytes_written_ += user_bytes;
-  if (rows != nullptr) rows_written_ += user_bytes / rb;
+  if (user) {
+    user_bytes_written_ += user_bytes;
+    if (rows != nullptr) rows_written_ += user_bytes / rb;
+  }
   return Status::Ok();
 }
 

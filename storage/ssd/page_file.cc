@@ -85,6 +85,14 @@ Result<uint64_t> PageFile::PageCount() const {
   return bytes / page_bytes_;
 }
 
+namespace {
+
+Status CorruptionAt(const std::string& path, uint64_t offset, const std::string& what) {
+  return Status::Corruption(path + " offset " + std::to_string(offset) + ": " + what);
+}
+
+}  // namespace
+
 void SealPage(std::byte* page, uint32_t page_bytes, TableId table, uint16_t row_count,
               uint64_t low_mixed) {
   ssd::PageHeader h{};
@@ -104,8 +112,7 @@ Status VerifyPage(const std::byte* page, uint32_t page_bytes, uint32_t capacity,
   ssd::PageHeader h;
   std::memcpy(&h, page, sizeof(h));
   auto fail = [&](const std::string& what) {
-    return Status::Corruption(path + " offset " + std::to_string(offset) + ": " + what +
-                              " (table " + std::to_string(table) + ")");
+    return CorruptionAt(path, offset, what + " (table " + std::to_string(table) + ")");
   };
   if (XXH3_64bits(page + 8, page_bytes - 8) != h.checksum) {
     return fail("page checksum mismatch");
@@ -118,6 +125,41 @@ Status VerifyPage(const std::byte* page, uint32_t page_bytes, uint32_t capacity,
     return fail("page belongs to another table or range (misdirected write)");
   }
   if (h.row_count > capacity) return fail("row count above page capacity");
+  return Status::Ok();
+}
+
+uint64_t LogSeed(TableId table, uint64_t epoch, uint64_t record) {
+  return MixSplit64(MixSplit64((uint64_t{table} << 40) ^ epoch) ^ record);
+}
+
+void SealLogRecord(std::byte* dst, TableId table, uint64_t seed, Key key, const std::byte* row,
+                   uint32_t row_bytes) {
+  ssd::LogRecordHeader h{};
+  h.key = key;
+  h.kind = ssd::kLogRecordRow;
+  h.table_id = table;
+  std::memcpy(dst, &h, sizeof(h));
+  std::memcpy(dst + ssd::kLogRecordHeaderBytes, row, row_bytes);
+  h.checksum = XXH3_64bits_withSeed(dst + 8, ssd::kLogRecordHeaderBytes - 8 + row_bytes, seed);
+  std::memcpy(dst, &h.checksum, 8);
+}
+
+Status VerifyLogRecord(const std::byte* src, TableId table, uint64_t seed, Key key,
+                       uint32_t row_bytes, const std::string& path, uint64_t offset) {
+  ssd::LogRecordHeader h;
+  std::memcpy(&h, src, sizeof(h));
+  auto fail = [&](const std::string& what) {
+    return CorruptionAt(
+        path, offset,
+        what + " (table " + std::to_string(table) + ", key " + std::to_string(key) + ")");
+  };
+  if (XXH3_64bits_withSeed(src + 8, ssd::kLogRecordHeaderBytes - 8 + row_bytes, seed) !=
+      h.checksum) {
+    return fail("log record checksum mismatch");
+  }
+  if (h.kind != ssd::kLogRecordRow || h.table_id != table || h.key != key) {
+    return fail("log record of another table or key (misdirected write)");
+  }
   return Status::Ok();
 }
 

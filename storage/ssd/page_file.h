@@ -71,4 +71,18 @@ void SealPage(std::byte* page, uint32_t page_bytes, TableId table, uint16_t row_
                                 TableId table, uint64_t low_mixed, const std::string& path,
                                 uint64_t offset);
 
+// Seed of the checksum of log record `record` of a table's log cycle `epoch`:
+// ties a record to its place and cycle, so a record left by an earlier cycle
+// or a misdirected write fails verification like a torn one.
+uint64_t LogSeed(TableId table, uint64_t epoch, uint64_t record);
+
+// Writes a log record (header and row) at `dst`; `row_bytes` bytes of `row`.
+void SealLogRecord(std::byte* dst, TableId table, uint64_t seed, Key key, const std::byte* row,
+                   uint32_t row_bytes);
+
+// Verifies the log record at `src` read from `path` at `offset`: checksum,
+// kind, table and key. A failure is Corruption naming the file and offset.
+[[nodiscard]] Status VerifyLogRecord(const std::byte* src, TableId table, uint64_t seed, Key key,
+                                     uint32_t row_bytes, const std::string& path, uint64_t offset);
+
 }  // namespace strata::storage

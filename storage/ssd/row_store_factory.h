@@ -46,6 +46,16 @@ struct RowStoreOptions {
   // exceed this multiple of its live row bytes: lower keeps the files
   // smaller, at the cost of rewriting tables more often.
   double gc_space_amp_trigger = 1.5;
+  // Write log: puts append to a per-table log in large sequential writes,
+  // merged into the leaves (in key order) once it holds this fraction of
+  // the table's rows, and before every checkpoint. Larger merges rewrite
+  // fewer leaves per row but take more DRAM for the log index (about 15
+  // bytes per log entry) and more log space. 0: puts rewrite their leaves
+  // directly (no log).
+  double write_log_fraction = 0.25;
+  // Entries (rows put or deleted) a log cycle allows at least, whatever the
+  // table's size: small tables merge every write_log_entries_min writes.
+  uint64_t write_log_entries_min = 4096;
 
   // RocksDB backend.
   // Block cache: bigger caches serve more gets from DRAM, duplicating T1.

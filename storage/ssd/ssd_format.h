@@ -92,6 +92,43 @@ static_assert(sizeof(LeafRecord) == 16);
 // the store's trigger.
 inline constexpr double kGcFillTarget = 0.9;
 
+// Write log (docs/ssd-format.md, "Write log"): per table a scratch file
+// "t<table_id>.log" of records appended by MultiPut and merged into the
+// leaves before every checkpoint. No MANIFEST names it: Open truncates it, so
+// it never changes what a checkpoint holds. A record is a 24-byte header and
+// the row; records never straddle a unit (4 KiB, or the 4 KiB blocks one
+// large record needs), so a get reads one unit.
+struct LogRecordHeader {
+  uint64_t checksum;  // XXH3-64 of bytes [8, 24 + row_bytes), seeded by LogSeed
+  uint64_t key;
+  uint32_t kind;  // kLogRecordRow
+  uint32_t table_id;
+};
+inline constexpr uint32_t kLogRecordHeaderBytes = 24;
+static_assert(sizeof(LogRecordHeader) == kLogRecordHeaderBytes);
+inline constexpr uint32_t kLogRecordRow = 1;
+
+struct LogLayout {
+  uint32_t record_bytes = 0;      // header + row, rounded up to 8
+  uint32_t records_per_unit = 0;  // records in one unit
+  uint32_t unit_bytes = 0;        // a multiple of kAlignBytes
+};
+
+constexpr LogLayout MakeLogLayout(uint32_t row_bytes) {
+  LogLayout l;
+  l.record_bytes = (kLogRecordHeaderBytes + row_bytes + 7) / 8 * 8;
+  if (l.record_bytes <= kAlignBytes) {
+    l.records_per_unit = kAlignBytes / l.record_bytes;
+    l.unit_bytes = kAlignBytes;
+  } else {
+    l.records_per_unit = 1;
+    l.unit_bytes = (l.record_bytes + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
+  }
+  return l;
+}
+
+inline std::string LogFileName(TableId table) { return "t" + std::to_string(table) + ".log"; }
+
 // Bijective mix of a key (splitmix64 finalizer): distinct keys never collide,
 // and the image is uniform enough for range partitioning by value.
 constexpr uint64_t MixKey(Key key) { return MixSplit64(key); }

@@ -119,6 +119,23 @@ class NativeRowStoreFixture : public ::testing::Test {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  // A read error injected on files whose path holds `path_substring` fails
+  // MultiGet of `key` with IOError; once cleared, the key reads again.
+  void ExpectInjectedReadError(RowStore& store, const std::string& path_substring, Key key) {
+    io::FaultRule rule;
+    rule.op = io::FaultOp::kRead;
+    rule.path_substring = path_substring;
+    ASSERT_TRUE(fault_env_.AddRule(rule).ok());
+    std::vector<Key> keys{key};
+    std::vector<std::byte> row(row_bytes_);
+    std::vector<uint8_t> found(1);
+    Status s = store.MultiGet(table_, keys, row, found);
+    EXPECT_TRUE(s.IsIOError()) << s.ToString();
+    fault_env_.ClearRules();
+    ASSERT_TRUE(store.MultiGet(table_, keys, row, found).ok());
+    EXPECT_EQ(found[0], 1);
+  }
+
   const TableId table_;
   const uint32_t row_bytes_;
   strata::testing::ScratchDir dir_;

@@ -1,0 +1,64 @@
+#include "storage/ssd/log_index.h"
+
+#include "base/assert.h"
+#include "storage/ssd/ssd_format.h"
+
+namespace strata::storage {
+
+void LogIndex::Reset(uint64_t entries_max) {
+  entries_max_ = entries_max;
+  slot_count_ = static_cast<uint64_t>(double(entries_max) * kSlotsPerEntry) + 1;
+  slots_ = std::make_unique<Slot[]>(slot_count_);
+  Clear();
+}
+
+void LogIndex::Clear() {
+  for (uint64_t i = 0; i < slot_count_; ++i) slots_[i] = Slot{0, kEmpty};
+  size_ = 0;
+}
+
+uint64_t LogIndex::Home(Key key) const {
+  // Multiply-shift onto [0, slot_count_): uniform for the mixed key.
+  return static_cast<uint64_t>((unsigned __int128)ssd::MixKey(key) * slot_count_ >> 64);
+}
+
+uint32_t LogIndex::Insert(Key key, uint32_t value) {
+  STRATA_ASSERT(value <= kTombstone, "log record number out of range");
+  for (uint64_t i = Home(key);; i = i + 1 == slot_count_ ? 0 : i + 1) {
+    Slot& s = slots_[i];
+    if (s.value == kEmpty) {
+      STRATA_ASSERT(size_ < entries_max_, "log index full");
+      s = Slot{key, value};
+      ++size_;
+      return kAbsent;
+    }
+    if (s.key == key) {
+      const uint32_t previous = s.value;
+      s.value = value;
+      return previous;
+    }
+  }
+}
+
+bool LogIndex::Find(Key key, uint32_t* value) const {
+  if (size_ == 0) return false;
+  for (uint64_t i = Home(key);; i = i + 1 == slot_count_ ? 0 : i + 1) {
+    const Slot& s = slots_[i];
+    if (s.value == kEmpty) return false;
+    if (s.key == key) {
+      *value = s.value;
+      return true;
+    }
+  }
+}
+
+std::vector<LogIndex::Entry> LogIndex::Entries() const {
+  std::vector<Entry> out;
+  out.reserve(size_);
+  for (uint64_t i = 0; i < slot_count_; ++i) {
+    if (slots_[i].value != kEmpty) out.push_back({slots_[i].key, slots_[i].value});
+  }
+  return out;
+}
+
+}  // namespace strata::storage
