@@ -55,9 +55,10 @@ Result<ExchangeMode> ParseExchangeMode(std::string_view name) {
 }
 
 Result<RoutePlan> RoutePlan::Build(const NodeTopology& t, int nodes, ExchangeMode mode) {
-  if (nodes < 1 || t.gpus < 1 || nodes > (1 << 16) / t.gpus) {
+  if (nodes < 1 || t.gpus < 1 || nodes > kRoutePlanRanksMax / t.gpus) {
     return Status::InvalidArgument("RoutePlan: " + std::to_string(nodes) + " nodes of " +
-                                   std::to_string(t.gpus) + " GPUs (1..65536 ranks)");
+                                   std::to_string(t.gpus) + " GPUs: a plan covers 1 to " +
+                                   std::to_string(kRoutePlanRanksMax) + " ranks");
   }
   RoutePlan plan;
   plan.topology_ = t;

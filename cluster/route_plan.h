@@ -27,6 +27,9 @@
 
 namespace strata::cluster {
 
+// The most ranks a plan covers: it keeps a route per rank pair.
+inline constexpr int kRoutePlanRanksMax = 1024;
+
 enum class ExchangeMode : uint8_t { kFlat, kTwoPhase };
 const char* ExchangeModeName(ExchangeMode mode);  // "flat", "two-phase"
 Result<ExchangeMode> ParseExchangeMode(std::string_view name);
@@ -39,7 +42,8 @@ struct Hop {
 
 class RoutePlan {
  public:
-  // A plan for `nodes` nodes of topology `t`. REQUIRES: nodes >= 1.
+  // A plan for `nodes` nodes of topology `t`; InvalidArgument unless
+  // 1 <= nodes * t.gpus <= kRoutePlanRanksMax.
   static Result<RoutePlan> Build(const NodeTopology& t, int nodes, ExchangeMode mode);
 
   int world_size() const { return world_; }

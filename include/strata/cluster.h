@@ -57,6 +57,13 @@
 
 namespace strata {
 
+// How Pull and Push move keys, rows and gradients between ranks
+// (docs/cluster.md, "Routes").
+enum class ClusterExchange : uint8_t {
+  kFlat,      // one all-to-all, every message straight from sender to receiver
+  kTwoPhase,  // along the topology's routes: through NVLink middlemen and the NIC GPU
+};
+
 struct ClusterOptions {
   // The options of every shard; store.dir is the cluster's directory, each
   // rank's shard lives in store.dir/rank-<r>. Capacities are per rank.
@@ -68,6 +75,16 @@ struct ClusterOptions {
   // stalls the others; it must exceed the longest skew between ranks (a
   // batch's compute, a checkpoint). 0: wait forever.
   uint64_t collective_timeout_ms = 600'000;
+  // kTwoPhase forwards through other ranks' buffers in as many all-to-all
+  // stages as the longest route has hops: no message crosses PCIe where an
+  // NVLink path exists, and one network exchange per node pair, at the cost
+  // of more, smaller collectives. The rows are the same either way.
+  ClusterExchange exchange = ClusterExchange::kFlat;
+  // The node topology: a fixture ("seed8", "nvswitch8", "pcie8") or the path
+  // of a topology file (format in docs/cluster.md). Rank r is GPU r % G of
+  // node r / G, G the topology's GPU count; the world size must be a
+  // multiple of G. Required by kTwoPhase; "" with kFlat.
+  std::string topology;
 };
 
 // Counters of the exchange on one rank (Stats); summed over ranks by
@@ -81,6 +98,9 @@ struct ClusterExchangeStats {
   uint64_t bytes_received = 0;  // bytes received from other ranks
   uint64_t intents_sent = 0;    // intent keys delivered to other ranks
   uint64_t exchange_us = 0;     // time in the all-to-alls of Pull and Push
+  // kTwoPhase: bytes this rank forwarded for other ranks (a middleman's or
+  // a NIC GPU's share; not in bytes_sent).
+  uint64_t bytes_forwarded = 0;
 };
 
 struct ClusterStats {

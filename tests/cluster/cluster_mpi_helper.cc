@@ -14,6 +14,11 @@
 //   create DIR       a cluster at generation 1 (one batch, a checkpoint)
 //   reopen DIR       Open on an existing cluster directory; prints the Status
 //                    (the test expects a world-size or generation error)
+//   two_phase DIR    a flat and a two-phase cluster (topology: the file or
+//                    fixture STRATA_HELPER_TOPOLOGY names) take the same
+//                    Pull/Push/AdvanceClock sequence: every pulled row and
+//                    every shard row bit-identical; the two-phase one
+//                    forwarded bytes, the flat one none
 // Test code only.
 #include <mpi.h>
 #include <signal.h>
@@ -333,6 +338,75 @@ void Reopen(const std::string& dir) {
   Finish(true, "reopen", c.status().ToString());
 }
 
+// Every row of `t` in this rank's shard, by key.
+std::map<Key, std::vector<float>> ShardRows(Cluster& cluster, TableId t, const char* scenario) {
+  std::map<Key, std::vector<float>> rows;
+  Status st = cluster.shard().ScanTable(t, [&](Key key, std::span<const float> row) -> Status {
+    rows[key].assign(row.begin(), row.end());
+    return Status::Ok();
+  });
+  HELPER_CHECK(scenario, st.ok(), st.ToString());
+  return rows;
+}
+
+void TwoPhase(const std::string& dir) {
+  const char* topology = std::getenv("STRATA_HELPER_TOPOLOGY");
+  HELPER_CHECK("two_phase", topology != nullptr, "STRATA_HELPER_TOPOLOGY is not set");
+  ClusterOptions flat_options;
+  flat_options.store = SmallStore(dir + "/flat");
+  ClusterOptions two_options = flat_options;
+  two_options.store.dir = dir + "/two-phase";
+  two_options.exchange = ClusterExchange::kTwoPhase;
+  two_options.topology = topology;
+  Result<std::unique_ptr<Cluster>> flat = Cluster::Open(flat_options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("two_phase", flat.ok(), flat.status().ToString());
+  Result<std::unique_ptr<Cluster>> two = Cluster::Open(two_options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("two_phase", two.ok(), two.status().ToString());
+  Result<WorkerId> wf = (*flat)->RegisterWorker();
+  Result<WorkerId> wt = (*two)->RegisterWorker();
+  HELPER_CHECK("two_phase", wf.ok() && wt.ok(), "RegisterWorker");
+  const std::vector<TableOptions> tables = Tables();
+  for (int s = 0; s < kSteps; ++s) {
+    for (TableId t = 0; t < tables.size(); ++t) {
+      const uint32_t dim = tables[t].dim;
+      const Batch mine = MakeBatch(s, g_rank, t, dim);
+      std::vector<float> a(mine.keys.size() * dim), b(mine.keys.size() * dim);
+      Status st = (*flat)->Pull(*wf, t, mine.keys, a.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      st = (*two)->Pull(*wt, t, mine.keys, b.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      HELPER_CHECK("two_phase", std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+                   "step " + std::to_string(s) + " table " + std::to_string(t) +
+                       ": two-phase rows differ from flat");
+      st = (*flat)->Push(*wf, t, mine.keys, mine.grads.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      st = (*two)->Push(*wt, t, mine.keys, mine.grads.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+    }
+    HELPER_CHECK("two_phase", (*flat)->AdvanceClock(*wf).ok(), "AdvanceClock");
+    HELPER_CHECK("two_phase", (*two)->AdvanceClock(*wt).ok(), "AdvanceClock");
+  }
+  uint64_t rows = 0;
+  for (TableId t = 0; t < tables.size(); ++t) {
+    const auto want = ShardRows(**flat, t, "two_phase");
+    const auto got = ShardRows(**two, t, "two_phase");
+    HELPER_CHECK("two_phase", got == want,
+                 "table " + std::to_string(t) + ": shard rows differ from flat");
+    rows += got.size();
+  }
+  Result<ClusterStats> fs = (*flat)->SummedStats();
+  Result<ClusterStats> ts = (*two)->SummedStats();
+  HELPER_CHECK("two_phase", fs.ok() && ts.ok(), "SummedStats");
+  HELPER_CHECK("two_phase", fs->exchange.bytes_forwarded == 0, "flat forwarded bytes");
+  HELPER_CHECK("two_phase", ts->exchange.bytes_forwarded > 0, "two-phase forwarded nothing");
+  HELPER_CHECK("two_phase", ts->exchange.bytes_sent == fs->exchange.bytes_sent,
+               "bytes sent differ");
+  HELPER_CHECK("two_phase", (*flat)->Close().ok() && (*two)->Close().ok(), "Close");
+  Finish(true, "two_phase",
+         std::to_string(rows) + " shard rows identical; " +
+             std::to_string(ts->exchange.bytes_forwarded) + " bytes forwarded");
+}
+
 }  // namespace
 }  // namespace strata
 
@@ -348,5 +422,6 @@ int main(int argc, char** argv) {
   if (scenario == "create") strata::Create(dir);
   if (scenario == "stall") strata::Stall(dir);
   if (scenario == "reopen") strata::Reopen(dir);
+  if (scenario == "two_phase") strata::TwoPhase(dir);
   strata::Finish(false, scenario, "unknown scenario");
 }

@@ -43,12 +43,15 @@ struct MpiRun {
   std::vector<std::string> lines;  // the ranks' "cluster-helper ..." lines
 };
 
-// `mpirun -np ranks helper scenario dir` under `timeout`.
-MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir) {
+// `mpirun -np ranks helper scenario dir` under `timeout`; `env` goes first
+// ("NAME=value ", exported to the ranks by mpirun -x).
+MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir,
+                const std::string& env = "") {
   // Open MPI's own runtime leaks at exit (its components, hwloc), so under
   // AddressSanitizer the ranks run without the leak check; the Cluster's
   // code is leak-checked through its MPI-free tests.
-  std::string cmd = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 240 " +
+  std::string cmd = env +
+                    "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" timeout 240 " +
                     Mpirun() + " --oversubscribe";
   if (::geteuid() == 0) cmd += " --allow-run-as-root";
   // One machine: shared memory and self only, and ranks yield while they
@@ -154,6 +157,29 @@ TEST_P(ClusterMpiTest, StoppedRankMakesTheOthersFailWithinTheTimeout) {
   for (const std::string& line : run.lines) {
     EXPECT_NE(line.find(" PASS stall: Unavailable: "), std::string::npos) << line;
     EXPECT_NE(line.find("did not complete within 5000 ms"), std::string::npos) << line;
+  }
+}
+
+// Four ranks, two-phase against flat: as one node of four GPUs joined in an
+// NVLink ring (0-1-2-3-0: 0 and 2, 1 and 3 forward through a middleman),
+// and as two nodes of two (rank 1 to rank 3 goes 1 -> 0 -> 2 -> 3 through
+// both NIC GPUs).
+TEST(ClusterTwoPhaseTest, SameRowsAsFlatOnOneNodeAndOnTwo) {
+  if (Mpirun().empty()) GTEST_SKIP() << "mpirun is not installed (scripts/deps.sh installs it)";
+  if (!std::filesystem::exists(Helper())) GTEST_SKIP() << Helper() << " not built (no MPI)";
+  strata::testing::ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> topologies = {
+      {"ring4", "strata-topology 1\ngpus 4\nnvlink 0 1\nnvlink 1 2\nnvlink 2 3\nnvlink 3 0\n"},
+      {"pair2", "strata-topology 1\ngpus 2\nnvlink 0 1\nnic_gpu 0\n"},
+  };
+  for (const auto& [name, text] : topologies) {
+    ASSERT_TRUE(
+        io::Env::Default()->WriteFileAtomically(dir.path(), name, name + ".tmp", text).ok());
+    const std::string run_dir = dir.File("run-" + name);
+    std::filesystem::create_directories(run_dir);
+    const MpiRun run =
+        RunRanks(4, "two_phase", run_dir, "STRATA_HELPER_TOPOLOGY=" + dir.File(name) + " ");
+    ExpectAllPass(run, 4, "two_phase");
   }
 }
 
