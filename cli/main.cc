@@ -49,6 +49,8 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
   groups["trace"] =
       app.add_subcommand("trace", "generate, import, inspect and analyse access traces");
   groups["trace"]->require_subcommand(1);
+  groups["cluster"] = app.add_subcommand("cluster", "plan and manage a cluster of ranks");
+  groups["cluster"]->require_subcommand(1);
 
   app.add_subcommand("info", "print the build and the GPUs visible")->callback([] {
     std::printf("%s\n", strata::BuildInfo().c_str());
