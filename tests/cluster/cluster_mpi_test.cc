@@ -183,6 +183,13 @@ TEST(ClusterTwoPhaseTest, SameRowsAsFlatOnOneNodeAndOnTwo) {
   }
 }
 
+// k-step merging of dense parameters (strata::DenseSync) against a model of
+// every rank's Adam, and its bytes at k = 1 and k = 10.
+TEST_P(ClusterMpiTest, DenseSyncMergesEveryKStepsAtOneKthTheBytes) {
+  const MpiRun run = RunRanks(GetParam(), "dense_sync", dir_.path());
+  ExpectAllPass(run, GetParam(), "dense_sync");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ClusterMpiTest, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "Ranks";
