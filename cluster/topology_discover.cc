@@ -61,7 +61,9 @@ struct Nvml {
   }
 };
 
-// Groups GPUs joined by `same(a, b)`: the smallest GPU of each group names it.
+// Groups GPUs whose common PCIe ancestor is at most `level_max` deep (NVML
+// topology levels): each GPU takes the group of the first earlier GPU within
+// reach, else its own number.
 std::vector<int> Groups(int n, const std::vector<int>& level, int level_max) {
   std::vector<int> group(n);
   std::iota(group.begin(), group.end(), 0);
@@ -112,6 +114,7 @@ Result<NodeTopology> DiscoverTopology() {
           nvml.p2p_status(dev[a], dev[b], kNvmlP2pCapsNvlink, &status) == kNvmlSuccess &&
           status == kNvmlP2pStatusOk) {
         t.nvlink[static_cast<size_t>(a) * n + b] = 1;
+        t.nvlink[static_cast<size_t>(b) * n + a] = 1;  // symmetric, as the format is
       }
       int ancestor = 0;
       if (nvml.common_ancestor(dev[a], dev[b], &ancestor) != kNvmlSuccess) ancestor = 1 << 20;
