@@ -50,7 +50,9 @@ int main(int argc, char** argv) {  // NOLINT(bugprone-exception-escape)
       app.add_subcommand("trace", "generate, import, inspect and analyse access traces");
   groups["trace"]->require_subcommand(1);
   groups["cluster"] = app.add_subcommand(
-      "cluster", "a strata::Cluster's directory: reshard for another rank count, export its rows");
+      "cluster",
+      "a cluster of ranks: plan its exchange, reshard its directory for another rank count, "
+      "export its rows");
   groups["cluster"]->require_subcommand(1);
 
   app.add_subcommand("info", "print the build and the GPUs visible")->callback([] {

@@ -9,7 +9,9 @@
 // caller's order. Push: the gradients of duplicates are summed before they
 // travel, go to the owners in the same all-to-all shape, and each owner sums
 // what the ranks sent for a key and pushes every key once. A cluster of one
-// rank calls its shard directly.
+// rank calls its shard directly. Keys, rows and gradients travel by Exchange
+// (cluster_exchange.cc): one all-to-all when flat, along the topology's
+// routes when two-phase; the headers always go straight.
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -103,8 +105,8 @@ Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
   counters_.keys_sent.fetch_add(RemoteItems(router_.counts()), std::memory_order_relaxed);
   counters_.keys_served.fetch_add(RemoteItems(recv_counts), std::memory_order_relaxed);
   CountBytes(router_.counts(), recv_counts, sizeof(Key));
-  return comm_->AllToAllv(router_.grouped().data(), router_.counts(), recv_keys_.data(),
-                          recv_counts, MPI_UINT64_T);
+  return Exchange(router_.grouped().data(), router_.counts(), recv_keys_.data(), recv_counts,
+                  MPI_UINT64_T);
 }
 
 Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) {
@@ -141,8 +143,8 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   const auto rows_start = std::chrono::steady_clock::now();
   batch_rows_.resize(router_.grouped().size() * dim);
   CountBytes(recv_counts, router_.counts(), dim * sizeof(float));
-  STRATA_RETURN_IF_ERROR(comm_->AllToAllv(owner_rows_.data(), recv_counts, batch_rows_.data(),
-                                          router_.counts(), row_types_[table]));
+  STRATA_RETURN_IF_ERROR(Exchange(owner_rows_.data(), recv_counts, batch_rows_.data(),
+                                  router_.counts(), row_types_[table]));
   exchange_us += MicrosSince(rows_start);
   const std::span<const uint32_t> slots = router_.slots();
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -179,8 +181,8 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
   STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
   owner_rows_.resize(recv_keys_.size() * dim);
   CountBytes(router_.counts(), recv_counts, dim * sizeof(float));
-  STRATA_RETURN_IF_ERROR(comm_->AllToAllv(batch_rows_.data(), router_.counts(), owner_rows_.data(),
-                                          recv_counts, row_types_[table]));
+  STRATA_RETURN_IF_ERROR(Exchange(batch_rows_.data(), router_.counts(), owner_rows_.data(),
+                                  recv_counts, row_types_[table]));
   counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
 
   // The owner's part: sum what several ranks sent for one key, so each key is

@@ -6,6 +6,8 @@
 //                          RegisterWorker, Close
 //   cluster_data.cc        Pull and Push: route, header all-to-all, keys
 //                          (and gradients) to owners, rows back
+//   cluster_exchange.cc    the exchange plan (flat or two-phase) and the
+//                          all-to-all along its routes
 //   cluster_intent.cc      Intent queues per owner, their delivery at
 //                          AdvanceClock and DrainIntents
 //   cluster_checkpoint.cc  Checkpoint: kept copies, shard records, shards,
@@ -25,11 +27,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "base/mutex.h"
 #include "cluster/key_router.h"
 #include "cluster/mpi_comm.h"
+#include "cluster/route_plan.h"
 #include "io/env.h"
 #include "strata/cluster.h"
 
@@ -40,6 +44,7 @@ struct ExchangeCounters {
   std::atomic<uint64_t> keys_sent{0}, keys_served{0};
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
   std::atomic<uint64_t> intents_sent{0}, exchange_us{0};
+  std::atomic<uint64_t> bytes_forwarded{0};
 };
 
 class ClusterImpl final : public Cluster {
@@ -116,6 +121,13 @@ class ClusterImpl final : public Cluster {
   // Sends router_.grouped() to the owners into recv_keys_.
   Status SendKeys(std::span<const int> recv_counts) REQUIRES(collective_mu_);
 
+  // The exchange plan (cluster_exchange.cc): builds plan_ from the options
+  // and checks that every rank has the same.
+  Status PlanExchange() REQUIRES(collective_mu_);
+  // comm_->AllToAllv's contract, along plan_'s routes (straight when flat).
+  Status Exchange(const void* send, std::span<const int> send_counts, void* recv,
+                  std::span<const int> recv_counts, MPI_Datatype type) REQUIRES(collective_mu_);
+
   // Intent delivery (cluster_intent.cc).
   Status DeliverIntents() REQUIRES(collective_mu_) EXCLUDES(intent_mu_);
 
@@ -134,6 +146,7 @@ class ClusterImpl final : public Cluster {
   std::unique_ptr<MpiComm> comm_;
   std::unique_ptr<Store> shard_;
   std::vector<MPI_Datatype> row_types_;  // per table: dim contiguous floats
+  std::optional<RoutePlan> plan_;        // kTwoPhase only
 
   std::atomic<uint32_t> workers_{0};
   std::atomic<bool> closed_{false};
@@ -151,6 +164,11 @@ class ClusterImpl final : public Cluster {
   std::vector<float> owner_sums_ GUARDED_BY(collective_mu_);  // Push: their summed gradients
   std::vector<Header> headers_out_ GUARDED_BY(collective_mu_);
   std::vector<Header> headers_in_ GUARDED_BY(collective_mu_);
+  // The two-phase exchange's parcels: held here between stages, packed per
+  // next hop, received.
+  std::vector<char> parcels_held_ GUARDED_BY(collective_mu_);
+  std::vector<char> parcels_out_ GUARDED_BY(collective_mu_);
+  std::vector<char> parcels_in_ GUARDED_BY(collective_mu_);
 
   base::Mutex intent_mu_ ACQUIRED_AFTER(collective_mu_);
   std::vector<OwnerQueue> queues_ GUARDED_BY(intent_mu_);  // per owner rank

@@ -70,6 +70,7 @@ Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options
   const std::string context = "Cluster::Open(" + options.store.dir + ")";
   base::MutexLock lock(&cluster->collective_mu_);
   STRATA_RETURN_IF_ERROR(cluster->CheckTablesAcrossRanks().WithContext(context));
+  STRATA_RETURN_IF_ERROR(cluster->PlanExchange().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->CheckManifest().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->OpenShard().WithContext(context));
   for (const TableOptions& t : tables) {

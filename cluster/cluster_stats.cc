@@ -26,7 +26,7 @@ void ForEachCounter(ClusterStats& s, Fn fn) {
   }
   ClusterExchangeStats& e = s.exchange;
   for (uint64_t* v : {&e.pull_calls, &e.push_calls, &e.keys_sent, &e.keys_served, &e.bytes_sent,
-                      &e.bytes_received, &e.intents_sent, &e.exchange_us}) {
+                      &e.bytes_received, &e.intents_sent, &e.exchange_us, &e.bytes_forwarded}) {
     fn(v);
   }
 }
@@ -45,6 +45,7 @@ ClusterStats ClusterImpl::Stats() const {
   e.bytes_received = counters_.bytes_received.load(std::memory_order_relaxed);
   e.intents_sent = counters_.intents_sent.load(std::memory_order_relaxed);
   e.exchange_us = counters_.exchange_us.load(std::memory_order_relaxed);
+  e.bytes_forwarded = counters_.bytes_forwarded.load(std::memory_order_relaxed);
   return s;
 }
 

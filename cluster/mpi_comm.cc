@@ -193,13 +193,20 @@ Status MpiComm::Broadcast(void* data, int count, MPI_Datatype type, int root) {
   return Wait(&req, "MPI_Ibcast");
 }
 
-Status MpiComm::AllReduceSum(const uint64_t* send, uint64_t* recv, int count) {
+Status MpiComm::AllReduce(const void* send, void* recv, int count, MPI_Datatype type) {
   MPI_Request req;
   STRATA_RETURN_IF_ERROR(CheckUsable());
-  STRATA_RETURN_IF_ERROR(
-      MpiError(MPI_Iallreduce(send, recv, count, MPI_UINT64_T, MPI_SUM, comm_, &req),
-               "MPI_Iallreduce", rank_));
+  STRATA_RETURN_IF_ERROR(MpiError(MPI_Iallreduce(send, recv, count, type, MPI_SUM, comm_, &req),
+                                  "MPI_Iallreduce", rank_));
   return Wait(&req, "MPI_Iallreduce");
+}
+
+Status MpiComm::AllReduceSum(const uint64_t* send, uint64_t* recv, int count) {
+  return AllReduce(send, recv, count, MPI_UINT64_T);
+}
+
+Status MpiComm::AllReduceSumInPlace(float* data, int count) {
+  return AllReduce(MPI_IN_PLACE, data, count, MPI_FLOAT);
 }
 
 }  // namespace strata::cluster

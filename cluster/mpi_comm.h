@@ -68,10 +68,14 @@ class MpiComm {
   [[nodiscard]] Result<std::vector<std::string>> AllGatherBytes(const std::string& mine);
   [[nodiscard]] Status Broadcast(void* data, int count, MPI_Datatype type, int root);
   [[nodiscard]] Status AllReduceSum(const uint64_t* send, uint64_t* recv, int count);
+  // In place: data becomes the element-wise sum over ranks.
+  [[nodiscard]] Status AllReduceSumInPlace(float* data, int count);
 
  private:
   MpiComm(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
 
+  // MPI_Iallreduce with MPI_SUM (send may be MPI_IN_PLACE).
+  Status AllReduce(const void* send, void* recv, int count, MPI_Datatype type);
   // Unavailable once a collective timed out.
   Status CheckUsable() const;
   // Waits for `req` until done or the timeout (see SetTimeout).

@@ -58,6 +58,13 @@
 
 namespace strata {
 
+// How Pull and Push move keys, rows and gradients between ranks
+// (docs/cluster.md, "Routes").
+enum class ClusterExchange : uint8_t {
+  kFlat,      // one all-to-all, every message straight from sender to receiver
+  kTwoPhase,  // along the topology's routes: through NVLink middlemen and the NIC GPU
+};
+
 struct ClusterOptions {
   // The options of every shard; store.dir is the cluster's directory, each
   // rank's shard lives in store.dir/rank-<r>. Capacities are per rank.
@@ -75,6 +82,16 @@ struct ClusterOptions {
   // files per Checkpoint; false: no copy, and Open refuses (names the rank)
   // a directory whose shards a crash left at different generations.
   bool keep_previous_checkpoint = true;
+  // kTwoPhase forwards through other ranks' buffers in as many all-to-all
+  // stages as the longest route has hops: no message crosses PCIe where an
+  // NVLink path exists, and one network exchange per node pair, at the cost
+  // of more, smaller collectives. The rows are the same either way.
+  ClusterExchange exchange = ClusterExchange::kFlat;
+  // The node topology: a fixture ("seed8", "nvswitch8", "pcie8") or the path
+  // of a topology file (format in docs/cluster.md). Rank r is GPU r % G of
+  // node r / G, G the topology's GPU count; the world size must be a
+  // multiple of G. Required by kTwoPhase; "" with kFlat.
+  std::string topology;
 };
 
 // Counters of the exchange on one rank (Stats); summed over ranks by
@@ -88,6 +105,9 @@ struct ClusterExchangeStats {
   uint64_t bytes_received = 0;  // bytes received from other ranks
   uint64_t intents_sent = 0;    // intent keys delivered to other ranks
   uint64_t exchange_us = 0;     // time in the all-to-alls of Pull and Push
+  // kTwoPhase: bytes this rank forwarded for other ranks (a middleman's or
+  // a NIC GPU's share; not in bytes_sent).
+  uint64_t bytes_forwarded = 0;
 };
 
 struct ClusterStats {

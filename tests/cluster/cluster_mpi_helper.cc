@@ -28,6 +28,16 @@
 //                    single-process Store that applied the batches of WORLD
 //                    ranks up to CLOCK; two more steps against it (the
 //                    optimizer state went along), a checkpoint, closed
+//   two_phase DIR    a flat and a two-phase cluster (topology: the file or
+//                    fixture STRATA_HELPER_TOPOLOGY names) take the same
+//                    Pull/Push/AdvanceClock sequence: every pulled row and
+//                    every shard row bit-identical; the two-phase one
+//                    forwarded bytes, the flat one none
+//   dense_sync DIR   strata::DenseSync at k = 1 and k = 10 over 20 steps
+//                    against a model of every rank's Adam in one process:
+//                    parameters within 1e-5 after every step, identical on
+//                    every rank after each merge; bytes all-reduced at k = 10
+//                    are a tenth of k = 1's
 // Test code only.
 #include <mpi.h>
 #include <signal.h>
@@ -47,6 +57,7 @@
 #include "cluster/cluster_impl.h"
 #include "io/fault_env.h"
 #include "strata/cluster.h"
+#include "strata/dense_sync.h"
 #include "strata/store.h"
 
 namespace strata {
@@ -444,6 +455,193 @@ void Reopen(const std::string& dir) {
   Finish(true, "reopen", c.status().ToString());
 }
 
+// Every row of `t` in this rank's shard, by key.
+std::map<Key, std::vector<float>> ShardRows(Cluster& cluster, TableId t, const char* scenario) {
+  std::map<Key, std::vector<float>> rows;
+  Status st = cluster.shard().ScanTable(t, [&](Key key, std::span<const float> row) -> Status {
+    rows[key].assign(row.begin(), row.end());
+    return Status::Ok();
+  });
+  HELPER_CHECK(scenario, st.ok(), st.ToString());
+  return rows;
+}
+
+void TwoPhase(const std::string& dir) {
+  const char* topology = std::getenv("STRATA_HELPER_TOPOLOGY");
+  HELPER_CHECK("two_phase", topology != nullptr, "STRATA_HELPER_TOPOLOGY is not set");
+  ClusterOptions flat_options;
+  flat_options.store = SmallStore(dir + "/flat");
+  ClusterOptions two_options = flat_options;
+  two_options.store.dir = dir + "/two-phase";
+  two_options.exchange = ClusterExchange::kTwoPhase;
+  two_options.topology = topology;
+  Result<std::unique_ptr<Cluster>> flat = Cluster::Open(flat_options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("two_phase", flat.ok(), flat.status().ToString());
+  Result<std::unique_ptr<Cluster>> two = Cluster::Open(two_options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("two_phase", two.ok(), two.status().ToString());
+  Result<WorkerId> wf = (*flat)->RegisterWorker();
+  Result<WorkerId> wt = (*two)->RegisterWorker();
+  HELPER_CHECK("two_phase", wf.ok() && wt.ok(), "RegisterWorker");
+  const std::vector<TableOptions> tables = Tables();
+  for (int s = 0; s < kSteps; ++s) {
+    for (TableId t = 0; t < tables.size(); ++t) {
+      const uint32_t dim = tables[t].dim;
+      const Batch mine = MakeBatch(s, g_rank, t, dim);
+      std::vector<float> a(mine.keys.size() * dim), b(mine.keys.size() * dim);
+      Status st = (*flat)->Pull(*wf, t, mine.keys, a.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      st = (*two)->Pull(*wt, t, mine.keys, b.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      HELPER_CHECK("two_phase", std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0,
+                   "step " + std::to_string(s) + " table " + std::to_string(t) +
+                       ": two-phase rows differ from flat");
+      st = (*flat)->Push(*wf, t, mine.keys, mine.grads.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+      st = (*two)->Push(*wt, t, mine.keys, mine.grads.data());
+      HELPER_CHECK("two_phase", st.ok(), st.ToString());
+    }
+    HELPER_CHECK("two_phase", (*flat)->AdvanceClock(*wf).ok(), "AdvanceClock");
+    HELPER_CHECK("two_phase", (*two)->AdvanceClock(*wt).ok(), "AdvanceClock");
+  }
+  uint64_t rows = 0;
+  for (TableId t = 0; t < tables.size(); ++t) {
+    const auto want = ShardRows(**flat, t, "two_phase");
+    const auto got = ShardRows(**two, t, "two_phase");
+    HELPER_CHECK("two_phase", got == want,
+                 "table " + std::to_string(t) + ": shard rows differ from flat");
+    rows += got.size();
+  }
+  Result<ClusterStats> fs = (*flat)->SummedStats();
+  Result<ClusterStats> ts = (*two)->SummedStats();
+  HELPER_CHECK("two_phase", fs.ok() && ts.ok(), "SummedStats");
+  HELPER_CHECK("two_phase", fs->exchange.bytes_forwarded == 0, "flat forwarded bytes");
+  HELPER_CHECK("two_phase", ts->exchange.bytes_forwarded > 0, "two-phase forwarded nothing");
+  HELPER_CHECK("two_phase", ts->exchange.bytes_sent == fs->exchange.bytes_sent,
+               "bytes sent differ");
+  HELPER_CHECK("two_phase", (*flat)->Close().ok() && (*two)->Close().ok(), "Close");
+  Finish(true, "two_phase",
+         std::to_string(rows) + " shard rows identical; " +
+             std::to_string(ts->exchange.bytes_forwarded) + " bytes forwarded");
+}
+
+// A hash of `v`'s bytes, gathered: the same on every rank?
+bool SameBytesOnEveryRank(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  std::vector<uint64_t> all(g_world);
+  MPI_Allgather(&h, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (uint64_t x : all) {
+    if (x != all[0]) return false;
+  }
+  return true;
+}
+
+// Rank q's gradient of parameter i at step s (the same function everywhere).
+float DenseGrad(int s, int q, size_t i) {
+  return std::sin(0.37f * static_cast<float>(i) + 1.3f * static_cast<float>(q) +
+                  0.11f * static_cast<float>(s)) *
+         (1.0f + 0.5f * static_cast<float>(q));
+}
+
+// Every rank's Adam copy in one process, averaged every k steps: the model.
+struct DenseModel {
+  std::vector<std::vector<float>> x, v;  // per rank
+  float b2_power = 1.0f;
+};
+void ModelStep(DenseModel& m, const DenseSyncOptions& o, int step) {
+  m.b2_power *= o.beta2;
+  for (int q = 0; q < g_world; ++q) {
+    for (size_t i = 0; i < m.x[q].size(); ++i) {
+      const float g = DenseGrad(step, q, i);
+      m.v[q][i] = o.beta2 * m.v[q][i] + (1.0f - o.beta2) * g * g;
+      m.x[q][i] -= o.learning_rate * g / (std::sqrt(m.v[q][i] / (1.0f - m.b2_power)) + o.epsilon);
+    }
+  }
+  if ((step + 1) % o.merge_every_steps != 0) return;
+  for (size_t i = 0; i < m.x[0].size(); ++i) {
+    float xs = 0, vs = 0;
+    for (int q = 0; q < g_world; ++q) xs += m.x[q][i], vs += m.v[q][i];
+    for (int q = 0; q < g_world; ++q) m.x[q][i] = xs / g_world, m.v[q][i] = vs / g_world;
+  }
+}
+
+// Runs `steps` steps at k; returns the bytes all-reduced.
+uint64_t RunDense(uint32_t k, int steps) {
+  DenseSyncOptions o;
+  o.learning_rate = 0.01f;
+  o.merge_every_steps = k;
+  Result<std::unique_ptr<DenseSync>> sync = DenseSync::Create(o, MPI_COMM_WORLD);
+  HELPER_CHECK("dense_sync", sync.ok(), sync.status().ToString());
+  // Two buffers, as a model's layers: 64 weights and 7 biases.
+  const std::vector<size_t> sizes = {64, 7};
+  std::vector<std::vector<float>> params(sizes.size()), grads(sizes.size());
+  DenseModel model;
+  model.x.assign(g_world, {});
+  model.v.assign(g_world, {});
+  size_t base = 0;
+  for (size_t b = 0; b < sizes.size(); ++b) {
+    for (size_t i = 0; i < sizes[b]; ++i) params[b].push_back(0.01f * static_cast<float>(base + i));
+    grads[b].resize(sizes[b]);
+    Result<uint32_t> id =
+        (*sync)->Register("layer" + std::to_string(b), params[b].data(), grads[b].data(), sizes[b]);
+    HELPER_CHECK("dense_sync", id.ok() && *id == b, id.status().ToString());
+    for (int q = 0; q < g_world; ++q) {
+      model.x[q].insert(model.x[q].end(), params[b].begin(), params[b].end());
+      model.v[q].resize(model.x[q].size(), 0.0f);
+    }
+    base += sizes[b];
+  }
+  for (int s = 0; s < steps; ++s) {
+    size_t at = 0;
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      for (size_t i = 0; i < sizes[b]; ++i) grads[b][i] = DenseGrad(s, g_rank, at + i);
+      at += sizes[b];
+    }
+    Status st = (*sync)->Step();
+    HELPER_CHECK("dense_sync", st.ok(), st.ToString());
+    ModelStep(model, o, s);
+    std::vector<float> mine;
+    for (const auto& p : params) mine.insert(mine.end(), p.begin(), p.end());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const float want = model.x[g_rank][i];
+      HELPER_CHECK("dense_sync", std::fabs(mine[i] - want) <= 1e-5f * (1.0f + std::fabs(want)),
+                   "k " + std::to_string(k) + " step " + std::to_string(s) + " param " +
+                       std::to_string(i) + ": " + std::to_string(mine[i]) + " != model " +
+                       std::to_string(want));
+    }
+    const bool merged = (s + 1) % static_cast<int>(k) == 0;
+    if (merged) {
+      HELPER_CHECK(
+          "dense_sync", SameBytesOnEveryRank(mine),
+          "k " + std::to_string(k) + " step " + std::to_string(s) + ": ranks differ after a merge");
+    } else if (g_world > 1) {
+      HELPER_CHECK("dense_sync", !SameBytesOnEveryRank(mine),
+                   "k " + std::to_string(k) + " step " + std::to_string(s) +
+                       ": ranks equal between merges (nothing local?)");
+    }
+  }
+  const DenseSyncStats stats = (*sync)->Stats();
+  HELPER_CHECK("dense_sync", stats.steps == uint64_t(steps), "steps");
+  HELPER_CHECK("dense_sync", stats.merges == uint64_t(steps) / k, "merges");
+  return stats.bytes_allreduced;
+}
+
+void DenseSyncScenario() {
+  const uint64_t every = RunDense(1, 20);
+  const uint64_t tenth = RunDense(10, 20);
+  HELPER_CHECK("dense_sync", every == 20 * 2 * 71 * sizeof(float), std::to_string(every));
+  HELPER_CHECK("dense_sync", tenth * 10 == every,
+               std::to_string(tenth) + " bytes at k = 10, " + std::to_string(every) + " at k = 1");
+  DenseSyncOptions bad;
+  bad.merge_every_steps = 0;
+  HELPER_CHECK("dense_sync", DenseSync::Create(bad, MPI_COMM_WORLD).status().IsInvalidArgument(),
+               "k = 0 accepted");
+  Finish(true, "dense_sync",
+         "bytes all-reduced over 20 steps: " + std::to_string(every) + " at k = 1, " +
+             std::to_string(tenth) + " at k = 10");
+}
+
 }  // namespace
 }  // namespace strata
 
@@ -462,5 +660,7 @@ int main(int argc, char** argv) {
   if (scenario == "create") strata::Create(dir);
   if (scenario == "stall") strata::Stall(dir);
   if (scenario == "reopen") strata::Reopen(dir);
+  if (scenario == "two_phase") strata::TwoPhase(dir);
+  if (scenario == "dense_sync") strata::DenseSyncScenario();
   strata::Finish(false, scenario, "unknown scenario");
 }

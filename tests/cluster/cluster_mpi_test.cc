@@ -36,11 +36,13 @@ struct MpiRun {
   std::vector<std::string> lines;  // the ranks' "cluster-helper ..." lines
 };
 
-// `mpirun -np ranks helper scenario dir` under `timeout`.
-MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir) {
+// `mpirun -np ranks helper scenario dir` under `timeout`; `env` goes first
+// ("NAME=value ", in the environment the ranks inherit from mpirun).
+MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir,
+                const std::string& env = "") {
   MpiRun run;
   run.exit_code =
-      RunCommand(MpirunCommand(ranks) + " " + Helper() + " " + scenario + " " + dir, &run.output);
+      RunCommand(env + MpirunCommand(ranks) + " " + Helper() + " " + scenario + " " + dir, &run.output);
   size_t pos = 0;
   while (pos < run.output.size()) {
     const size_t end = std::min(run.output.find('\n', pos), run.output.size());
@@ -230,6 +232,36 @@ TEST_P(ClusterMpiTest, ReshardKeepsEveryRowForAnotherRankCount) {
           "cluster reshard --from " + from + "/cluster --ranks 2 --out " + out + "/cluster", &text),
       0);
   EXPECT_NE(text.find("is not empty"), std::string::npos) << text;
+}
+
+// Four ranks, two-phase against flat: as one node of four GPUs joined in an
+// NVLink ring (0-1-2-3-0: 0 and 2, 1 and 3 forward through a middleman),
+// and as two nodes of two (rank 1 to rank 3 goes 1 -> 0 -> 2 -> 3 through
+// both NIC GPUs).
+TEST(ClusterTwoPhaseTest, SameRowsAsFlatOnOneNodeAndOnTwo) {
+  if (Mpirun().empty()) GTEST_SKIP() << "mpirun is not installed (scripts/deps.sh installs it)";
+  if (!std::filesystem::exists(Helper())) GTEST_SKIP() << Helper() << " not built (no MPI)";
+  strata::testing::ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> topologies = {
+      {"ring4", "strata-topology 1\ngpus 4\nnvlink 0 1\nnvlink 1 2\nnvlink 2 3\nnvlink 3 0\n"},
+      {"pair2", "strata-topology 1\ngpus 2\nnvlink 0 1\nnic_gpu 0\n"},
+  };
+  for (const auto& [name, text] : topologies) {
+    ASSERT_TRUE(
+        io::Env::Default()->WriteFileAtomically(dir.path(), name, name + ".tmp", text).ok());
+    const std::string run_dir = dir.File("run-" + name);
+    std::filesystem::create_directories(run_dir);
+    const MpiRun run =
+        RunRanks(4, "two_phase", run_dir, "STRATA_HELPER_TOPOLOGY=" + dir.File(name) + " ");
+    ExpectAllPass(run, 4, "two_phase");
+  }
+}
+
+// k-step merging of dense parameters (strata::DenseSync) against a model of
+// every rank's Adam, and its bytes at k = 1 and k = 10.
+TEST_P(ClusterMpiTest, DenseSyncMergesEveryKStepsAtOneKthTheBytes) {
+  const MpiRun run = RunRanks(GetParam(), "dense_sync", dir_.path());
+  ExpectAllPass(run, GetParam(), "dense_sync");
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ClusterMpiTest, ::testing::Values(1, 2, 3, 4),
