@@ -1,5 +1,8 @@
 #include "io/io_request.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 
@@ -37,6 +40,36 @@ Status IoRequestError(const IoRequest& req, int error, const char* engine) {
                 req.len - req.bytes_done);
   return Status::FromErrno(
       error, std::string(engine) + " " + IoOpName(req.op) + " of file " + req.file->path() + what);
+}
+
+void ExecuteIoRequestBlocking(IoRequest* req, uint32_t len) {
+  req->status = Status::Ok();
+  req->bytes_done = 0;
+  const int fd = req->file->fd();
+  if (IsSync(req->op)) {
+    int rc = req->op == IoRequest::Op::kFsync ? ::fsync(fd) : ::fdatasync(fd);
+    if (rc != 0) req->status = IoRequestError(*req, errno, "psync");
+    return;
+  }
+  auto* buf = static_cast<uint8_t*>(req->buf);
+  const bool read = req->op == IoRequest::Op::kRead;
+  while (req->bytes_done < len) {
+    const size_t want = len - req->bytes_done;
+    const auto offset = static_cast<off_t>(req->offset + req->bytes_done);
+    ssize_t n = read ? ::pread(fd, buf + req->bytes_done, want, offset)
+                     : ::pwrite(fd, buf + req->bytes_done, want, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      req->status = IoRequestError(*req, errno, read ? "pread" : "pwrite");
+      return;
+    }
+    if (n == 0) {
+      if (!read) req->status = IoRequestError(*req, EIO, "pwrite wrote nothing:");
+      return;  // a read: end of file
+    }
+    req->bytes_done += static_cast<uint32_t>(n);
+    if (read && req->file->direct() && !IsAligned(req->bytes_done)) return;  // end of file
+  }
 }
 
 }  // namespace strata::io

@@ -39,6 +39,19 @@ struct IoRequest {
   // The submitter's cookie (IoThreads keeps its batch here); Ring leaves it
   // alone, like io_uring's user_data.
   void* context = nullptr;
+
+  // io::Ring's bookkeeping while the request is in its ring (the list of
+  // requests in flight, oldest first, and the deadline's cancel). Not for
+  // callers; reset by Ring::Enqueue.
+  struct RingState {
+    IoRequest* prev = nullptr;
+    IoRequest* next = nullptr;
+    uint64_t issued_ns = 0;  // when the request (or its rest) entered the kernel
+    int32_t held_res = 0;    // its result, held while its cancel is in the kernel
+    bool res_held = false;   // the request's completion arrived before its cancel's
+    bool cancel_in_kernel = false;
+    bool cancelled = false;  // a deadline cancel was sent for it
+  } ring;
 };
 
 inline const char* IoOpName(IoRequest::Op op) {
@@ -63,6 +76,10 @@ inline bool IsSync(IoRequest::Op op) {
 // needed, a length within kIoRequestBytesMax, O_DIRECT alignment. Otherwise
 // InvalidArgument naming the file, offset and what is wrong.
 [[nodiscard]] Status ValidateIoRequest(const IoRequest& req);
+
+// Executes `req` with pread/pwrite/fsync/fdatasync on its file's descriptor,
+// moving at most `len` bytes from its start; sets status and bytes_done.
+void ExecuteIoRequestBlocking(IoRequest* req, uint32_t len);
 
 // The Status of a request that failed with errno `error`:
 // "<op> of file <path> at offset <offset> length <len>: <strerror>".

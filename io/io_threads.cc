@@ -101,7 +101,8 @@ Result<std::unique_ptr<IoThreads>> IoThreads::Create(const IoThreadsOptions& opt
   for (;;) {
     Status started;
     for (uint32_t i = 0; i < count && started.ok(); ++i) {
-      IoWorkerOptions worker_options{i, cores[i], fault, options.ring_depth, regions};
+      IoWorkerOptions worker_options{
+          i, cores[i], fault, options.ring_depth, options.request_deadline_ms, regions};
       auto worker = IoWorker::Make(backend, worker_options);
       started = worker->Start();
       if (started.ok()) io->workers_.push_back(std::move(worker));
@@ -233,6 +234,12 @@ std::vector<int> IoThreads::thread_ids() const {
 
 bool IoThreads::fixed_buffers(uint32_t thread) const {
   return thread < workers_.size() && workers_[thread]->fixed_buffers();
+}
+
+uint64_t IoThreads::requests_redone() const {
+  uint64_t total = 0;
+  for (const auto& worker : workers_) total += worker->requests_redone();
+  return total;
 }
 
 }  // namespace strata::io

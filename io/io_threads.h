@@ -66,6 +66,10 @@ struct IoThreadsOptions {
   std::string topology_path;
   bool pin_threads = true;    // false: threads float (tests of unpinned runs)
   uint32_t ring_depth = 256;  // io_uring entries per thread: deeper queues, more overlap
+  // io_uring: a request in the kernel this long is cancelled and done with
+  // pread/pwrite on its I/O thread (0: never; see Ring). Shorter: a request
+  // the kernel holds costs less; slow requests past it are done twice over.
+  uint32_t request_deadline_ms = 1000;
   IoBackend backend = IoBackend::kAuto;
   // Fault hooks: a FaultEnv (Env::AsFaultEnv) injects into every request.
   Env* env = nullptr;
@@ -113,6 +117,9 @@ class IoThreads {
   int numa_node() const { return numa_node_; }
   // Whether thread i's ring uses the pools as fixed buffers.
   bool fixed_buffers(uint32_t thread) const;
+  // Requests cancelled at their deadline and done with pread/pwrite, over
+  // all threads (0 with the pread/pwrite backend).
+  uint64_t requests_redone() const;
 
  private:
   IoThreads() = default;

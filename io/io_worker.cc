@@ -144,35 +144,7 @@ bool IoWorker::InjectFault(IoRequest* req) {
   return false;
 }
 
-void IoWorker::ExecuteBlocking(IoRequest* req, uint32_t len) {
-  req->status = Status::Ok();
-  req->bytes_done = 0;
-  const int fd = req->file->fd();
-  if (IsSync(req->op)) {
-    int rc = req->op == IoRequest::Op::kFsync ? ::fsync(fd) : ::fdatasync(fd);
-    if (rc != 0) req->status = IoRequestError(*req, errno, "psync");
-    return;
-  }
-  auto* buf = static_cast<uint8_t*>(req->buf);
-  const bool read = req->op == IoRequest::Op::kRead;
-  while (req->bytes_done < len) {
-    const size_t want = len - req->bytes_done;
-    const auto offset = static_cast<off_t>(req->offset + req->bytes_done);
-    ssize_t n = read ? ::pread(fd, buf + req->bytes_done, want, offset)
-                     : ::pwrite(fd, buf + req->bytes_done, want, offset);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      req->status = IoRequestError(*req, errno, read ? "pread" : "pwrite");
-      return;
-    }
-    if (n == 0) {
-      if (!read) req->status = IoRequestError(*req, EIO, "pwrite wrote nothing:");
-      return;  // a read: end of file
-    }
-    req->bytes_done += static_cast<uint32_t>(n);
-    if (read && req->file->direct() && !IsAligned(req->bytes_done)) return;  // end of file
-  }
-}
+void IoWorker::ExecuteBlocking(IoRequest* req, uint32_t len) { ExecuteIoRequestBlocking(req, len); }
 
 namespace {
 
@@ -228,6 +200,9 @@ class UringWorker final : public IoWorker {
     if (event_fd_ >= 0) ::close(event_fd_);
   }
   bool fixed_buffers() const override { return fixed_buffers_.load(std::memory_order_acquire); }
+  uint64_t requests_redone() const override {
+    return requests_redone_.load(std::memory_order_relaxed);
+  }
 
  private:
   Status Init() override {
@@ -235,6 +210,7 @@ class UringWorker final : public IoWorker {
     if (event_fd_ < 0) return Status::FromErrno(errno, "eventfd for I/O thread");
     RingOptions ring_options;
     ring_options.depth = options_.ring_depth;
+    ring_options.request_deadline_ms = options_.request_deadline_ms;
     ring_options.pending_max = kRingPendingMax;
     STRATA_ASSIGN_OR_RETURN(ring_, Ring::Create(ring_options));
     if (!options_.regions.empty()) {
@@ -280,6 +256,9 @@ class UringWorker final : public IoWorker {
       }
       Result<uint32_t> polled = ring_->Poll(wait, this);
       sleeping_.store(0, std::memory_order_relaxed);
+      // Copied out: the ring dies with this thread, the count must not.
+      requests_redone_.store(ring_->stats().requests_redone.load(std::memory_order_relaxed),
+                             std::memory_order_relaxed);
       if (!polled.ok()) {
         STRATA_LOG_ERROR("I/O thread %u: %s", options_.index, polled.status().ToString().c_str());
         std::this_thread::yield();
@@ -297,6 +276,7 @@ class UringWorker final : public IoWorker {
   int event_fd_ = -1;
   std::unique_ptr<Ring> ring_;
   std::atomic<bool> fixed_buffers_{false};
+  std::atomic<uint64_t> requests_redone_{0};
 };
 
 }  // namespace

@@ -50,7 +50,8 @@ struct IoWorkerOptions {
   int core = -1;  // -1: not pinned
   FaultEnv* fault = nullptr;
   uint32_t ring_depth = 256;
-  std::vector<iovec> regions;  // buffer pools to register with the ring
+  uint32_t request_deadline_ms = 0;  // RingOptions::request_deadline_ms
+  std::vector<iovec> regions;        // buffer pools to register with the ring
 };
 
 class IoWorker : public CompletionSink {
@@ -69,6 +70,8 @@ class IoWorker : public CompletionSink {
   int core() const { return options_.core; }
   int thread_id() const { return thread_id_.load(std::memory_order_acquire); }
   virtual bool fixed_buffers() const { return false; }
+  // Requests its ring cancelled at their deadline and did with pread/pwrite.
+  virtual uint64_t requests_redone() const { return 0; }
 
   // Finished request: fault bookkeeping, then the batch's accounting.
   void OnComplete(IoRequest* req) override;

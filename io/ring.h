@@ -10,6 +10,17 @@
 // inside a registered region use the fixed-buffer opcodes, fds in the
 // registered file table use IOSQE_FIXED_FILE.
 //
+// Deadline: with request_deadline_ms set, a request in the kernel longer
+// than that is cancelled (IORING_OP_ASYNC_CANCEL) and, once the kernel
+// confirms the cancel, done again with pread/pwrite/fsync on the calling
+// thread: a request held where cancel reaches it (io-wq's queue, a poll)
+// costs the deadline in latency, not a hang. A request that completes while
+// its cancel is in the kernel keeps its own result. A cancel the kernel
+// cannot honour (-ENOENT, -EALREADY) leaves the request in flight, cancelled
+// again at each deadline: its buffer may still be in the kernel's hands.
+// Counted in stats(); each case logged once per ring. docs/io.md, "Requests
+// the kernel holds".
+//
 // Thread safety: none; a Ring belongs to the thread that created it (the
 // ring is set up with IORING_SETUP_SINGLE_ISSUER where the kernel has it).
 // Ownership: requests and their buffers stay the caller's and must outlive
@@ -20,6 +31,7 @@
 #include <liburing.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -35,6 +47,17 @@ namespace strata::io {
 struct RingOptions {
   uint32_t depth = 256;         // submission queue entries; more overlap, more kernel memory
   uint32_t pending_max = 4096;  // requests held back when the submission queue is full
+  // A request in the kernel this long is cancelled and done with pread/pwrite
+  // (0: never). Short: a held request costs less; too short: slow requests
+  // are done twice over (harmless, they are idempotent, but slower).
+  uint32_t request_deadline_ms = 0;
+};
+
+// Counts of the deadline path; readable from any thread.
+struct RingStats {
+  std::atomic<uint64_t> deadline_cancels{0};  // cancels sent for overdue requests
+  std::atomic<uint64_t> requests_redone{0};   // cancelled requests done with pread/pwrite
+  std::atomic<uint64_t> cancels_missed{0};    // cancels that found the request running or gone
 };
 
 // Receives finished requests (status and bytes_done set).
@@ -72,6 +95,15 @@ class Ring {
   // returns when another thread writes to it. The Ring drains the eventfd.
   [[nodiscard]] Status ArmWakeup(int event_fd);
 
+  // For tests of the deadline: the next `count` reads and writes are issued
+  // as a read of `never_ready_fd` (a pipe nobody writes to) instead of their
+  // own, so the kernel holds them until they are cancelled.
+  void SimulateHeldRequests(int never_ready_fd, uint32_t count) {
+    held_fd_ = never_ready_fd;
+    held_count_ = count;
+  }
+
+  const RingStats& stats() const { return stats_; }
   uint32_t in_flight() const { return in_flight_; }
   uint32_t pending() const { return static_cast<uint32_t>(pending_.size()); }
   // Room left in the pending list (0 when partial transfers requeued by
@@ -88,6 +120,15 @@ class Ring {
   uint32_t Prepare();
   void PrepareOne(io_uring_sqe* sqe, IoRequest* req);
   void Finish(IoRequest* req, int res, CompletionSink* sink, uint32_t* finished);
+  // A completion of a request (`data` its user_data) or of a cancel.
+  void Reap(uint64_t data, int res, CompletionSink* sink, uint32_t* finished);
+  // The list of requests in the kernel, oldest first.
+  void Link(IoRequest* req, uint64_t now_ns);
+  void Unlink(IoRequest* req);
+  // Sends a cancel for each request past its deadline; true when it did.
+  bool CancelOverdue(uint64_t now_ns);
+  // Waits as io_uring_submit_and_wait, up to the oldest request's deadline.
+  int SubmitAndWait(unsigned wait);
   int FixedBufferIndex(const void* buf, size_t len) const;
   void DrainForShutdown();
 
@@ -102,6 +143,15 @@ class Ring {
   int wakeup_fd_ = -1;
   bool wakeup_armed_ = false;
   bool wakeup_in_kernel_ = false;
+  uint32_t cancels_in_kernel_ = 0;
+  IoRequest* oldest_ = nullptr;  // requests in the kernel, by issue time
+  IoRequest* newest_ = nullptr;
+  bool redo_logged_ = false;
+  bool miss_logged_ = false;
+  int held_fd_ = -1;  // SimulateHeldRequests
+  uint32_t held_count_ = 0;
+  uint64_t held_sink_ = 0;  // where a simulated held read would land
+  RingStats stats_;
 };
 
 }  // namespace strata::io

@@ -2,6 +2,7 @@
 #include "io/ring.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -39,6 +40,28 @@ class RingTest : public ::testing::Test {
     ASSERT_TRUE(file_->Write(0, data.data(), data.size()).ok());
   }
 
+  // Queues a 4 KiB read of page i (or of page n-1-i, `reverse`) into buf's
+  // page i for each request.
+  void EnqueuePageReads(std::vector<IoRequest>* reqs, uint8_t* buf, bool reverse) {
+    const size_t n = reqs->size();
+    for (size_t i = 0; i < n; ++i) {
+      (*reqs)[i] = {.op = IoRequest::Op::kRead,
+                    .file = file_.get(),
+                    .offset = (reverse ? n - 1 - i : i) * 4096,
+                    .buf = buf + i * 4096,
+                    .len = 4096};
+      ASSERT_TRUE(ring_->Enqueue(&(*reqs)[i]).ok());
+    }
+  }
+
+  static void ExpectPagesRead(const std::vector<IoRequest>& reqs) {
+    for (const IoRequest& req : reqs) {
+      EXPECT_TRUE(req.status.ok()) << req.status.ToString();
+      EXPECT_EQ(req.bytes_done, 4096u);
+      EXPECT_TRUE(MatchesPattern(static_cast<uint8_t*>(req.buf), req.offset, 4096));
+    }
+  }
+
   // Polls until every queued request finished.
   void Drain() {
     while (!ring_->idle()) {
@@ -56,24 +79,13 @@ class RingTest : public ::testing::Test {
 TEST_F(RingTest, FullRingQueuesInPendingListNothingLost) {
   std::vector<IoRequest> reqs(64);
   std::vector<uint8_t> buf(64 * 4096);
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i] = {.op = IoRequest::Op::kRead,
-               .file = file_.get(),
-               .offset = i * 4096,
-               .buf = buf.data() + i * 4096,
-               .len = 4096};
-    ASSERT_TRUE(ring_->Enqueue(&reqs[i]).ok());
-  }
+  EnqueuePageReads(&reqs, buf.data(), /*reverse=*/false);
   IoRequest extra{.op = IoRequest::Op::kRead, .file = file_.get(), .buf = buf.data(), .len = 1};
   EXPECT_TRUE(ring_->Enqueue(&extra).IsResourceExhausted());  // pending list bound
   EXPECT_EQ(ring_->pending(), 64u);
   Drain();
   ASSERT_EQ(sink_.done.size(), 64u);
-  for (const IoRequest& req : reqs) {
-    EXPECT_TRUE(req.status.ok()) << req.status.ToString();
-    EXPECT_EQ(req.bytes_done, 4096u);
-    EXPECT_TRUE(MatchesPattern(static_cast<uint8_t*>(req.buf), req.offset, 4096));
-  }
+  ExpectPagesRead(reqs);
 }
 
 TEST_F(RingTest, WriteFsyncAndShortReadAtEnd) {
@@ -150,6 +162,85 @@ TEST_F(RingTest, DestructorCancelsPending) {
   ASSERT_TRUE(ring_->Enqueue(&req).ok());
   ring_.reset();
   EXPECT_TRUE(req.status.IsUnavailable()) << req.status.ToString();
+}
+
+// A pipe nobody writes to: a read of it stays in the kernel until cancelled.
+class NeverReadyPipe {
+ public:
+  NeverReadyPipe() { EXPECT_EQ(::pipe2(fds_, O_CLOEXEC), 0); }
+  ~NeverReadyPipe() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  int read_fd() const { return fds_[0]; }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+class RingDeadlineTest : public RingTest {
+ protected:
+  void SetUp() override {
+    RingTest::SetUp();
+    if (IsSkipped()) return;
+    auto ring = Ring::Create({.depth = 4, .pending_max = 64, .request_deadline_ms = 20});
+    ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+    ring_ = std::move(ring).value();
+  }
+};
+
+TEST_F(RingDeadlineTest, HeldWriteIsCancelledAndDoneWithPwrite) {
+  NeverReadyPipe pipe;
+  ring_->SimulateHeldRequests(pipe.read_fd(), 1);
+  std::vector<uint8_t> out(8192);
+  FillPattern(out.data(), 1 << 20, out.size());  // the pattern of another offset
+  IoRequest write{.op = IoRequest::Op::kWrite,
+                  .file = file_.get(),
+                  .offset = 0,
+                  .buf = out.data(),
+                  .len = 8192};
+  std::vector<uint8_t> in(4096);
+  IoRequest read{.op = IoRequest::Op::kRead,
+                 .file = file_.get(),
+                 .offset = 64 * 1024,
+                 .buf = in.data(),
+                 .len = 4096};
+  ASSERT_TRUE(ring_->Enqueue(&write).ok());  // held by the kernel
+  ASSERT_TRUE(ring_->Enqueue(&read).ok());   // completes on its own
+  Drain();
+  ASSERT_EQ(sink_.done.size(), 2u);
+  EXPECT_TRUE(write.status.ok()) << write.status.ToString();
+  EXPECT_EQ(write.bytes_done, 8192u);
+  EXPECT_TRUE(read.status.ok()) << read.status.ToString();
+  EXPECT_TRUE(MatchesPattern(in.data(), 64 * 1024, 4096));
+  EXPECT_EQ(ring_->stats().deadline_cancels.load(), 1u);
+  EXPECT_EQ(ring_->stats().requests_redone.load(), 1u);
+  std::vector<uint8_t> check(8192);
+  ASSERT_EQ(::pread(file_->fd(), check.data(), check.size(), 0), 8192);
+  EXPECT_TRUE(MatchesPattern(check.data(), 1 << 20, check.size()));
+  EXPECT_TRUE(ring_->idle());
+}
+
+TEST_F(RingDeadlineTest, HeldReadsAreCancelledAndDoneWithPread) {
+  NeverReadyPipe pipe;
+  ring_->SimulateHeldRequests(pipe.read_fd(), 3);
+  std::vector<IoRequest> reqs(8);
+  std::vector<uint8_t> buf(8 * 4096);
+  EnqueuePageReads(&reqs, buf.data(), /*reverse=*/true);
+  Drain();
+  ASSERT_EQ(sink_.done.size(), reqs.size());
+  ExpectPagesRead(reqs);
+  EXPECT_EQ(ring_->stats().requests_redone.load(), 3u);
+}
+
+TEST_F(RingDeadlineTest, NothingRedoneWhenTheKernelAnswers) {
+  std::vector<IoRequest> reqs(32);
+  std::vector<uint8_t> buf(32 * 4096);
+  EnqueuePageReads(&reqs, buf.data(), /*reverse=*/false);
+  Drain();
+  ExpectPagesRead(reqs);
+  EXPECT_EQ(ring_->stats().deadline_cancels.load(), 0u);
+  EXPECT_EQ(ring_->stats().requests_redone.load(), 0u);
 }
 
 TEST(RingCreateTest, RejectsBadDepth) {
