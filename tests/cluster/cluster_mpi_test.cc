@@ -41,8 +41,8 @@ struct MpiRun {
 MpiRun RunRanks(int ranks, const std::string& scenario, const std::string& dir,
                 const std::string& env = "") {
   MpiRun run;
-  run.exit_code =
-      RunCommand(env + MpirunCommand(ranks) + " " + Helper() + " " + scenario + " " + dir, &run.output);
+  run.exit_code = RunCommand(
+      env + MpirunCommand(ranks) + " " + Helper() + " " + scenario + " " + dir, &run.output);
   size_t pos = 0;
   while (pos < run.output.size()) {
     const size_t end = std::min(run.output.find('\n', pos), run.output.size());
