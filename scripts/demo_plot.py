@@ -29,7 +29,7 @@ def main(with_path, without_path, out_png):
         print("%-12s %11d %9.2f   (Belady MIN, same key sequence, %d rows above the SSD)" %
               ("MIN", floor, 1.0, runs["intents"]["cache_rows"]))
 
-    fig, (hits, reads) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (hits, reads) = plt.subplots(1, 2, figsize=(14, 5))
     width = 0.4
     colors = {"t0_hits": "tab:green", "t1_hits": "tab:blue", "ssd_row_reads": "tab:red"}
     labels = {"t0_hits": "T0 hits", "t1_hits": "T1 hits", "ssd_row_reads": "SSD reads"}
@@ -57,12 +57,13 @@ def main(with_path, without_path, out_png):
     hits.set_xlabel("epoch")
     hits.set_ylabel("rows served (solid: intents, pale: no intents)")
     hits.set_title("hits per tier per epoch (T1 and SSD include prefetches)")
-    hits.legend(fontsize=7)
+    # Legends below the axes, off the data.
+    hits.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     reads.set_xlabel("epoch")
     reads.set_ylabel("SSD row reads so far")
     reads.set_title("SSD reads against Belady's MIN")
     reads.set_ylim(bottom=0)
-    reads.legend(fontsize=8)
+    reads.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.14))
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
     print("plot: %s" % out_png)
