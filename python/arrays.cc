@@ -92,9 +92,12 @@ bool ElemMatches(const DlDataType& t, Elem elem) {
 }
 
 // Row-major and dense (strides may be absent, and are free where a
-// dimension has one element).
+// dimension has one element; an empty tensor holds no bytes to misplace).
 bool Contiguous(const DlTensor& t) {
   if (t.strides == nullptr) return true;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] == 0) return true;
+  }
   int64_t expected = 1;
   for (int i = t.ndim - 1; i >= 0; --i) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;

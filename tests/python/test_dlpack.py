@@ -37,6 +37,16 @@ def test_torch_tensors_are_used_in_place(tmp_path):
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
 
 
+def test_empty_tensors_are_empty_batches(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        w = store.register_worker()
+        keys = torch.empty(0, dtype=torch.int64)
+        store.push(w, "t", keys, torch.empty(0, DIM))
+        out = torch.empty(0, DIM)
+        assert store.pull(w, "t", keys, out=out) is out
+        assert store.stats()["pushes"] == 0
+
+
 def test_int64_keys_are_their_64_bit_pattern(tmp_path):
     with open_store(tmp_path / "s") as store:
         w = store.register_worker()
