@@ -5,8 +5,17 @@
 #include <string>
 
 #include "engine/limits.h"
+#include "kernels/thread_pool.h"
 
 namespace strata::engine {
+namespace {
+
+// Staging copies above this size go in pieces of it (DeviceTier::Send), each
+// piece split among the pool's threads in grains of kStageGrainBytes.
+constexpr size_t kStagePieceBytes = size_t{2} << 20;
+constexpr uint64_t kStageGrainBytes = uint64_t{256} << 10;
+
+}  // namespace
 
 DeviceTier::DeviceTier(std::unique_ptr<kernels::DeviceTable> table)
     : table_(std::move(table)),
@@ -44,9 +53,28 @@ Result<const T*> DeviceTier::Send(kernels::RunnerBuffer<T>& buffer, kernels::Hos
     return Status::Internal("DeviceTier: staging of " + std::to_string(count) +
                             " elements used before ReservePass grew it");
   }
-  if (count > 0) std::memcpy(pinned.data(), data, count * sizeof(T));
-  STRATA_RETURN_IF_ERROR(
-      kernels::RunnerCopyIn(runner_, buffer.data(), pinned.data(), count * sizeof(T), stream));
+  const size_t bytes = count * sizeof(T);
+  const auto* src = reinterpret_cast<const char*>(data);
+  auto* page_locked = reinterpret_cast<char*>(pinned.data());
+  auto* dst = reinterpret_cast<char*>(buffer.data());
+  if (bytes <= kStagePieceBytes) {
+    if (bytes > 0) std::memcpy(page_locked, src, bytes);
+    STRATA_RETURN_IF_ERROR(kernels::RunnerCopyIn(runner_, dst, page_locked, bytes, stream));
+    return static_cast<const T*>(buffer.data());
+  }
+  // A large batch goes in pieces: the copy of piece k to the device is queued
+  // before piece k + 1 is copied into page-locked memory (by several threads),
+  // so the host copy and the transfer overlap. The pieces are disjoint parts
+  // of `pinned`, which no other copy of this call touches.
+  for (size_t off = 0; off < bytes; off += kStagePieceBytes) {
+    const size_t len = std::min(kStagePieceBytes, bytes - off);
+    kernels::ThreadPool::Shared().ParallelFor(
+        len, kStageGrainBytes, 0, [&](uint64_t begin, uint64_t end) {
+          std::memcpy(page_locked + off + begin, src + off + begin, end - begin);
+        });
+    STRATA_RETURN_IF_ERROR(
+        kernels::RunnerCopyIn(runner_, dst + off, page_locked + off, len, stream));
+  }
   return static_cast<const T*>(buffer.data());
 }
 

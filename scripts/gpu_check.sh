@@ -213,6 +213,12 @@ for where in gpu host; do
   [[ $where == host ]] && flag=(--no-gpu)
   gate=()
   [[ $where == gpu ]] && gate=(--gpu)
+  # Without intents the replay is deterministic (no planner thread): the two
+  # runners must read the same rows from the SSD. With intents the planner
+  # runs on its own clock, so reads vary from run to run on either runner.
+  step "replay_nointents_$where" "${gate[@]}" "$bin/strata" replay "$work/check.trace" \
+    --dir "$work/replay_nointents_$where" --device-rows 2048 --dram-rows 8192 --workers 1 \
+    --no-intents --verify "${flag[@]}" --json
   step "replay_$where" "${gate[@]}" "$bin/strata" replay "$work/check.trace" --dir "$work/replay_$where" \
     --device-rows 2048 --dram-rows 8192 --workers 1 --lookahead 4 --verify "${flag[@]}" --json
   step "train_$where" "${gate[@]}" "$bin/strata" train "$data" --rows-max $rows --dir "$work/train_$where" \
@@ -222,7 +228,9 @@ done
 
 # ---- HierarchicalKV side by side ---------------------------------------------
 if [[ -x $bin/strata_hkv_side_by_side ]]; then
-  step hkv --gpu "$bin/strata_hkv_side_by_side" --json "$detail/hkv.json"
+  # Nine (dim, load factor) pairs of two 64M-slot tables: longer than one step.
+  STRATA_GPU_CHECK_STEP_S=$((${STRATA_GPU_CHECK_STEP_S:-240} * 2)) \
+    step hkv --gpu "$bin/strata_hkv_side_by_side" --json "$detail/hkv.json"
 else
   printf 'hkv\tskip\t0\tnot built (configure with -DSTRATA_HKV_DIR)\n' >>"$detail/steps.tsv"
 fi
