@@ -11,11 +11,15 @@
 //   - bytes sent across ranks per batch, counted by the Cluster and by the
 //     model (8 + 4 * dim bytes per distinct remote key, for Pull and Push);
 //   - at one rank, a plain Store's Pull + Push time on the same batches:
-//     what the Cluster adds.
+//     what the Cluster adds. The Store and the Cluster are both open and
+//     warm, and are timed in --rounds alternating rounds (Store first in even
+//     rounds, Cluster first in odd ones) so that a machine whose pace drifts
+//     charges both alike; the ratio is the median of the rounds' ratios.
 // Launch: mpirun -np R build/bin/strata_cluster_bench --dir DIR [--json].
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -37,6 +41,7 @@ struct Args {
   uint64_t keys = 4096;
   uint32_t dim = 16;
   uint64_t key_space = 1 << 20;
+  uint32_t rounds = 7;
   bool json = false;
 };
 
@@ -74,13 +79,15 @@ void Die(const Status& s, int rank) {
 }
 
 // Seconds of Pull + Push + AdvanceClock over the batches, slowest rank.
+// The batches are drawn before the clock starts.
 template <typename PullFn, typename PushFn, typename AdvanceFn>
 double TimeBatches(const Args& a, int rank, PullFn pull, PushFn push, AdvanceFn advance) {
   std::vector<float> rows(a.keys * a.dim), grads(a.keys * a.dim, 0.001f);
+  std::vector<std::vector<Key>> batches(a.batches);
+  for (uint64_t b = 0; b < a.batches; ++b) batches[b] = BatchKeys(a, rank, b);
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = Now();
-  for (uint64_t b = 0; b < a.batches; ++b) {
-    const std::vector<Key> keys = BatchKeys(a, rank, b);
+  for (const std::vector<Key>& keys : batches) {
     Status s = pull(keys, rows.data());
     if (s.ok()) s = push(keys, grads.data());
     if (s.ok()) s = advance();
@@ -139,6 +146,49 @@ double TimePlainAlltoallv(const Args& a, int rank, int world, uint64_t* model_by
   return slowest;
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// One rank: the Cluster over its one shard against a plain Store, both open
+// and warm, in alternating rounds. Fills the one-rank fields of `j`.
+template <typename TimeCluster>
+void CompareWithStore(const Args& a, TimeCluster time_cluster, nlohmann::json* j) {
+  auto store = Store::Open(Options(a, a.dir + "/store"), Tables(a));
+  if (!store.ok()) Die(store.status(), 0);
+  Store& st = **store;
+  auto sw = st.RegisterWorker(-1);
+  if (!sw.ok()) Die(sw.status(), 0);
+  auto spull = [&](std::span<const Key> k, float* out) { return st.Pull(*sw, 0, k, out); };
+  auto spush = [&](std::span<const Key> k, const float* g) { return st.Push(*sw, 0, k, g); };
+  auto sadvance = [&] { return st.AdvanceClock(*sw); };
+  auto time_store = [&] { return TimeBatches(a, 0, spull, spush, sadvance); };
+  time_store();  // first touch creates the rows
+  std::vector<double> store_s, cluster_s, ratios;
+  for (uint32_t r = 0; r < a.rounds; ++r) {
+    double s = 0, c = 0;
+    if (r % 2 == 0) {
+      s = time_store();
+      c = time_cluster();
+    } else {
+      c = time_cluster();
+      s = time_store();
+    }
+    store_s.push_back(s);
+    cluster_s.push_back(c);
+    ratios.push_back(s > 0 ? c / s : 0);
+  }
+  if (Status s = st.Close(); !s.ok()) Die(s, 0);
+  const double n = double(a.batches);
+  (*j)["rounds"] = a.rounds;
+  (*j)["store_ms_per_batch"] = Median(store_s) * 1e3 / n;
+  (*j)["cluster_ms_per_batch_rounds"] = Median(cluster_s) * 1e3 / n;
+  (*j)["cluster_over_store"] = Median(ratios);
+  (*j)["cluster_over_store_min"] = *std::min_element(ratios.begin(), ratios.end());
+  (*j)["cluster_over_store_max"] = *std::max_element(ratios.begin(), ratios.end());
+}
+
 int Run(const Args& a, int rank, int world) {
   ClusterOptions options;
   options.store = Options(a, a.dir + "/cluster");
@@ -152,6 +202,11 @@ int Run(const Args& a, int rank, int world) {
   auto push = [&](std::span<const Key> k, const float* g) { return c.Push(*w, 0, k, g); };
   auto advance = [&] { return c.AdvanceClock(*w); };
   TimeBatches(a, rank, pull, push, advance);
+  nlohmann::json one_rank;
+  if (world == 1) {
+    CompareWithStore(
+        a, [&] { return TimeBatches(a, rank, pull, push, advance); }, &one_rank);
+  }
   auto before = c.SummedStats();
   uint64_t exchange_us_before = c.Stats().exchange.exchange_us;
   const double cluster_s = TimeBatches(a, rank, pull, push, advance);
@@ -165,18 +220,6 @@ int Run(const Args& a, int rank, int world) {
   const double plain_s = TimePlainAlltoallv(a, rank, world, &model_bytes);
   if (Status s = c.Close(); !s.ok()) Die(s, rank);
 
-  double store_s = 0;
-  if (world == 1) {  // the same batches on a plain Store
-    auto store = Store::Open(Options(a, a.dir + "/store"), Tables(a));
-    if (!store.ok()) Die(store.status(), rank);
-    Store& st = **store;
-    auto sw = st.RegisterWorker(-1);
-    auto spull = [&](std::span<const Key> k, float* out) { return st.Pull(*sw, 0, k, out); };
-    auto spush = [&](std::span<const Key> k, const float* g) { return st.Push(*sw, 0, k, g); };
-    auto sadvance = [&] { return st.AdvanceClock(*sw); };
-    TimeBatches(a, rank, spull, spush, sadvance);
-    store_s = TimeBatches(a, rank, spull, spush, sadvance);
-  }
   if (rank != 0) return 0;
   const double n = double(a.batches);
   nlohmann::json j = {
@@ -190,10 +233,7 @@ int Run(const Args& a, int rank, int world) {
       {"plain_over_exchange", exchange_slowest > 0 ? plain_s / exchange_slowest : 0},
       {"bytes_sent_per_batch", double(sent) / n},
       {"model_bytes_per_batch", double(model_bytes) / n}};
-  if (world == 1) {
-    j["store_ms_per_batch"] = store_s * 1e3 / n;
-    j["cluster_over_store"] = store_s > 0 ? cluster_s / store_s : 0;
-  }
+  j.update(one_rank);
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -212,10 +252,15 @@ int Main(int argc, char** argv, int rank, int world) {
   Args a;
   CLI::App app("strata_cluster_bench: the Cluster's exchange against plain MPI_Alltoallv");
   app.add_option("--dir", a.dir, "the cluster's directory (must be empty or missing)")->required();
-  app.add_option("--batches", a.batches, "measured batches (after as many to warm up)");
-  app.add_option("--keys", a.keys, "keys per rank per batch");
-  app.add_option("--dim", a.dim, "embedding floats per row");
-  app.add_option("--key-space", a.key_space, "keys drawn uniformly from [0, this)");
+  app.add_option("--batches", a.batches, "measured batches (after as many to warm up)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  app.add_option("--keys", a.keys, "keys per rank per batch")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app.add_option("--dim", a.dim, "embedding floats per row")->check(CLI::Range(1u, kTableDimMax));
+  app.add_option("--key-space", a.key_space, "keys drawn uniformly from [0, this)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option("--rounds", a.rounds, "one rank: alternating Store and Cluster rounds")
+      ->check(CLI::Range(1u, 1000u));
   app.add_flag("--json", a.json, "one JSON line instead of a table");
   try {
     app.parse(argc, argv);
