@@ -274,6 +274,10 @@ class StoreImpl final : public Store {
                       uint64_t* brought_in) REQUIRES(table.mu);
   Status FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,
                    std::vector<uint8_t>* dirty, std::vector<uint8_t>* from_t1) REQUIRES(table.mu);
+  // MakeResident's room in T0 and insertion of the `missing` rows fetched.
+  Status PlaceInT0(Table& table, std::span<const Key> unique_keys, std::span<const Key> present,
+                   std::span<const Key> missing, const std::vector<float>& rows,
+                   const std::vector<uint8_t>& dirty) REQUIRES(table.mu) EXCLUDES(cleaner_.mu);
   Status EvictFromT0(Table& table, uint64_t count) REQUIRES(table.mu) EXCLUDES(cleaner_.mu);
   // Rows resident in T0, all tables together (each table's last count).
   uint64_t T0Rows() const;

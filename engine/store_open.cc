@@ -133,6 +133,8 @@ Status StoreImpl::Init() {
   // T1 follows the engine's order, for both fallback policies: intents
   // (clocks) farthest first, fallback values (above every clock) by their
   // score below the top of their span, least first.
+  // A move up (MakeResident) takes at most T0's rows out of T1 at once.
+  dram_options.transit_rows_max = options_.device_rows_max;
   dram_options.fallback_base = kFallbackBase;
   dram_options.fallback_end = kFallbackBase + kFallbackSpan;
   STRATA_ASSIGN_OR_RETURN(dram_, storage::DramCache::Create(dram_options, specs, ssd_.get()));

@@ -2,11 +2,12 @@
 //
 // Up: MakeResident fetches the missing rows (T1, else T2, else the
 // initializer), inserts them into T0 with their dirty flags and only then
-// erases them from T1. Down: EvictFromT0 exports a table's T0 rows with the
-// largest next use and demotes them into T1 (if T1 cannot take them they go
-// back into T0); MakeT0Room (store_eviction.cc) decides how many each table
-// gives, by one order across tables. Room is made with the batch's resident rows pinned. The
-// cleaner thread writes T1's dirty rows ahead of their eviction.
+// erases them from T1; meanwhile T1 counts them as leaving, so the rows T0
+// demotes to make room take their place there (DramCache::BeginMoveUp). Down: EvictFromT0 exports a
+// table's T0 rows with the largest next use and demotes them into T1 (if T1 cannot take them they
+// go back into T0); MakeT0Room (store_eviction.cc) decides how many each table gives, by one order
+// across tables. Room is made with the batch's resident rows pinned. The cleaner thread writes T1's
+// dirty rows ahead of their eviction.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -36,7 +37,37 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
   std::vector<float> rows;
   std::vector<uint8_t> dirty, from_t1;
   STRATA_RETURN_IF_ERROR(FetchRows(table, missing, &rows, &dirty, &from_t1));
+  // The rows T1 gave are pinned there and counted as leaving: the demotions
+  // below take their place instead of evicting as many other T1 rows, so T0
+  // and T1 together keep holding device_rows_max + dram_rows_max rows.
+  std::vector<Key> leave_t1;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (from_t1[i]) leave_t1.push_back(missing[i]);
+  }
+  storage::DramCache::MoveUp move;
+  if (!leave_t1.empty()) STRATA_RETURN_IF_ERROR(dram_->BeginMoveUp(table.id, leave_t1, &move));
+  Status placed = PlaceInT0(table, unique_keys, present, missing, rows, dirty);
+  // Placed: the rows have their new home in T0 and only now leave T1.
+  // Otherwise they stay in T1, unpinned.
+  if (!leave_t1.empty()) {
+    Status ended = dram_->EndMoveUp(table.id, leave_t1, &move, placed.ok());
+    STRATA_RETURN_IF_ERROR(placed);
+    STRATA_RETURN_IF_ERROR(ended);
+  }
+  STRATA_RETURN_IF_ERROR(placed);
+  const uint64_t m = missing.size();
+  counters_.t0_rows_in.fetch_add(m, std::memory_order_relaxed);
+  counters_.t0_bytes_in.fetch_add(m * table.row_bytes, std::memory_order_relaxed);
+  if (count_access) counters_.stall_pulls.fetch_add(m, std::memory_order_relaxed);
+  *brought_in = m;
+  return Status::Ok();
+}
 
+// MakeResident's middle: room in T0 (the batch's resident rows pinned), then
+// the fetched rows inserted with their next uses and dirty flags.
+Status StoreImpl::PlaceInT0(Table& table, std::span<const Key> unique_keys,
+                            std::span<const Key> present, std::span<const Key> missing,
+                            const std::vector<float>& rows, const std::vector<uint8_t>& dirty) {
   // Room: the table's own slots first (at most t0_rows_cap rows), then T0
   // as a whole (device_rows_max rows of all tables): the victims are the
   // rows with the largest next use among every table's T0 (MakeT0Room).
@@ -76,18 +107,7 @@ Status StoreImpl::MakeResident(Table& table, std::span<const Key> unique_keys, b
     inserted = table.t0->Insert(missing, rows.data(), next_use.data(), dirty.data());
   }
   table.t0_rows.store(table.t0->Size(), std::memory_order_relaxed);
-  STRATA_RETURN_IF_ERROR(inserted.WithContext("table '" + table.name + "' T0"));
-  // The rows have their new home in T0; only now do they leave T1.
-  std::vector<Key> leave_t1;
-  for (size_t i = 0; i < m; ++i) {
-    if (from_t1[i]) leave_t1.push_back(missing[i]);
-  }
-  if (!leave_t1.empty()) STRATA_RETURN_IF_ERROR(dram_->Erase(table.id, leave_t1));
-  counters_.t0_rows_in.fetch_add(m, std::memory_order_relaxed);
-  counters_.t0_bytes_in.fetch_add(m * table.row_bytes, std::memory_order_relaxed);
-  if (count_access) counters_.stall_pulls.fetch_add(m, std::memory_order_relaxed);
-  *brought_in = m;
-  return Status::Ok();
+  return inserted.WithContext("table '" + table.name + "' T0");
 }
 
 Status StoreImpl::FetchRows(Table& table, std::span<const Key> keys, std::vector<float>* rows,

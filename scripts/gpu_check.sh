@@ -51,12 +51,12 @@ pack() {
   local cache=(-DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
   [[ -n $hkv ]] && cache+=("-DSTRATA_HKV_DIR=$hkv")
   cmake -S "$here" -B "$build" -G Ninja "${cache[@]}" >/dev/null || return 1
-  local targets=(strata strata_engine_bench $(gpu_tests))
+  local targets=(strata_cli strata_engine_bench $(gpu_tests))
   [[ -n $hkv ]] && targets+=(strata_hkv_side_by_side)
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || return 1
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/data"
   local bins=()
-  for t in "${targets[@]}"; do bins+=("$build/bin/$t"); done
+  for t in "${targets[@]}"; do bins+=("$build/bin/${t/#strata_cli/strata}"); done  # the CLI's file is strata
   # Shared libraries outside the C library and the driver (the GPU machine has
   # its own of those); the C++ runtime goes along, in case its is older.
   ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do

@@ -51,12 +51,19 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   std::unique_ptr<DramCache> cache(new DramCache(options, backing));
   const uint32_t stripes = std::bit_ceil(options.lock_stripes);
   uint32_t row_bytes_min = UINT32_MAX;
+  // The leaving bytes every table's arena has spare slots for.
+  uint64_t transit_bytes = UINT64_MAX;
   for (const TableSpec& spec : tables) {
     auto t = std::make_unique<Table>();
     t->spec = spec;
     t->pos = static_cast<uint32_t>(cache->tables_.size());
+    // Room for the resident budget plus the rows in transit (BeginMoveUp).
+    const uint64_t budget_slots = options.dram_bytes_max / spec.row_bytes;
     t->slots_max =
-        std::min<uint64_t>(options.dram_bytes_max / spec.row_bytes, kDramSlotsPerTableMax);
+        std::min<uint64_t>(budget_slots + std::min(options.transit_rows_max, kDramSlotsPerTableMax),
+                           kDramSlotsPerTableMax);
+    transit_bytes = std::min(transit_bytes, (t->slots_max - std::min(t->slots_max, budget_slots)) *
+                                                uint64_t{spec.row_bytes});
     STRATA_ASSIGN_OR_RETURN(t->rows, DramArena::Create(t->slots_max, DramSlotBytes(spec.row_bytes),
                                                        options.huge_pages));
     STRATA_ASSIGN_OR_RETURN(t->meta_arena,
@@ -72,6 +79,9 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     row_bytes_min = std::min(row_bytes_min, spec.row_bytes);
   }
   cache->rows_max_ = tables.empty() ? 0 : options.dram_bytes_max / row_bytes_min;
+  cache->transit_bytes_max_ =
+      tables.empty() ? 0
+                     : std::min(transit_bytes, options.transit_rows_max * uint64_t{row_bytes_min});
   cache->front_rows_max_ =
       std::max<uint64_t>(kDramFrontRowsMin, cache->rows_max_ / kDramFrontRowsDivisor);
   return cache;

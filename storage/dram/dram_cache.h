@@ -69,6 +69,11 @@ struct DramCacheOptions {
   // Index lock stripes per table (rounded up to a power of two): more
   // stripes, less contention between threads, a little more memory.
   uint32_t lock_stripes = 64;
+  // Rows that may be counted as leaving at once (BeginMoveUp): each table's
+  // arena reserves this many slots beyond dram_bytes_max / row_bytes
+  // (address space only), so resident row bytes may exceed dram_bytes_max
+  // by the leaving rows' bytes while a move up is in flight. 0: none.
+  uint64_t transit_rows_max = 0;
 };
 
 struct DramCacheStats {
@@ -125,6 +130,26 @@ class DramCache {
   // Drops rows (the engine moved them up); missing keys are ignored.
   // FailedPrecondition (nothing changed) when a present key is pinned.
   [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
+  // Moving rows up a tier (the engine's MakeResident) without the tier
+  // losing their room meanwhile. BeginMoveUp pins the present keys among
+  // `keys` (move->pinned[i] = 1) and counts their bytes as leaving
+  // (move->bytes; only while the total stays within transit_rows_max rows of
+  // the smallest row size): until EndMoveUp, Insert admits that many more
+  // row bytes before it evicts, so the rows the tier above demotes to make
+  // room for the leaving ones take their place here instead of pushing other
+  // rows out. The leaving rows stay resident and readable, and are no
+  // victims, until EndMoveUp: with `moved` they are erased (the tier above
+  // holds them now); without, they are unpinned and stay, and the next Insert
+  // evicts down to dram_bytes_max. Every BeginMoveUp needs its EndMoveUp, with
+  // the same keys and `move`.
+  struct MoveUp {
+    std::vector<uint8_t> pinned;  // per key: pinned (present) by BeginMoveUp
+    uint64_t bytes = 0;           // bytes counted as leaving
+  };
+  [[nodiscard]] Status BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* move)
+      EXCLUDES(mu_);
+  [[nodiscard]] Status EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* move, bool moved)
+      EXCLUDES(mu_);
   // Sets the next intended use (kClockNever: none); missing keys ignored.
   [[nodiscard]] Status SetNextUse(TableId table, std::span<const Key> keys,
                                   std::span<const Clock> next_use) EXCLUDES(mu_);
@@ -243,6 +268,10 @@ class DramCache {
   uint64_t room_waiters_ GUARDED_BY(mu_) = 0;   // Inserts waiting on clean_cv_ for room
   std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
+  // Bytes of rows in a move up (BeginMoveUp), admitted beyond dram_bytes_max,
+  // at most transit_bytes_max_ (what every table's arena has slots for).
+  uint64_t leaving_bytes_ GUARDED_BY(mu_) = 0;
+  uint64_t transit_bytes_max_ = 0;  // constant after construction
   uint64_t rows_ GUARDED_BY(mu_) = 0;
   // The eviction queues: front_, the next victims as of the last Sweep,
   // sorted by code (back = next); late_, a max-heap of rows queued since

@@ -107,10 +107,13 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
       }
     }
     const uint64_t bytes_new = new_rows * t.spec.row_bytes;
-    const uint64_t bytes_free = options_.dram_bytes_max - bytes_used_;
-    if (bytes_new <= bytes_free) return Status::Ok();
+    // Rows moving up still occupy their slots; their bytes are admitted on
+    // top of the budget (and resident bytes may be above it after a move up
+    // that did not happen: then this Insert evicts down to it).
+    const uint64_t limit = options_.dram_bytes_max + leaving_bytes_;
+    if (bytes_used_ + bytes_new <= limit) return Status::Ok();
     std::vector<Victim> victims;
-    Status s = SelectVictims(t, bytes_new - bytes_free, &victims);
+    Status s = SelectVictims(t, bytes_used_ + bytes_new - limit, &victims);
     if (s.ok()) s = WriteBack(victims);
     if (s.ok()) {
       // Each victim's key (in its slot) and then its index bucket and the
@@ -235,9 +238,11 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
       CheckKeySpan(*t, "InsertInPieces", n * rb, rows.size(), "rows (bytes)", false));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, dirty.size(), "dirty", true));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, next_use.size(), "next_use", true));
+  // Pieces of the rows the budget holds (slots_max adds the transit slots).
+  const uint64_t piece_max = std::max<uint64_t>(1, options_.dram_bytes_max / rb);
   while (*placed < n) {
     const uint64_t at = *placed;
-    const uint64_t m = std::min<uint64_t>(t->slots_max, n - at);
+    const uint64_t m = std::min<uint64_t>(piece_max, n - at);
     STRATA_RETURN_IF_ERROR(Insert(table, keys.subspan(at, m), rows.subspan(at * rb, m * rb),
                                   dirty.empty() ? dirty : dirty.subspan(at, m),
                                   next_use.empty() ? next_use : next_use.subspan(at, m)));
@@ -272,6 +277,71 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
     if (slot != kDramNoSlot) Release({t->pos, slot});
   }
   return Status::Ok();
+}
+
+Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* move) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "BeginMoveUp"));
+  move->pinned.assign(keys.size(), 0);
+  move->bytes = 0;
+  STRATA_RETURN_IF_ERROR(PinImpl(table, keys, move->pinned, {}, "BeginMoveUp"));
+  base::MutexLock lock(&mu_);
+  const uint64_t rb = t->spec.row_bytes;
+  for (uint8_t pinned : move->pinned) {
+    if (pinned == 0 || leaving_bytes_ + rb > transit_bytes_max_) continue;
+    leaving_bytes_ += rb;
+    move->bytes += rb;
+  }
+  return Status::Ok();
+}
+
+Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* move, bool moved) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "EndMoveUp"));
+  if (move->pinned.size() != keys.size()) {
+    return Status::InvalidArgument("dram cache EndMoveUp of " + t->Name() + ": " +
+                                   std::to_string(keys.size()) + " keys, BeginMoveUp had " +
+                                   std::to_string(move->pinned.size()));
+  }
+  std::vector<Key> pinned;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (move->pinned[i] != 0) pinned.push_back(keys[i]);
+  }
+  base::MutexLock lock(&mu_);
+  leaving_bytes_ -= std::min(leaving_bytes_, move->bytes);
+  move->bytes = 0;
+  move->pinned.clear();
+  // Unpinned and erased under one hold of the lock, so no Insert can evict
+  // (and write back) a leaving row in between. A row being cleaned stays
+  // until its write is done, as in Erase.
+  if (moved) {
+    while (AnyCleaning(*t, pinned)) clean_cv_.Wait(&mu_);
+  }
+  std::unordered_map<uint32_t, uint32_t>& pins = slots_[t->pos].pins;
+  Status status = Status::Ok();
+  for (Key key : pinned) {
+    const uint32_t slot = FindSlot(*t, key);
+    auto it = slot == kDramNoSlot ? pins.end() : pins.find(slot);
+    if (it == pins.end()) {
+      status = Status::Internal("dram cache EndMoveUp of " + t->Name() + ": key " +
+                                std::to_string(key) + " lost the pin BeginMoveUp gave it");
+      continue;
+    }
+    if (--it->second > 0) {
+      // Pinned by another caller too: it stays (and, moved, is a stale copy).
+      if (moved) {
+        status = Status::FailedPrecondition("dram cache EndMoveUp of " + t->Name() + ": key " +
+                                            std::to_string(key) + " is pinned by another caller");
+      }
+      continue;
+    }
+    pins.erase(it);
+    Meta(t->pos, slot) &= ~kDramMetaPinned;
+    if (moved) {
+      Release({t->pos, slot});
+    } else {
+      File(t->pos, slot);
+    }
+  }
+  return status;
 }
 
 Status DramCache::FlushDirty() {

@@ -62,7 +62,7 @@ struct DramCache::Table {
   // Constant after construction.
   TableSpec spec;
   uint32_t pos = 0;                       // position in DramCache::tables_
-  uint64_t slots_max = 0;                 // dram_bytes_max / row_bytes, capped
+  uint64_t slots_max = 0;                 // dram_bytes_max / row_bytes + transit_rows_max, capped
   std::unique_ptr<DramArena> rows;        // slots of DramSlotBytes(row_bytes)
   std::unique_ptr<DramArena> meta_arena;  // metadata words, reached through DramCache::Meta
   std::unique_ptr<DramIndex> index;

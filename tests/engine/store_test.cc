@@ -331,6 +331,29 @@ TEST_P(StoreTest, EvictionLargerThanDramTierGoesThroughIt) {
   }
 }
 
+// T0 and T1 together hold device_rows + dram_rows rows: cycling through
+// exactly that many rows reads nothing from the SSD once every row exists,
+// because the rows moving up from T1 leave their room to the rows T0
+// demotes, instead of T1 evicting as many others to take those.
+TEST_P(StoreTest, TiersTogetherHoldBothCapacities) {
+  auto store = Open(Options(16, 32), SgdTables(1, 4));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  std::vector<float> out(4 * 4);
+  uint64_t reads_after_first_pass = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    for (Key base = 0; base < 48; base += 4) {
+      std::vector<Key> keys{base, base + 1, base + 2, base + 3};
+      ASSERT_TRUE(Pull(*store, w, 0, keys, out.data()).ok());
+      ASSERT_TRUE(store->AdvanceClock(w).ok());
+    }
+    if (pass == 0) reads_after_first_pass = store->Stats().ssd_row_reads;
+  }
+  const StoreStats s = store->Stats();
+  EXPECT_EQ(s.ssd_row_reads, reads_after_first_pass);
+  EXPECT_EQ(s.t0.rows + s.t1.rows, 48u);
+}
+
 TEST_P(StoreTest, IntentsPrefetchSoPullsDoNotStall) {
   auto store = Open(Options(256, 1024), SgdTables(1, 4));
   ASSERT_NE(store, nullptr);

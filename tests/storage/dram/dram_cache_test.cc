@@ -252,6 +252,81 @@ TEST_F(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
   EXPECT_EQ(c->Stats().bytes_used, 0u);
 }
 
+// A move up: the rows leaving stay readable and are no victims, and the rows
+// inserted meanwhile take their room instead of evicting others.
+TEST_F(DramCacheTest, MoveUpLetsInsertsTakeTheLeavingRowsRoom) {
+  DramCacheOptions o;
+  o.transit_rows_max = 4;
+  auto c = MakeCache(4, nullptr, OneTable(), o);
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+  std::vector<Key> up = {1, 2, 99};  // 99 is not resident
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
+  EXPECT_EQ(move.pinned, (std::vector<uint8_t>{1, 1, 0}));
+  EXPECT_EQ(move.bytes, 2u * kRowBytes);
+  // Two rows come down: they fit beside the leaving ones, nothing evicted.
+  ASSERT_TRUE(Put(*c, {5, 6}, 1, {50, 60}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(c->Stats().evictions, 0u);
+  // A third needs room: the farthest next use goes, never a leaving row.
+  ASSERT_TRUE(Put(*c, {7}, 1, {5}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2, 3, 4, 5, 7}));
+  EXPECT_EQ(Get(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
+  ASSERT_TRUE(c->EndMoveUp(kTable, up, &move, /*moved=*/true).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{3, 4, 5, 7}));
+  EXPECT_EQ(c->Stats().bytes_used, 4u * kRowBytes);
+  EXPECT_EQ(c->Stats().evictions, 1u);
+}
+
+// A move up that did not happen leaves the rows, unpinned; the cache is over
+// its budget until the next Insert evicts down to it.
+TEST_F(DramCacheTest, MoveUpNotDoneKeepsRowsAndEvictsBackToBudget) {
+  DramCacheOptions o;
+  o.transit_rows_max = 4;
+  auto c = MakeCache(4, nullptr, OneTable(), o);
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+  std::vector<Key> up = {3, 4};
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
+  ASSERT_TRUE(Put(*c, {5, 6}, 1, {1, 2}).ok());
+  ASSERT_TRUE(c->EndMoveUp(kTable, up, &move, /*moved=*/false).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2, 3, 4, 5, 6}));
+  // Unpinned, 3 and 4 are victims again: the next Insert evicts the three
+  // farthest next uses (4, 3, 2) to be back at four rows.
+  ASSERT_TRUE(Put(*c, {7}, 1, {3}).ok());
+  EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 5, 6, 7}));
+  EXPECT_EQ(c->Stats().bytes_used, 4u * kRowBytes);
+}
+
+// Leaving bytes beyond transit_rows_max are not counted: the arena's spare
+// slots bound what a move up may hold beyond the budget. Without transit
+// rows a move up only pins.
+TEST_F(DramCacheTest, MoveUpCountsAtMostTheTransitRows) {
+  DramCacheOptions o;
+  o.transit_rows_max = 1;
+  auto c = MakeCache(4, nullptr, OneTable(), o);
+  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+  std::vector<Key> up = {1, 2};
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
+  EXPECT_EQ(move.bytes, uint64_t{kRowBytes});
+  ASSERT_TRUE(Put(*c, {5, 6}, 1, {50, 60}).ok());
+  EXPECT_EQ(c->Stats().bytes_used, 5u * kRowBytes);
+  EXPECT_TRUE(c->EndMoveUp(kTable, std::vector<Key>{1}, &move, true).IsInvalidArgument());
+  ASSERT_TRUE(c->EndMoveUp(kTable, up, &move, true).ok());
+  EXPECT_EQ(c->Stats().bytes_used, 3u * kRowBytes);
+
+  auto plain = MakeCache(2);
+  ASSERT_TRUE(Put(*plain, {1, 2}, 1, {10, 20}).ok());
+  DramCache::MoveUp pin_only;
+  ASSERT_TRUE(plain->BeginMoveUp(kTable, std::vector<Key>{1}, &pin_only).ok());
+  EXPECT_EQ(pin_only.bytes, 0u);
+  ASSERT_TRUE(Put(*plain, {3}, 1, {30}).ok());  // evicts 2, not the pinned 1
+  EXPECT_EQ(ResidentKeys(*plain, kTable), (std::vector<Key>{1, 3}));
+  ASSERT_TRUE(plain->EndMoveUp(kTable, std::vector<Key>{1}, &pin_only, true).ok());
+  EXPECT_EQ(ResidentKeys(*plain, kTable), (std::vector<Key>{3}));
+}
+
 TEST_F(DramCacheTest, PinRowsGivesStablePointersUntilUnpin) {
   auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2}, 3).ok());
