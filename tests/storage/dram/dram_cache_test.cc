@@ -252,13 +252,23 @@ TEST_F(DramCacheTest, UnpinAndEraseMisuseFailWithoutChanges) {
   EXPECT_EQ(c->Stats().bytes_used, 0u);
 }
 
+class DramMoveUpTest : public DramCacheTest {
+ protected:
+  // A cache of four rows (keys 1-4, next uses 10-40) with `transit_rows`
+  // rows allowed in a move up.
+  static std::unique_ptr<DramCache> FourRowsWithTransit(uint64_t transit_rows) {
+    DramCacheOptions o;
+    o.transit_rows_max = transit_rows;
+    auto c = MakeCache(4, nullptr, OneTable(), o);
+    EXPECT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+    return c;
+  }
+};
+
 // A move up: the rows leaving stay readable and are no victims, and the rows
 // inserted meanwhile take their room instead of evicting others.
-TEST_F(DramCacheTest, MoveUpLetsInsertsTakeTheLeavingRowsRoom) {
-  DramCacheOptions o;
-  o.transit_rows_max = 4;
-  auto c = MakeCache(4, nullptr, OneTable(), o);
-  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+TEST_F(DramMoveUpTest, MoveUpLetsInsertsTakeTheLeavingRowsRoom) {
+  auto c = FourRowsWithTransit(4);
   std::vector<Key> up = {1, 2, 99};  // 99 is not resident
   DramCache::MoveUp move;
   ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
@@ -280,11 +290,8 @@ TEST_F(DramCacheTest, MoveUpLetsInsertsTakeTheLeavingRowsRoom) {
 
 // A move up that did not happen leaves the rows, unpinned; the cache is over
 // its budget until the next Insert evicts down to it.
-TEST_F(DramCacheTest, MoveUpNotDoneKeepsRowsAndEvictsBackToBudget) {
-  DramCacheOptions o;
-  o.transit_rows_max = 4;
-  auto c = MakeCache(4, nullptr, OneTable(), o);
-  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+TEST_F(DramMoveUpTest, MoveUpNotDoneKeepsRowsAndEvictsBackToBudget) {
+  auto c = FourRowsWithTransit(4);
   std::vector<Key> up = {3, 4};
   DramCache::MoveUp move;
   ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
@@ -301,11 +308,8 @@ TEST_F(DramCacheTest, MoveUpNotDoneKeepsRowsAndEvictsBackToBudget) {
 // Leaving bytes beyond transit_rows_max are not counted: the arena's spare
 // slots bound what a move up may hold beyond the budget. Without transit
 // rows a move up only pins.
-TEST_F(DramCacheTest, MoveUpCountsAtMostTheTransitRows) {
-  DramCacheOptions o;
-  o.transit_rows_max = 1;
-  auto c = MakeCache(4, nullptr, OneTable(), o);
-  ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {10, 20, 30, 40}).ok());
+TEST_F(DramMoveUpTest, MoveUpCountsAtMostTheTransitRows) {
+  auto c = FourRowsWithTransit(1);
   std::vector<Key> up = {1, 2};
   DramCache::MoveUp move;
   ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
