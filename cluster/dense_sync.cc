@@ -88,7 +88,7 @@ class DenseSyncImpl final : public DenseSync {
     b2_power_ *= options_.beta2;
     for (DenseBuffer& b : buffers_) STRATA_RETURN_IF_ERROR(Apply(b));
     ++stats_.steps;
-    if (step_ % options_.merge_every_steps != 0) return Status::Ok();
+    if (++stats_.unmerged_steps < options_.merge_every_steps) return Status::Ok();
     return Merge();
   }
 
@@ -116,6 +116,7 @@ class DenseSyncImpl final : public DenseSync {
                                   .count());
     stats_.bytes_allreduced += staging_.size() * sizeof(float);
     ++stats_.merges;
+    stats_.unmerged_steps = 0;
     const float inv = 1.0f / static_cast<float>(comm_->size());
     at = 0;
     for (DenseBuffer& b : buffers_) {

@@ -68,7 +68,7 @@ class FmModel {
   void ApplyDense(const DenseParams& grads);
 
   const DenseParams& dense() const { return dense_; }
-  DenseParams& mutable_dense() { return dense_; }  // tests
+  DenseParams& mutable_dense() { return dense_; }  // tests, and dense steps outside the model
   uint32_t dim() const { return config_.dim; }
 
  private:

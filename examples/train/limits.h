@@ -17,6 +17,8 @@ inline constexpr uint32_t kBatchRowsMax = 1 << 16;      // rows per mini-batch
 inline constexpr uint32_t kLookaheadBatchesMax = 1024;  // intents this far ahead at most
 inline constexpr uint32_t kEmbeddingDimMax = 1024;      // FM factor dimension
 inline constexpr uint32_t kEpochsMax = 1000;
+// Training steps between merges of the ranks' dense parameters (--kstep).
+inline constexpr uint32_t kKStepMax = 1'000'000;
 // Learning rate and L2 penalty (--lr, --l2).
 inline constexpr double kLearningRateMax = 1000;
 inline constexpr double kL2Max = 1000;

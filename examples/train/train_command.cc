@@ -4,6 +4,7 @@
 // the SSD reads against Belady's MIN (and LRU) for the same key sequence and
 // the same memory above the SSD (device + DRAM rows).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +41,7 @@ struct TrainFlags {
   bool no_gpu = false;
   bool json = false;
   bool cluster = false;
+  DenseMerging dense;  // --kstep (0: absent; the dense part averaged every step), --dense-lr
   TrainOptions options;
 };
 
@@ -164,6 +166,11 @@ void PrintSummary(const nlohmann::json& j) {
     std::printf("  store                %s (checkpointed after every epoch; embedding rows only)\n",
                 j["store_dir"].get<std::string>().c_str());
   }
+  if (j.contains("no_belady_floor")) {
+    std::printf("  ssd_row_reads        %llu (no Belady floor: %s)\n", u("ssd_row_reads"),
+                j["no_belady_floor"].get<std::string>().c_str());
+    return;
+  }
   if (!j.contains("belady_min_ssd_reads")) {
     std::printf("  ssd_row_reads        %llu (no Belady floor: a batch exceeds %llu rows)\n",
                 u("ssd_row_reads"), u("cache_rows"));
@@ -231,6 +238,51 @@ Status RunTrain(TrainFlags f) {
 }
 
 #ifdef STRATA_HAVE_MPI
+// The dense part's all-reduces, as counted on each rank: per rank, and
+// merged (steps and all-reduces are collective, the same on every rank;
+// bytes summed over the ranks; seconds the slowest rank's).
+void AddDenseComm(const DenseMerging& dense, const std::vector<DenseCommStats>& ranks,
+                  nlohmann::json* j) {
+  nlohmann::json& o = *j;
+  o["kstep"] = dense.kstep;  // 0: --kstep absent
+  o["dense_optimizer"] = dense.kstep == 0 ? "adagrad, averaged every step"
+                                          : "adam (beta1 0, beta2 0.999), k-step merging";
+  if (dense.kstep > 0) o["dense_learning_rate"] = dense.learning_rate;
+  uint64_t bytes = 0, us_max = 0;
+  o["dense_per_rank"] = nlohmann::json::array();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const DenseCommStats& d = ranks[r];
+    bytes += d.allreduce_bytes;
+    us_max = std::max(us_max, d.allreduce_us);
+    o["dense_per_rank"].push_back(
+        {{"rank", r},
+         {"steps", d.steps},
+         {"allreduces", d.allreduces},
+         {"allreduce_bytes", d.allreduce_bytes},
+         {"allreduce_seconds", static_cast<double>(d.allreduce_us) / 1e6}});
+  }
+  o["dense_steps"] = ranks.empty() ? 0 : ranks[0].steps;
+  o["dense_allreduces"] = ranks.empty() ? 0 : ranks[0].allreduces;
+  o["dense_allreduce_bytes"] = bytes;
+  o["dense_allreduce_seconds"] = static_cast<double>(us_max) / 1e6;
+}
+
+void PrintDenseComm(const nlohmann::json& j) {
+  auto u = [&](const char* k) { return static_cast<unsigned long long>(j[k].get<uint64_t>()); };
+  std::printf("  dense part           %s", j["dense_optimizer"].get<std::string>().c_str());
+  if (u("kstep") > 0) std::printf(" every %llu steps", u("kstep"));
+  std::printf("\n  dense_allreduces     %llu over %llu steps, %llu bytes (all ranks), %.3f s\n",
+              u("dense_allreduces"), u("dense_steps"), u("dense_allreduce_bytes"),
+              j["dense_allreduce_seconds"].get<double>());
+  for (const nlohmann::json& r : j["dense_per_rank"]) {
+    std::printf("    rank %llu             %llu all-reduces, %llu bytes, %.3f s\n",
+                static_cast<unsigned long long>(r["rank"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["allreduces"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["allreduce_bytes"].get<uint64_t>()),
+                r["allreduce_seconds"].get<double>());
+  }
+}
+
 // `--cluster` under mpirun: rank r trains on rows r % R over a strata::Cluster
 // (cluster_train.h); rank 0 prints the metrics of all ranks' scores.
 Status RunClusterTrain(TrainFlags f) {
@@ -266,7 +318,8 @@ Status RunClusterTrain(TrainFlags f) {
     co.store.device_rows_max = f.device_rows;
     co.store.dram_rows_max = f.dram_rows;
     const auto start = std::chrono::steady_clock::now();
-    Result<TrainResult> result = TrainOnCluster(data, co, f.options, MPI_COMM_WORLD);
+    Result<ClusterTrainResult> result =
+        TrainOnCluster(data, co, f.options, f.dense, MPI_COMM_WORLD);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     MPI_Barrier(MPI_COMM_WORLD);
@@ -278,16 +331,19 @@ Status RunClusterTrain(TrainFlags f) {
     if (rank != 0) return Status::Ok();
     Floors floors;
     floors.cache_rows = f.device_rows + f.dram_rows;
-    nlohmann::json j = ToJson(f, data, *result, floors, seconds);
+    nlohmann::json j = ToJson(f, data, result->train, floors, seconds);
     j["ranks"] = ranks;
     j["rows_per_rank"] = data.rows() / static_cast<size_t>(ranks);
+    j["no_belady_floor"] = "not computed under --cluster (a one-process yardstick)";
+    AddDenseComm(f.dense, result->dense, &j);
     if (f.json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("data-parallel over %d ranks (rows r %% %d on rank r); counters of rank 0\n",
                   ranks, ranks);
-      PrintEpochs(*result, f.options.checkpoint_each_epoch);
+      PrintEpochs(result->train, f.options.checkpoint_each_epoch);
       PrintSummary(j);
+      PrintDenseComm(j);
     }
     return Status::Ok();
   }();
@@ -351,9 +407,20 @@ void AddTrainCommand(CLI::App& app) {
   cli::AddReal(c, "--l2", f.options.model.l2, "L2 penalty", {.min = 0, .max = kL2Max})
       ->capture_default_str();
   c->add_flag("--json", f.json, "print JSON instead of tables");
-  c->add_flag("--cluster", f.cluster,
-              "under mpirun: data-parallel over a strata::Cluster (rows r % R on rank r, dense "
-              "parameters averaged every step; docs/cluster.md)");
+  CLI::Option* cluster =
+      c->add_flag("--cluster", f.cluster,
+                  "under mpirun: data-parallel over a strata::Cluster (rows r % R on rank r, dense "
+                  "parameters averaged every step unless --kstep; docs/cluster.md)");
+  CLI::Option* kstep =
+      cli::AddUnsigned<uint32_t>(c, "--kstep", f.dense.kstep,
+                                 "with --cluster: train the dense part with k-step Adam "
+                                 "(strata::DenseSync), merging the ranks' copies every K steps",
+                                 1, kKStepMax);
+  kstep->needs(cluster);
+  cli::AddReal(c, "--dense-lr", f.dense.learning_rate, "with --kstep: Adam's learning rate",
+               {.min = 0, .max = kLearningRateMax, .min_open = true})
+      ->capture_default_str()
+      ->needs(kstep);
   c->callback([flags] {
     TrainFlags& f = *flags;
     f.options.model.seed = f.options.loader.seed;

@@ -171,9 +171,17 @@ Result<TrainResult> Train(Store* store, const Dataset& data, const TrainOptions&
           if (batch->unique_keys[t].empty() && !options.collective_calls) continue;
           STRATA_RETURN_IF_ERROR(session.Push(tables[t], batch->unique_keys[t], row_grads[t]));
         }
-        model.ApplyDense(dense_grads);
-        if (options.average_dense) {
-          STRATA_RETURN_IF_ERROR(options.average_dense(&model.mutable_dense()));
+        if (options.dense_step) {
+          STRATA_RETURN_IF_ERROR(options.dense_step(dense_grads, &model.mutable_dense()));
+        } else {
+          model.ApplyDense(dense_grads);
+          if (options.average_dense) {
+            STRATA_RETURN_IF_ERROR(options.average_dense(&model.mutable_dense()));
+          }
+        }
+        // The epoch's training batches come first, then its validation batches.
+        if (b + 1 == schedule.train_batches && options.end_of_training) {
+          STRATA_RETURN_IF_ERROR(options.end_of_training(&model.mutable_dense()));
         }
       }
       STRATA_RETURN_IF_ERROR(session.AdvanceClock());

@@ -48,6 +48,14 @@ struct TrainOptions {
   // reports the metrics of all.
   bool collective_calls = false;
   std::function<Status(DenseParams*)> average_dense;
+  // When set, replaces the model's own dense step (AdaGrad, then
+  // average_dense): called after each training batch's backward with the
+  // batch's dense gradients, it updates the dense parameters (k-step Adam
+  // over the ranks, cluster_train.h). `end_of_training`, when set, is called
+  // once per epoch after its last training batch, before its validation rows
+  // are scored (where the ranks merge their dense copies).
+  std::function<Status(const DenseParams& grads, DenseParams* params)> dense_step;
+  std::function<Status(DenseParams* params)> end_of_training;
   std::function<Status(std::vector<float>* logits, std::vector<float>* labels)> gather_scores;
 };
 

@@ -2,21 +2,23 @@
 // ranks (the seed's Algorithm 2, "k-step Adam"; docs/cluster.md,
 // "DenseSync"). Each rank trains its own copy of the dense layers: Step()
 // applies Adam to every registered buffer from its gradients, locally, and
-// every k-th Step averages the parameters and Adam's second moment across
-// the ranks with one MPI_Allreduce (a sum, then a division by the rank
-// count), so the ranks leave a merge step with the same parameters and
-// second moment. k = 1 is the per-step all-reduce of the same Adam (on the
-// parameters rather than the gradients); larger k sends 1/k of its bytes.
+// the k-th Step after the last merge averages the parameters and Adam's
+// second moment across the ranks with one MPI_Allreduce (a sum, then a
+// division by the rank count), so the ranks leave a merge step with the same
+// parameters and second moment. An explicit Merge() (before an evaluation)
+// restarts the count of k. k = 1 is the per-step all-reduce of the same Adam
+// (on the parameters rather than the gradients); larger k sends 1/k of its
+// bytes. Stats() counts the all-reduces and the bytes handed to them.
 //
 // The sparse embeddings are not DenseSync's: they live in a Store or a
 // Cluster, whose Push applies their optimizer once per key.
 //
-// Collective: Step() on every k-th call, and Merge(), must be called by every
-// rank of the communicator the same number of times, with the same buffers
-// registered (same count of floats, in the same order); a mismatch fails the
-// first merge on every rank with InvalidArgument naming the rank. A rank that
-// dies or hangs makes the others' merge return Unavailable after
-// collective_timeout_ms.
+// Collective: Step() on every k-th call since the last merge, and Merge(),
+// must be called by every rank of the communicator the same number of times,
+// with the same buffers registered (same count of floats, in the same
+// order); a mismatch fails the first merge on every rank with InvalidArgument
+// naming the rank. A rank that dies or hangs makes the others' merge return
+// Unavailable after collective_timeout_ms.
 //
 // Thread safety: one thread drives a DenseSync. Ownership: the caller owns
 // the registered buffers, which must outlive the DenseSync, and the
@@ -66,6 +68,7 @@ struct DenseSyncStats {
   uint64_t merges = 0;
   uint64_t bytes_allreduced = 0;  // bytes this rank handed to MPI_Allreduce
   uint64_t allreduce_us = 0;      // time in the merges' all-reduce
+  uint64_t unmerged_steps = 0;    // Steps since the last merge (0: merged, or no Step yet)
 };
 
 class DenseSync {
@@ -82,10 +85,12 @@ class DenseSync {
   virtual Result<uint32_t> Register(const std::string& name, float* params, const float* grads,
                                     size_t count, DenseMemory memory = DenseMemory::kHost) = 0;
 
-  // Applies one Adam step to every buffer; every k-th call (the k-th, 2k-th,
-  // ...) is collective and then averages parameters and second moments.
+  // Applies one Adam step to every buffer; the k-th call since the last
+  // merge (the k-th, 2k-th, ... when Merge is never called) is collective
+  // and then averages parameters and second moments.
   [[nodiscard]] virtual Status Step() = 0;
-  // Collective: averages now (e.g. before a checkpoint or an evaluation).
+  // Collective: averages now (e.g. before a checkpoint or an evaluation);
+  // the next merge of Step is then k Steps away.
   [[nodiscard]] virtual Status Merge() = 0;
 
   virtual int rank() const = 0;

@@ -627,7 +627,35 @@ uint64_t RunDense(uint32_t k, int steps) {
   return stats.bytes_allreduced;
 }
 
+// An explicit Merge restarts the count of k: at k = 4, two Steps, a Merge,
+// then the fourth Step after it (not the second) merges.
+void MergeRestartsK() {
+  DenseSyncOptions o;
+  o.merge_every_steps = 4;
+  Result<std::unique_ptr<DenseSync>> sync = DenseSync::Create(o, MPI_COMM_WORLD);
+  HELPER_CHECK("dense_sync", sync.ok(), sync.status().ToString());
+  std::vector<float> x(5, 0.5f), g(5, 0.25f);
+  HELPER_CHECK("dense_sync", (*sync)->Register("x", x.data(), g.data(), x.size()).ok(), "register");
+  auto expect = [&](uint64_t merges, uint64_t unmerged, const char* when) {
+    const DenseSyncStats s = (*sync)->Stats();
+    HELPER_CHECK("dense_sync", s.merges == merges && s.unmerged_steps == unmerged,
+                 std::string(when) + ": " + std::to_string(s.merges) + " merges, " +
+                     std::to_string(s.unmerged_steps) + " unmerged steps");
+  };
+  for (int s = 0; s < 2; ++s) HELPER_CHECK("dense_sync", (*sync)->Step().ok(), "step");
+  expect(0, 2, "two steps");
+  HELPER_CHECK("dense_sync", (*sync)->Merge().ok(), "merge");
+  expect(1, 0, "after Merge");
+  for (int s = 0; s < 3; ++s) HELPER_CHECK("dense_sync", (*sync)->Step().ok(), "step");
+  expect(1, 3, "three steps after Merge");
+  HELPER_CHECK("dense_sync", (*sync)->Step().ok(), "step");
+  expect(2, 0, "four steps after Merge");
+  HELPER_CHECK("dense_sync", (*sync)->Stats().bytes_allreduced == 2 * 2 * 5 * sizeof(float),
+               "bytes after two merges of 5 floats");
+}
+
 void DenseSyncScenario() {
+  MergeRestartsK();
   const uint64_t every = RunDense(1, 20);
   const uint64_t tenth = RunDense(10, 20);
   HELPER_CHECK("dense_sync", every == 20 * 2 * 71 * sizeof(float), std::to_string(every));

@@ -76,12 +76,7 @@ void ExpectSameRows(const std::string& expected_path, const std::string& actual_
 class ClusterReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (testing::Mpirun().empty()) {
-      GTEST_SKIP() << "mpirun is not installed (scripts/deps.sh installs it)";
-    }
-#ifndef STRATA_HAVE_MPI
-    GTEST_SKIP() << "the build found no MPI (STRATA_MPI): strata replay has no --cluster";
-#endif
+    if (const std::string why = testing::MpiSkipReason("replay"); !why.empty()) GTEST_SKIP() << why;
     ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
     trace_ = dir_.File("criteo.trace");
     std::string out;

@@ -29,6 +29,18 @@ inline std::string Mpirun() {
   return "";
 }
 
+// Why a test of `strata <command> --cluster` under mpirun cannot run here
+// ("" when it can): mpirun missing, or a build without MPI.
+inline std::string MpiSkipReason(const std::string& command) {
+  if (Mpirun().empty()) return "mpirun is not installed (scripts/deps.sh installs it)";
+#ifndef STRATA_HAVE_MPI
+  return "the build found no MPI (STRATA_MPI): strata " + command + " has no --cluster";
+#else
+  (void)command;
+  return "";
+#endif
+}
+
 // "... mpirun ... -np <ranks>", to be followed by the program and its
 // arguments; the whole job runs under `timeout timeout_s`.
 inline std::string MpirunCommand(int ranks, int timeout_s = 240) {
