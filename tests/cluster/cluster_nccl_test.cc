@@ -417,7 +417,6 @@ TEST_F(ClusterNcclTest, ExchangeCounters) {
   EXPECT_EQ(summed->store.pulls, mine.store.pulls);
   EXPECT_EQ(summed->store.pushes, mine.store.pushes);
   EXPECT_EQ(summed->store.intents, mine.store.intents);
-  EXPECT_EQ(summed->store.t0.rows, mine.store.t0.rows);
   // AgreeOn names rank 0 in a failure, and passes an OK through.
   EXPECT_TRUE(c->AgreeOn(Status::Ok()).ok());
   const Status agreed = c->AgreeOn(Status::NotFound("file x"));
