@@ -28,7 +28,16 @@
 #if STRATA_HAVE_MPI && STRATA_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "cluster/nccl_comm.h"
 #include "strata/cluster.h"
 #include "strata/store.h"
 
@@ -422,6 +431,76 @@ TEST_F(ClusterNcclTest, ExchangeCounters) {
   const Status agreed = c->AgreeOn(Status::NotFound("file x"));
   EXPECT_TRUE(agreed.IsNotFound());
   EXPECT_EQ(agreed.message(), "rank 0: file x");
+}
+
+// A collective that never completes (a receive from itself with no send)
+// times out, is aborted and leaves the communicator unusable: run in a
+// child process (HungCollectiveTimesOutAndAborts), so that a hang cannot
+// outlive the test. Skips unless that test started it.
+constexpr char kTimeoutChildEnv[] = "STRATA_NCCL_TIMEOUT_CHILD";
+
+TEST(ClusterNcclTimeoutChild, Body) {
+  const char* done_file = std::getenv(kTimeoutChildEnv);
+  if (done_file == nullptr) GTEST_SKIP() << "run by HungCollectiveTimesOutAndAborts";
+  CUDA_OK(cudaSetDevice(0));
+  ncclUniqueId id;
+  NCCL_OK(ncclGetUniqueId(&id));
+  ncclComm_t parent = nullptr;
+  NCCL_OK(ncclCommInitRank(&parent, 1, id, 0));
+  Result<std::unique_ptr<cluster::NcclComm>> comm = cluster::NcclComm::Split(parent, 500);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  DeviceFloats buffer(16);
+  ASSERT_TRUE(buffer.ok());
+  const std::vector<int> send_counts = {0};
+  const std::vector<int> recv_counts = {4};
+  const auto start = std::chrono::steady_clock::now();
+  Status s =
+      (*comm)->AllToAllv(buffer.get(), send_counts, buffer.get(), recv_counts, 4 * sizeof(float));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
+  EXPECT_NE(s.message().find("did not complete within 500 ms"), std::string::npos) << s.ToString();
+  EXPECT_GE(waited, std::chrono::milliseconds(500));
+  // Unusable from here on, without another NCCL call.
+  uint64_t one = 1;
+  uint64_t sum = 0;
+  s = (*comm)->AllReduceSum(&one, &sum, 1);
+  EXPECT_TRUE(s.IsUnavailable()) << s.ToString();
+  EXPECT_TRUE((*comm)->AgreeOn(Status::Ok()).IsUnavailable());
+  comm->reset();
+  (void)ncclCommAbort(parent);
+  if (!::testing::Test::HasFailure()) std::ofstream(done_file) << "ok\n";
+}
+
+TEST_F(ClusterNcclTest, HungCollectiveTimesOutAndAborts) {
+  testing::ScratchDir dir;
+  const std::string done_file = dir.File("done");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // exec at once: the child starts CUDA afresh
+    setenv(kTimeoutChildEnv, done_file.c_str(), 1);
+    execl("/proc/self/exe", "nccl_timeout_child", "--gtest_filter=ClusterNcclTimeoutChild.Body",
+          static_cast<char*>(nullptr));
+    _exit(8);
+  }
+  // The child's own bound is 500 ms; a hang past a minute is a failure.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  int status = 0;
+  pid_t got = 0;
+  while ((got = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (got == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the hung collective was not aborted within 60 s";
+  }
+  ASSERT_EQ(got, pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "child: " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+  std::string text;
+  std::ifstream(done_file) >> text;
+  EXPECT_EQ(text, "ok") << "the child did not run its checks to the end";
 }
 
 }  // namespace
