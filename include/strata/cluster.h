@@ -42,12 +42,13 @@
 //   NCCL form (Open with the pipeline's ncclComm_t, or ClusterTransport::kNccl
 //     with an MPI_Comm, over which rank 0's ncclUniqueId reaches every rank):
 //     out and grads in GPU memory, on the stream passed to Pull and Push
-//     (keys in host or GPU memory); keys, rows and gradients travel by
-//     grouped ncclSend/ncclRecv, the control plane by NCCL collectives; the
-//     shards keep T0 on the GPU (store.use_gpu). Open with an ncclComm_t makes
-//     no MPI call, so MPI need not be initialized. Each rank's GPU is the
-//     current device of the thread that calls Open (cudaSetDevice first); the
-//     collective calls make it current again. Builds without NCCL refuse it.
+//     (their keys in host or GPU memory, Intent's in host memory); keys,
+//     rows and gradients travel by grouped ncclSend/ncclRecv, the control
+//     plane by NCCL collectives; the shards keep T0 on the GPU
+//     (store.use_gpu). Open with an ncclComm_t makes no MPI call, so MPI
+//     need not be initialized. Each rank's GPU is the current device of the
+//     thread that calls Open (cudaSetDevice first); the collective calls
+//     make it current again. Builds without NCCL refuse it.
 #pragma once
 
 // The C bindings only: Open MPI's C++ bindings are deprecated and warn.
