@@ -52,7 +52,7 @@ Status ClusterImpl::Checkpoint() {
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(WriteShardRecord(next, next).WithContext(context)));
 
   std::vector<uint64_t> generations(world_size());
-  STRATA_RETURN_IF_ERROR(comm_->AllGather(&next, generations.data(), 1, MPI_UINT64_T));
+  STRATA_RETURN_IF_ERROR(comm_->AllGather(&next, generations.data(), sizeof(next)));
   Status written = Status::Ok();
   if (rank() == 0) {
     ClusterManifest manifest;

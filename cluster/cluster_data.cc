@@ -1,57 +1,42 @@
 // Pull and Push across ranks (docs/cluster.md, "The exchange").
 //
 // Both start alike: route this rank's keys (distinct, grouped by owner), then
-// one MPI_Alltoall of a Header per rank pair (the local checks' code, the
+// one all-to-all of a Header per rank pair (the local checks' code, the
 // key count, table and worker) so every rank learns at once whether anyone's
-// input was bad and how many keys it will receive, then one MPI_Alltoallv of
+// input was bad and how many keys it will receive, then one all-to-allv of
 // the keys. Pull: each owner pulls the keys it received from its shard, the
-// rows go back by a second MPI_Alltoallv and scatter into `out` in the
+// rows go back by a second all-to-allv and scatter into `out` in the
 // caller's order. Push: the gradients of duplicates are summed before they
 // travel, go to the owners in the same all-to-all shape, and each owner sums
 // what the ranks sent for a key and pushes every key once. A cluster of one
-// rank calls its shard directly. Keys, rows and gradients travel by Exchange
+// rank calls its shard directly (the MPI form). The NCCL form's device
+// buffers take the same steps in cluster_device.cc. Keys, rows and gradients travel by Exchange
 // (cluster_exchange.cc): one all-to-all when flat, along the topology's
 // routes when two-phase; the headers always go straight.
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "cluster/cluster_impl.h"
 #include "engine/limits.h"
 
 namespace strata::cluster {
-namespace {
-
 uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                    std::chrono::steady_clock::now() - start)
                                    .count());
 }
 
-// A shard call failing with IOError or ResourceExhausted (an SSD error, a
-// tier full for the moment) is retried by the owner itself, at most
-// kOwnerAttemptsMax times with a backoff doubling from kOwnerBackoffMin to
-// kOwnerBackoffMax (under a second in all, far below any collective
-// timeout): a Store call that fails changes nothing, so the retry is safe,
-// and a Push then fails across ranks only when one owner's shard keeps
-// failing, not on every transient error of one of R shards.
-constexpr uint32_t kOwnerAttemptsMax = 64;
-constexpr auto kOwnerBackoffMin = std::chrono::microseconds(100);
-constexpr auto kOwnerBackoffMax = std::chrono::milliseconds(10);
-
-template <typename Fn>
-Status ServeRetried(Fn&& fn) {
-  auto backoff = std::chrono::microseconds(kOwnerBackoffMin);
-  Status s = fn();
-  for (uint32_t i = 1; i < kOwnerAttemptsMax && (s.IsIOError() || s.IsResourceExhausted()); ++i) {
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min<std::chrono::microseconds>(2 * backoff, kOwnerBackoffMax);
-    s = fn();
-  }
-  return s;
+Status NotRetriable(const Status& served) {
+  if (!served.IsIOError() && !served.IsResourceExhausted()) return served;
+  // The other owners (and this one's earlier chunks) may have applied
+  // their part: a retry of the whole Push would apply those twice, so
+  // the error is not one a caller retries (not IOError).
+  return Status::FailedPrecondition(
+      "the owner's shard failed " + std::to_string(kOwnerAttemptsMax) + " attempts of its part (" +
+      served.ToString() +
+      "); other owners may have applied theirs, so this Push is partly applied and must not "
+      "be retried");
 }
-
-}  // namespace
 
 uint64_t ClusterImpl::RemoteItems(std::span<const int> counts) const {
   uint64_t items = 0;
@@ -76,8 +61,7 @@ Status ClusterImpl::ExchangeHeaders(const Status& local, WorkerId worker, TableI
     headers_out_[r] = Header{static_cast<int32_t>(local.code()),
                              local.ok() ? router_.counts()[r] : 0, table, worker};
   }
-  STRATA_RETURN_IF_ERROR(comm_->AllToAll(headers_out_.data(), headers_in_.data(),
-                                         static_cast<int>(sizeof(Header)), MPI_BYTE));
+  STRATA_RETURN_IF_ERROR(comm_->AllToAll(headers_out_.data(), headers_in_.data(), sizeof(Header)));
   std::vector<int32_t> codes(n);
   for (int r = 0; r < n; ++r) codes[r] = headers_in_[r].code;
   STRATA_RETURN_IF_ERROR(comm_->AgreeOnKnown(codes, local));
@@ -105,13 +89,31 @@ Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
   counters_.keys_sent.fetch_add(RemoteItems(router_.counts()), std::memory_order_relaxed);
   counters_.keys_served.fetch_add(RemoteItems(recv_counts), std::memory_order_relaxed);
   CountBytes(router_.counts(), recv_counts, sizeof(Key));
+  if (comm_->data_on_device()) {
+    return ExchangeHostBuffers(router_.grouped().data(), router_.counts(), recv_keys_.data(),
+                               recv_counts, sizeof(Key));
+  }
   return Exchange(router_.grouped().data(), router_.counts(), recv_keys_.data(), recv_counts,
-                  MPI_UINT64_T);
+                  sizeof(Key));
 }
 
-Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) {
+Status ClusterImpl::RouteAndSendKeys(const Status& local, WorkerId worker, TableId table,
+                                     std::span<const Key> keys, std::vector<int>* recv_counts) {
+  if (local.ok()) router_.Route(table, keys, static_cast<uint32_t>(world_size()));
+  STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Pull", recv_counts));
+  return SendKeys(*recv_counts);
+}
+
+Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out,
+                         void* stream) {
   base::MutexLock lock(&collective_mu_);
   const Status local = CheckCall(worker, table, keys, out, "Cluster::Pull");
+  if (comm_->data_on_device()) {
+    comm_->UseStream(stream);
+    Status s = PullOnDevice(local, worker, table, keys, out);
+    comm_->UseOwnStream();
+    return s;
+  }
   // One rank: nothing to exchange, the shard is the store (AgreeOn still
   // names rank 0 in a refusal, as at any size).
   if (world_size() == 1) {
@@ -119,11 +121,9 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
     counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
     return ServeRetried([&] { return shard_->Pull(worker, table, keys, out); });
   }
-  if (local.ok()) router_.Route(table, keys, static_cast<uint32_t>(world_size()));
   const auto start = std::chrono::steady_clock::now();
   std::vector<int> recv_counts;
-  STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Pull", &recv_counts));
-  STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
+  STRATA_RETURN_IF_ERROR(RouteAndSendKeys(local, worker, table, keys, &recv_counts));
   uint64_t exchange_us = MicrosSince(start);
 
   // The owner's part: every key the ranks asked for, in chunks the shard takes.
@@ -144,7 +144,7 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   batch_rows_.resize(router_.grouped().size() * dim);
   CountBytes(recv_counts, router_.counts(), dim * sizeof(float));
   STRATA_RETURN_IF_ERROR(Exchange(owner_rows_.data(), recv_counts, batch_rows_.data(),
-                                  router_.counts(), row_types_[table]));
+                                  router_.counts(), dim * sizeof(float)));
   exchange_us += MicrosSince(rows_start);
   const std::span<const uint32_t> slots = router_.slots();
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -156,9 +156,15 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
 }
 
 Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> keys,
-                         const float* grads) {
+                         const float* grads, void* stream) {
   base::MutexLock lock(&collective_mu_);
   const Status local = CheckCall(worker, table, keys, grads, "Cluster::Push");
+  if (comm_->data_on_device()) {
+    comm_->UseStream(stream);
+    Status s = PushOnDevice(local, worker, table, keys, grads);
+    comm_->UseOwnStream();
+    return s;
+  }
   if (world_size() == 1) {
     STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
     counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
@@ -182,7 +188,7 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
   owner_rows_.resize(recv_keys_.size() * dim);
   CountBytes(router_.counts(), recv_counts, dim * sizeof(float));
   STRATA_RETURN_IF_ERROR(Exchange(batch_rows_.data(), router_.counts(), owner_rows_.data(),
-                                  recv_counts, row_types_[table]));
+                                  recv_counts, dim * sizeof(float)));
   counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
 
   // The owner's part: sum what several ranks sent for one key, so each key is
@@ -201,17 +207,7 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
     const size_t n = std::min<size_t>(engine::kBatchKeysMax, unique.size() - at);
     const std::span<const Key> part = unique.subspan(at, n);
     const float* sums = owner_sums_.data() + at * dim;
-    served = ServeRetried([&] { return shard_->Push(worker, table, part, sums); });
-    if (served.IsIOError() || served.IsResourceExhausted()) {
-      // The other owners (and this one's earlier chunks) may have applied
-      // their part: a retry of the whole Push would apply those twice, so
-      // the error is not one a caller retries (not IOError).
-      served = Status::FailedPrecondition(
-          "the owner's shard failed " + std::to_string(kOwnerAttemptsMax) +
-          " attempts of its part (" + served.ToString() +
-          "); other owners may have applied theirs, so this Push is partly applied and must not "
-          "be retried");
-    }
+    served = NotRetriable(ServeRetried([&] { return shard_->Push(worker, table, part, sums); }));
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Push: the owner's shard")));
   counters_.push_calls.fetch_add(1, std::memory_order_relaxed);

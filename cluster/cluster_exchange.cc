@@ -46,7 +46,11 @@ void AppendParcel(std::vector<char>* out, int src, int dst, const char* data, ui
 Status ClusterImpl::PlanExchange() {
   Status local = Status::Ok();
   std::string describe = "flat";
-  if (options_.exchange == ClusterExchange::kTwoPhase && options_.topology.empty()) {
+  if (options_.exchange == ClusterExchange::kTwoPhase && comm_->data_on_device()) {
+    local = Status::InvalidArgument(
+        "ClusterOptions::exchange is two-phase, which the NCCL form does not take: NCCL routes "
+        "over NVLink and the NICs itself (use ClusterExchange::kFlat)");
+  } else if (options_.exchange == ClusterExchange::kTwoPhase && options_.topology.empty()) {
     local = Status::InvalidArgument(
         "ClusterOptions::exchange is two-phase but ClusterOptions::topology is empty");
   } else if (!options_.topology.empty()) {
@@ -80,12 +84,11 @@ Status ClusterImpl::PlanExchange() {
 }
 
 Status ClusterImpl::Exchange(const void* send, std::span<const int> send_counts, void* recv,
-                             std::span<const int> recv_counts, MPI_Datatype type) {
+                             std::span<const int> recv_counts, size_t item_bytes) {
   if (!plan_.has_value() || plan_->stages() <= 1) {
-    return comm_->AllToAllv(send, send_counts, recv, recv_counts, type);
+    return comm_->AllToAllv(send, send_counts, recv, recv_counts, item_bytes);
   }
-  int type_bytes = 0;
-  STRATA_RETURN_IF_ERROR(MpiError(MPI_Type_size(type, &type_bytes), "MPI_Type_size", rank()));
+  const uint64_t type_bytes = item_bytes;
   const int n = world_size();
   const int me = rank();
   const std::vector<uint64_t> send_at = ByteOffsets(send_counts, type_bytes);
@@ -121,7 +124,7 @@ Status ClusterImpl::Exchange(const void* send, std::span<const int> send_counts,
       out_bytes[r] = static_cast<int>(to[r]);
     }
     if (too_big) std::fill(out_bytes.begin(), out_bytes.end(), -1);
-    STRATA_RETURN_IF_ERROR(comm_->AllToAll(out_bytes.data(), in_bytes.data(), 1, MPI_INT));
+    STRATA_RETURN_IF_ERROR(comm_->AllToAll(out_bytes.data(), in_bytes.data(), sizeof(int)));
     for (int r = 0; r < n; ++r) {
       if (in_bytes[r] < 0) {
         return Status::ResourceExhausted("rank " + std::to_string(r) +
@@ -149,7 +152,7 @@ Status ClusterImpl::Exchange(const void* send, std::span<const int> send_counts,
     for (int b : in_bytes) in_total += b;
     parcels_in_.resize(in_total);
     STRATA_RETURN_IF_ERROR(
-        comm_->AllToAllv(parcels_out_.data(), out_bytes, parcels_in_.data(), in_bytes, MPI_BYTE));
+        comm_->AllToAllv(parcels_out_.data(), out_bytes, parcels_in_.data(), in_bytes, 1));
     // Land what is for this rank; hold the rest for the next stage.
     parcels_held_.clear();
     for (size_t at = 0; at < parcels_in_.size();) {

@@ -1,4 +1,5 @@
-// ClusterImpl: the Cluster behind include/strata/cluster.h, over MPI.
+// ClusterImpl: the Cluster behind include/strata/cluster.h, over a Comm
+// (comm.h): MpiComm for the MPI form, NcclComm for the NCCL form.
 //
 // Files, one concern each (all define ClusterImpl members):
 //   cluster_open.cc        Open: the communicator, the table check across
@@ -6,6 +7,7 @@
 //                          RegisterWorker, Close
 //   cluster_data.cc        Pull and Push: route, header all-to-all, keys
 //                          (and gradients) to owners, rows back
+//   cluster_device.cc      the same over device buffers (the NCCL form)
 //   cluster_exchange.cc    the exchange plan (flat or two-phase) and the
 //                          all-to-all along its routes
 //   cluster_intent.cc      Intent queues per owner, their delivery at
@@ -15,7 +17,8 @@
 //   shard_backup.h         a shard's kept previous checkpoint
 //   cluster_stats.cc       Stats and SummedStats
 //   key_router.h           distinct keys grouped by owner
-//   mpi_comm.h             MPI calls as Status; AgreeOn
+//   comm.h                 the collectives as Status; AgreeOn
+//   mpi_comm.h, nccl_comm.h  the Comm over MPI, over NCCL
 //   manifest.h             CLUSTER and CLUSTER_SHARD files
 //
 // Locking: collective_mu_ serializes the collective calls of one rank (and
@@ -24,15 +27,18 @@
 // queued intents. Counters are atomics, read by Stats without a lock.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "base/mutex.h"
+#include "cluster/comm.h"
 #include "cluster/key_router.h"
-#include "cluster/mpi_comm.h"
 #include "cluster/route_plan.h"
 #include "io/env.h"
 #include "strata/cluster.h"
@@ -47,6 +53,56 @@ struct ExchangeCounters {
   std::atomic<uint64_t> bytes_forwarded{0};
 };
 
+// A shard call failing with IOError or ResourceExhausted (an SSD error, a
+// tier full for the moment) is retried by the owner itself, at most
+// kOwnerAttemptsMax times with a backoff doubling from kOwnerBackoffMin to
+// kOwnerBackoffMax (under a second in all, far below any collective
+// timeout): a Store call that fails changes nothing, so the retry is safe,
+// and a Push then fails across ranks only when one owner's shard keeps
+// failing, not on every transient error of one of R shards.
+constexpr uint32_t kOwnerAttemptsMax = 64;
+constexpr auto kOwnerBackoffMin = std::chrono::microseconds(100);
+constexpr auto kOwnerBackoffMax = std::chrono::milliseconds(10);
+
+template <typename Fn>
+Status ServeRetried(Fn&& fn) {
+  auto backoff = std::chrono::microseconds(kOwnerBackoffMin);
+  Status s = fn();
+  for (uint32_t i = 1; i < kOwnerAttemptsMax && (s.IsIOError() || s.IsResourceExhausted()); ++i) {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min<std::chrono::microseconds>(2 * backoff, kOwnerBackoffMax);
+    s = fn();
+  }
+  return s;
+}
+
+// Microseconds since `start`.
+uint64_t MicrosSince(std::chrono::steady_clock::time_point start);
+// `served`, an owner's failed part of a Push after ServeRetried: an IOError
+// or ResourceExhausted becomes FailedPrecondition, since other owners may
+// have applied their parts and a retry of the whole Push would apply them
+// twice.
+Status NotRetriable(const Status& served);
+
+// A grow-only buffer of device memory (the NCCL form's scratch).
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  // At least `bytes` at data(); the contents are not kept.
+  [[nodiscard]] Status Reserve(size_t bytes);
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 class ClusterImpl final : public Cluster {
  public:
   // `env`: the cluster's own files (manifest, shard records, the shards'
@@ -55,6 +111,10 @@ class ClusterImpl final : public Cluster {
   static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                MPI_Comm comm, io::Env* env);
+  // Over `comm` (Collective; its timeout set here).
+  static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
+                                               const std::vector<TableOptions>& tables,
+                                               std::unique_ptr<Comm> comm, io::Env* env);
   ~ClusterImpl() override;
 
   int rank() const override { return comm_->rank(); }
@@ -64,10 +124,10 @@ class ClusterImpl final : public Cluster {
                 Clock end) override EXCLUDES(intent_mu_);
   Status AdvanceClock(WorkerId worker) override EXCLUDES(collective_mu_);
   Result<Clock> CurrentClock(WorkerId worker) const override;
-  Status Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out) override
-      EXCLUDES(collective_mu_);
-  Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
-              const float* grads) override EXCLUDES(collective_mu_);
+  Status Pull(WorkerId worker, TableId table, std::span<const Key> keys, float* out,
+              void* stream) override EXCLUDES(collective_mu_);
+  Status Push(WorkerId worker, TableId table, std::span<const Key> keys, const float* grads,
+              void* stream) override EXCLUDES(collective_mu_);
   Status DrainIntents() override EXCLUDES(collective_mu_);
   Status Checkpoint() override EXCLUDES(collective_mu_);
   Status AgreeOn(const Status& local) override EXCLUDES(collective_mu_);
@@ -99,7 +159,7 @@ class ClusterImpl final : public Cluster {
   };
 
   ClusterImpl(const ClusterOptions& options, const std::vector<TableOptions>& tables,
-              std::unique_ptr<MpiComm> comm, io::Env* env);
+              std::unique_ptr<Comm> comm, io::Env* env);
 
   // Open (cluster_open.cc).
   Status CheckTablesAcrossRanks() REQUIRES(collective_mu_);
@@ -118,15 +178,40 @@ class ClusterImpl final : public Cluster {
   // local checks; *recv_counts: keys each rank sends this one.
   Status ExchangeHeaders(const Status& local, WorkerId worker, TableId table, const char* what,
                          std::vector<int>* recv_counts) REQUIRES(collective_mu_);
-  // Sends router_.grouped() to the owners into recv_keys_.
+  // Pull's start: routes `keys` (when `local` is OK), exchanges the headers
+  // and sends the keys.
+  Status RouteAndSendKeys(const Status& local, WorkerId worker, TableId table,
+                          std::span<const Key> keys, std::vector<int>* recv_counts)
+      REQUIRES(collective_mu_);
+  // Sends router_.grouped() to the owners into recv_keys_ (host memory on
+  // either form).
   Status SendKeys(std::span<const int> recv_counts) REQUIRES(collective_mu_);
+
+  // comm_->AllToAllv over host buffers on either form: staged through device
+  // memory on the NCCL form (cluster_device.cc).
+  Status ExchangeHostBuffers(const void* send, std::span<const int> send_counts, void* recv,
+                             std::span<const int> recv_counts, size_t item_bytes)
+      REQUIRES(collective_mu_);
+  // The NCCL form's Pull and Push (cluster_device.cc), after the local check.
+  Status PullOnDevice(const Status& local, WorkerId worker, TableId table,
+                      std::span<const Key> keys, float* out) REQUIRES(collective_mu_);
+  Status PushOnDevice(const Status& local, WorkerId worker, TableId table,
+                      std::span<const Key> keys, const float* grads) REQUIRES(collective_mu_);
+  // `checked` (a call's local check), after pointing *keys where the host can
+  // read them: at themselves, or at their copy in host_keys_ when they are
+  // device memory (an error copying them is the call's local error).
+  Status KeysOnHost(const Status& checked, std::span<const Key>* keys) REQUIRES(collective_mu_);
+  // index_ = the rows of each of `groups` slots in `slots`, grouped by slot in
+  // ascending order, then the groups' starts (kernels::detail::GpuSumRowGroups),
+  // copied to the device.
+  Status UploadGroups(std::span<const uint32_t> slots, size_t groups) REQUIRES(collective_mu_);
 
   // The exchange plan (cluster_exchange.cc): builds plan_ from the options
   // and checks that every rank has the same.
   Status PlanExchange() REQUIRES(collective_mu_);
   // comm_->AllToAllv's contract, along plan_'s routes (straight when flat).
   Status Exchange(const void* send, std::span<const int> send_counts, void* recv,
-                  std::span<const int> recv_counts, MPI_Datatype type) REQUIRES(collective_mu_);
+                  std::span<const int> recv_counts, size_t item_bytes) REQUIRES(collective_mu_);
 
   // Intent delivery (cluster_intent.cc).
   Status DeliverIntents() REQUIRES(collective_mu_) EXCLUDES(intent_mu_);
@@ -134,7 +219,7 @@ class ClusterImpl final : public Cluster {
   // Checkpoint (cluster_checkpoint.cc).
   Status WriteShardRecord(uint64_t generation, uint64_t pending) REQUIRES(collective_mu_);
 
-  // The items of MPI counts that go to (come from) other ranks than this one.
+  // The items of counts that go to (come from) other ranks than this one.
   uint64_t RemoteItems(std::span<const int> counts) const;
   // Adds the bytes of an all-to-all with these counts to the byte counters.
   void CountBytes(std::span<const int> sent, std::span<const int> received, uint64_t item_bytes);
@@ -143,10 +228,10 @@ class ClusterImpl final : public Cluster {
   ClusterOptions options_;
   std::vector<TableOptions> tables_;
   io::Env* const env_;
-  std::unique_ptr<MpiComm> comm_;
+  std::unique_ptr<Comm> comm_;
   std::unique_ptr<Store> shard_;
-  std::vector<MPI_Datatype> row_types_;  // per table: dim contiguous floats
-  std::optional<RoutePlan> plan_;        // kTwoPhase only
+  bool shard_on_gpu_ = false;      // the shard's T0 is on the GPU (NCCL form)
+  std::optional<RoutePlan> plan_;  // kTwoPhase only
 
   std::atomic<uint32_t> workers_{0};
   std::atomic<bool> closed_{false};
@@ -169,6 +254,17 @@ class ClusterImpl final : public Cluster {
   std::vector<char> parcels_held_ GUARDED_BY(collective_mu_);
   std::vector<char> parcels_out_ GUARDED_BY(collective_mu_);
   std::vector<char> parcels_in_ GUARDED_BY(collective_mu_);
+  // The NCCL form's scratch: device memory (keys out and in, rows of this
+  // rank's distinct keys, rows at the owner, the owner's summed gradients,
+  // index_ on the device) and host memory (device keys copied back, groups).
+  DeviceScratch device_keys_out_ GUARDED_BY(collective_mu_);
+  DeviceScratch device_keys_in_ GUARDED_BY(collective_mu_);
+  DeviceScratch device_batch_rows_ GUARDED_BY(collective_mu_);
+  DeviceScratch device_owner_rows_ GUARDED_BY(collective_mu_);
+  DeviceScratch device_owner_sums_ GUARDED_BY(collective_mu_);
+  DeviceScratch device_index_ GUARDED_BY(collective_mu_);
+  std::vector<Key> host_keys_ GUARDED_BY(collective_mu_);
+  std::vector<uint32_t> index_ GUARDED_BY(collective_mu_);
 
   base::Mutex intent_mu_ ACQUIRED_AFTER(collective_mu_);
   std::vector<OwnerQueue> queues_ GUARDED_BY(intent_mu_);  // per owner rank

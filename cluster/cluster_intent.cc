@@ -1,6 +1,6 @@
 // Intents across ranks: Intent queues keys per owner without any
 // communication; AdvanceClock and DrainIntents deliver every queued intent
-// in one exchange (MPI_Alltoall of counts, MPI_Alltoallv of records), and
+// in one exchange (an all-to-all of counts, an all-to-allv of records), and
 // each owner hands them to its shard's Store::Intent, whose planner then
 // prefetches them like local intents.
 //
@@ -75,17 +75,18 @@ Status ClusterImpl::DeliverIntents() {
     }
   }
   std::vector<uint64_t> recv;
-  if (n == 1) {  // one rank: its own intents, no exchange
+  if (n == 1 && !comm_->data_on_device()) {  // one MPI rank: its own intents, no exchange
     recv = std::move(send);
   } else {
     std::vector<int> recv_counts(n, 0);
-    STRATA_RETURN_IF_ERROR(comm_->AllToAll(send_counts.data(), recv_counts.data(), 1, MPI_INT));
+    STRATA_RETURN_IF_ERROR(
+        comm_->AllToAll(send_counts.data(), recv_counts.data(), sizeof(send_counts[0])));
     uint64_t total = 0;
     for (int c : recv_counts) total += c;
     recv.resize(total);
     CountBytes(send_counts, recv_counts, sizeof(uint64_t));
     STRATA_RETURN_IF_ERROR(
-        comm_->AllToAllv(send.data(), send_counts, recv.data(), recv_counts, MPI_UINT64_T));
+        ExchangeHostBuffers(send.data(), send_counts, recv.data(), recv_counts, sizeof(uint64_t)));
   }
   // The owner's part: the records, each a Store::Intent on the shard.
   Status local = Status::Ok();

@@ -1,6 +1,7 @@
 // Cluster::Open, RegisterWorker and Close, and the checks every call makes.
 //
-// Open, on every rank: duplicate the communicator; check that every rank
+// Open, on every rank: duplicate the communicator (MPI_Comm_dup, or NCCL's:
+// ncclCommSplit of the pipeline's, or ncclCommInitRank over MPI); check that every rank
 // passed the same tables; read the cluster manifest (rank 0) and every
 // shard's record, and refuse a different world size or shards that are not
 // at the manifest's generation; open the shard. Each step ends in AgreeOn, so
@@ -10,8 +11,14 @@
 
 #include "cluster/cluster_impl.h"
 #include "cluster/manifest.h"
+#include "cluster/mpi_comm.h"
 #include "engine/limits.h"
 #include "io/env.h"
+#include "kernels/gpu_runtime.h"
+
+#if STRATA_HAVE_NCCL
+#include "cluster/nccl_comm.h"
+#endif
 
 namespace strata {
 
@@ -19,6 +26,21 @@ Result<std::unique_ptr<Cluster>> Cluster::Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                MPI_Comm comm) {
   return cluster::ClusterImpl::Open(options, tables, comm, io::Env::Default());
+}
+
+Result<std::unique_ptr<Cluster>> Cluster::Open(const ClusterOptions& options,
+                                               const std::vector<TableOptions>& tables,
+                                               ncclComm_t comm) {
+  const std::string context = "Cluster::Open(" + options.store.dir + ")";
+#if STRATA_HAVE_NCCL
+  Result<std::unique_ptr<cluster::NcclComm>> nccl =
+      cluster::NcclComm::Split(comm, options.collective_timeout_ms);
+  if (!nccl.ok()) return nccl.status().WithContext(context);
+  return cluster::ClusterImpl::Open(options, tables, std::move(nccl).value(), io::Env::Default());
+#else
+  (void)tables, (void)comm;
+  return Status::FailedPrecondition(context + ": the NCCL form, but this build has no NCCL");
+#endif
 }
 
 namespace cluster {
@@ -56,7 +78,7 @@ std::vector<std::string> Lines(const std::string& text) {
 }  // namespace
 
 ClusterImpl::ClusterImpl(const ClusterOptions& options, const std::vector<TableOptions>& tables,
-                         std::unique_ptr<MpiComm> comm, io::Env* env)
+                         std::unique_ptr<Comm> comm, io::Env* env)
     : options_(options), tables_(tables), env_(env), comm_(std::move(comm)) {
   queues_.resize(comm_->size());
 }
@@ -66,21 +88,32 @@ Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options
                                                    MPI_Comm comm, io::Env* env) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MpiComm> dup, MpiComm::Dup(comm));
   dup->SetTimeout(options.collective_timeout_ms);
-  std::unique_ptr<ClusterImpl> cluster(new ClusterImpl(options, tables, std::move(dup), env));
+  if (options.transport == ClusterTransport::kMpi)
+    return Open(options, tables, std::move(dup), env);
+  const std::string context = "Cluster::Open(" + options.store.dir + ")";
+#if STRATA_HAVE_NCCL
+  Result<std::unique_ptr<NcclComm>> nccl =
+      NcclComm::Create(dup.get(), options.collective_timeout_ms);
+  if (!nccl.ok()) return nccl.status().WithContext(context);
+  return Open(options, tables, std::move(nccl).value(), env);
+#else
+  // Every rank runs the same build, so every rank refuses alike.
+  return Status::FailedPrecondition(context +
+                                    ": ClusterTransport::kNccl, but this build has no NCCL");
+#endif
+}
+
+Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options,
+                                                   const std::vector<TableOptions>& tables,
+                                                   std::unique_ptr<Comm> comm, io::Env* env) {
+  comm->SetTimeout(options.collective_timeout_ms);
+  std::unique_ptr<ClusterImpl> cluster(new ClusterImpl(options, tables, std::move(comm), env));
   const std::string context = "Cluster::Open(" + options.store.dir + ")";
   base::MutexLock lock(&cluster->collective_mu_);
   STRATA_RETURN_IF_ERROR(cluster->CheckTablesAcrossRanks().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->PlanExchange().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->CheckManifest().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->OpenShard().WithContext(context));
-  for (const TableOptions& t : tables) {
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    Status s = MpiError(MPI_Type_contiguous(static_cast<int>(t.dim), MPI_FLOAT, &type),
-                        "MPI_Type_contiguous", cluster->rank());
-    if (s.ok()) s = MpiError(MPI_Type_commit(&type), "MPI_Type_commit", cluster->rank());
-    STRATA_RETURN_IF_ERROR(s.WithContext(context));
-    cluster->row_types_.push_back(type);
-  }
   return std::unique_ptr<Cluster>(std::move(cluster));
 }
 
@@ -89,11 +122,19 @@ ClusterImpl::~ClusterImpl() {
     Status s = shard_->Close();  // local only: a destructor joins no collective
     if (!s.ok()) std::fprintf(stderr, "strata: ~Cluster: %s\n", s.ToString().c_str());
   }
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  for (MPI_Datatype& type : row_types_) {
-    if (!finalized) MPI_Type_free(&type);
-  }
+}
+
+DeviceScratch::~DeviceScratch() { kernels::detail::GpuFree(data_); }
+
+Status DeviceScratch::Reserve(size_t bytes) {
+  if (bytes <= bytes_) return Status::Ok();
+  const size_t grown = std::max(bytes, 2 * bytes_);
+  kernels::detail::GpuFree(data_);  // cudaFree waits for the device's work
+  data_ = nullptr;
+  bytes_ = 0;
+  STRATA_RETURN_IF_ERROR(kernels::detail::GpuAllocate(grown, &data_));
+  bytes_ = grown;
+  return Status::Ok();
 }
 
 Status ClusterImpl::CheckTablesAcrossRanks() {
@@ -187,12 +228,15 @@ Status ClusterImpl::CheckManifest() {
 Status ClusterImpl::OpenShard() {
   StoreOptions store = options_.store;
   store.dir = ShardDir(options_.store.dir, rank());
-  store.use_gpu = false;  // the MPI form exchanges host buffers
+  // The MPI form exchanges host buffers; the NCCL form device buffers, and
+  // a shard with T0 in host memory (use_gpu false) goes through host copies.
+  if (!comm_->data_on_device()) store.use_gpu = false;
   Status local = env_->CreateDirs(options_.store.dir);
   if (local.ok()) {
     Result<std::unique_ptr<Store>> opened = Store::Open(store, tables_);
     if (opened.ok()) {
       shard_ = std::move(opened).value();
+      shard_on_gpu_ = shard_->Stats().t0_on_gpu;
     } else {
       local = opened.status();
     }
@@ -241,7 +285,7 @@ Result<WorkerId> ClusterImpl::RegisterWorker() {
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local.WithContext("Cluster::RegisterWorker")));
   std::vector<uint32_t> ids(world_size());
-  STRATA_RETURN_IF_ERROR(comm_->AllGather(&id, ids.data(), 1, MPI_UINT32_T));
+  STRATA_RETURN_IF_ERROR(comm_->AllGather(&id, ids.data(), sizeof(id)));
   for (int r = 1; r < world_size(); ++r) {
     if (ids[r] != ids[0]) {
       return Status::Internal("Cluster::RegisterWorker: rank " + std::to_string(r) +

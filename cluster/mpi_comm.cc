@@ -1,8 +1,8 @@
 // MpiComm (mpi_comm.h): MPI calls as Status.
 #include "cluster/mpi_comm.h"
 
-#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <thread>
 
 namespace strata::cluster {
@@ -12,30 +12,6 @@ namespace {
 // kWaitSpin, then MPI_Test every kWaitPoll (the latency a long wait gains).
 constexpr auto kWaitSpin = std::chrono::microseconds(500);
 constexpr auto kWaitPoll = std::chrono::microseconds(50);
-
-// A Status of `code` (not OK) with `msg`.
-Status WithCode(StatusCode code, std::string msg) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-      return Status::InvalidArgument(std::move(msg));
-    case StatusCode::kNotFound:
-      return Status::NotFound(std::move(msg));
-    case StatusCode::kIOError:
-      return Status::IOError(std::move(msg));
-    case StatusCode::kCorruption:
-      return Status::Corruption(std::move(msg));
-    case StatusCode::kResourceExhausted:
-      return Status::ResourceExhausted(std::move(msg));
-    case StatusCode::kFailedPrecondition:
-      return Status::FailedPrecondition(std::move(msg));
-    case StatusCode::kUnavailable:
-      return Status::Unavailable(std::move(msg));
-    case StatusCode::kOk:
-    case StatusCode::kInternal:
-      break;
-  }
-  return Status::Internal(std::move(msg));
-}
 
 }  // namespace
 
@@ -71,7 +47,9 @@ Result<std::unique_ptr<MpiComm>> MpiComm::Dup(MPI_Comm comm) {
 MpiComm::~MpiComm() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  for (auto& [bytes, type] : item_types_) MPI_Type_free(&type);
+  MPI_Comm_free(&comm_);
 }
 
 void MpiComm::SetTimeout(uint64_t timeout_ms) { timeout_ms_ = timeout_ms; }
@@ -110,39 +88,50 @@ Status MpiComm::Wait(MPI_Request* req, std::string_view call) {
   return Status::Unavailable(broken_);
 }
 
-Status MpiComm::AgreeOn(const Status& local) {
-  if (size_ == 1) {  // nobody to agree with: the same message, no MPI call
-    STRATA_RETURN_IF_ERROR(CheckUsable());
-    return local.ok() ? Status::Ok() : WithCode(local.code(), "rank 0: " + local.message());
+Status MpiComm::ByteCount(size_t bytes, std::string_view call, int* count) const {
+  if (bytes > static_cast<size_t>(INT_MAX)) {
+    return Status::ResourceExhausted("rank " + std::to_string(rank_) + ": " + std::string(call) +
+                                     ": " + std::to_string(bytes) + " bytes, MPI counts at most " +
+                                     std::to_string(INT_MAX));
   }
-  const int32_t mine = static_cast<int32_t>(local.code());
-  std::vector<int32_t> codes(size_);
-  STRATA_RETURN_IF_ERROR(AllGather(&mine, codes.data(), 1, MPI_INT32_T));
-  return AgreeOnKnown(codes, local);
+  *count = static_cast<int>(bytes);
+  return Status::Ok();
 }
 
-Status MpiComm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local) {
-  const auto failed = std::find_if(codes.begin(), codes.end(), [](int32_t c) { return c != 0; });
-  if (failed == codes.end()) return Status::Ok();
-  // Every rank knows someone failed, so every rank gathers the messages.
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> messages,
-                          AllGatherBytes(local.ok() ? std::string() : local.message()));
-  const int at = static_cast<int>(failed - codes.begin());
-  return WithCode(static_cast<StatusCode>(*failed),
-                  "rank " + std::to_string(at) + ": " + messages[at]);
-}
-
-Status MpiComm::AllToAll(const void* send, void* recv, int per_rank, MPI_Datatype type) {
-  MPI_Request req;
-  STRATA_RETURN_IF_ERROR(CheckUsable());
+Result<MPI_Datatype> MpiComm::ItemType(size_t item_bytes) {
+  if (item_bytes == 1) return MPI_BYTE;
+  for (const auto& [bytes, type] : item_types_) {
+    if (bytes == item_bytes) return type;
+  }
+  int count = 0;
+  STRATA_RETURN_IF_ERROR(ByteCount(item_bytes, "MPI_Type_contiguous", &count));
+  MPI_Datatype type = MPI_DATATYPE_NULL;
   STRATA_RETURN_IF_ERROR(
-      MpiError(MPI_Ialltoall(send, per_rank, type, recv, per_rank, type, comm_, &req),
+      MpiError(MPI_Type_contiguous(count, MPI_BYTE, &type), "MPI_Type_contiguous", rank_));
+  Status s = MpiError(MPI_Type_commit(&type), "MPI_Type_commit", rank_);
+  if (!s.ok()) {
+    MPI_Type_free(&type);
+    return s;
+  }
+  item_types_.emplace_back(item_bytes, type);
+  return type;
+}
+
+Status MpiComm::AllToAll(const void* send, void* recv, size_t bytes) {
+  int count = 0;
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(ByteCount(bytes, "MPI_Ialltoall", &count));
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(
+      MpiError(MPI_Ialltoall(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_, &req),
                "MPI_Ialltoall", rank_));
   return Wait(&req, "MPI_Ialltoall");
 }
 
 Status MpiComm::AllToAllv(const void* send, std::span<const int> send_counts, void* recv,
-                          std::span<const int> recv_counts, MPI_Datatype type) {
+                          std::span<const int> recv_counts, size_t item_bytes) {
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_ASSIGN_OR_RETURN(MPI_Datatype type, ItemType(item_bytes));
   send_displs_.assign(size_, 0);
   recv_displs_.assign(size_, 0);
   for (int r = 1; r < size_; ++r) {
@@ -150,7 +139,6 @@ Status MpiComm::AllToAllv(const void* send, std::span<const int> send_counts, vo
     recv_displs_[r] = recv_displs_[r - 1] + recv_counts[r - 1];
   }
   MPI_Request req;
-  STRATA_RETURN_IF_ERROR(CheckUsable());
   STRATA_RETURN_IF_ERROR(
       MpiError(MPI_Ialltoallv(send, send_counts.data(), send_displs_.data(), type, recv,
                               recv_counts.data(), recv_displs_.data(), type, comm_, &req),
@@ -158,11 +146,13 @@ Status MpiComm::AllToAllv(const void* send, std::span<const int> send_counts, vo
   return Wait(&req, "MPI_Ialltoallv");
 }
 
-Status MpiComm::AllGather(const void* send, void* recv, int per_rank, MPI_Datatype type) {
-  MPI_Request req;
+Status MpiComm::AllGather(const void* send, void* recv, size_t bytes) {
+  int count = 0;
   STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(ByteCount(bytes, "MPI_Iallgather", &count));
+  MPI_Request req;
   STRATA_RETURN_IF_ERROR(
-      MpiError(MPI_Iallgather(send, per_rank, type, recv, per_rank, type, comm_, &req),
+      MpiError(MPI_Iallgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_, &req),
                "MPI_Iallgather", rank_));
   return Wait(&req, "MPI_Iallgather");
 }
@@ -170,7 +160,7 @@ Status MpiComm::AllGather(const void* send, void* recv, int per_rank, MPI_Dataty
 Result<std::vector<std::string>> MpiComm::AllGatherBytes(const std::string& mine) {
   const int len = static_cast<int>(mine.size());
   std::vector<int> lens(size_);
-  STRATA_RETURN_IF_ERROR(AllGather(&len, lens.data(), 1, MPI_INT));
+  STRATA_RETURN_IF_ERROR(AllGather(&len, lens.data(), sizeof(len)));
   std::vector<int> displs(size_, 0);
   for (int r = 1; r < size_; ++r) displs[r] = displs[r - 1] + lens[r - 1];
   std::string all(static_cast<size_t>(displs[size_ - 1]) + lens[size_ - 1], '\0');
@@ -185,11 +175,13 @@ Result<std::vector<std::string>> MpiComm::AllGatherBytes(const std::string& mine
   return out;
 }
 
-Status MpiComm::Broadcast(void* data, int count, MPI_Datatype type, int root) {
-  MPI_Request req;
+Status MpiComm::Broadcast(void* data, size_t bytes, int root) {
+  int count = 0;
   STRATA_RETURN_IF_ERROR(CheckUsable());
+  STRATA_RETURN_IF_ERROR(ByteCount(bytes, "MPI_Ibcast", &count));
+  MPI_Request req;
   STRATA_RETURN_IF_ERROR(
-      MpiError(MPI_Ibcast(data, count, type, root, comm_, &req), "MPI_Ibcast", rank_));
+      MpiError(MPI_Ibcast(data, count, MPI_BYTE, root, comm_, &req), "MPI_Ibcast", rank_));
   return Wait(&req, "MPI_Ibcast");
 }
 

@@ -79,4 +79,13 @@ Status GpuSync(void* stream) {
 
 Status GpuSetDevice(int device) { return CallStatus(cudaSetDevice(device), "cudaSetDevice", 0); }
 
+bool GpuIsDeviceMemory(const void* ptr) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // a pointer CUDA does not know is host memory
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice;
+}
+
 }  // namespace strata::kernels::detail

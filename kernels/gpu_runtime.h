@@ -38,5 +38,8 @@ void GpuHostFree(void* ptr);
 [[nodiscard]] Status GpuMemset(void* dst, int value, size_t bytes, void* stream);
 [[nodiscard]] Status GpuSync(void* stream);
 [[nodiscard]] Status GpuSetDevice(int device);
+// True when `ptr` points into device memory (cudaMalloc); false for host
+// memory, managed memory, and in the host-only build.
+bool GpuIsDeviceMemory(const void* ptr);
 
 }  // namespace strata::kernels::detail

@@ -57,11 +57,13 @@ pack() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/data"
   local bins=()
   for t in "${targets[@]}"; do bins+=("$build/bin/${t/#strata_cli/strata}"); done  # the CLI's file is strata
-  # Shared libraries outside the C library and the driver (the GPU machine has
-  # its own of those); the C++ runtime goes along, in case its is older.
+  # Shared libraries outside the C library, the driver and NCCL (the GPU
+  # machine has its own of those: NCCL is 218 MB of device code that hardly
+  # compresses, and the lent machines carry NCCL 2.28 in the system's library
+  # path); the C++ runtime goes along, in case its is older.
   ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
-      libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libcuda.so*) ;;
+      libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libcuda.so* | libnccl.so*) ;;
       *) cp -L "$lib" "$dir/lib/" || return 1 ;;
     esac
   done

@@ -1,4 +1,4 @@
-// Cluster: a Store sharded across processes (ranks) over MPI. One Cluster per
+// Cluster: a Store sharded across processes (ranks) over MPI or NCCL. One Cluster per
 // rank, each over a Store shard of its own in DIR/rank-<r> (its T0, its T1 in
 // the rank's memory, its T2 in that directory). Every row has exactly one
 // owner rank, fixed by a hash of (table, key) (ClusterOwner below; the
@@ -30,11 +30,25 @@
 // Thread safety: Intent, CurrentClock, Stats, FindTable and Tables may be
 // called from any thread at any time; the collective calls are serialized
 // per rank (a mutex), and their order must match across ranks, which in
-// practice means one thread drives them. MPI must be initialized before Open
-// (MPI_Init or MPI_Init_thread) and finalized after the Cluster is destroyed.
-// Ownership: the caller owns keys, out and grads (host memory: this is the
-// MPI form, whose shards keep T0 in host memory) and the communicator, which
-// Open duplicates.
+// practice means one thread drives them. Open with an MPI_Comm needs MPI
+// initialized (MPI_Init or MPI_Init_thread), finalized after the Cluster is
+// destroyed.
+// Ownership: the caller owns keys, out and grads and the communicator, which
+// Open duplicates (the MPI form: MPI_Comm_dup; the NCCL form: ncclCommSplit).
+//
+// Two forms (docs/cluster.md, "The NCCL form"):
+//   MPI form (ClusterTransport::kMpi, Open with an MPI_Comm): everything over
+//     MPI, out and grads in host memory; the shards keep T0 in host memory.
+//   NCCL form (Open with the pipeline's ncclComm_t, or ClusterTransport::kNccl
+//     with an MPI_Comm, over which rank 0's ncclUniqueId reaches every rank):
+//     out and grads in GPU memory, on the stream passed to Pull and Push
+//     (their keys in host or GPU memory, Intent's in host memory); keys,
+//     rows and gradients travel by grouped ncclSend/ncclRecv, the control
+//     plane by NCCL collectives; the shards keep T0 on the GPU
+//     (store.use_gpu). Open with an ncclComm_t makes no MPI call, so MPI
+//     need not be initialized. Each rank's GPU is the current device of the
+//     thread that calls Open (cudaSetDevice first); the collective calls
+//     make it current again. Builds without NCCL refuse it.
 #pragma once
 
 // The C bindings only: Open MPI's C++ bindings are deprecated and warn.
@@ -56,7 +70,17 @@
 #include "strata/store.h"
 #include "strata/types.h"
 
+// NCCL's communicator, as nccl.h declares it (the NCCL form's Open takes one;
+// this header needs no NCCL).
+typedef struct ncclComm* ncclComm_t;
+
 namespace strata {
+
+// What carries the cluster's collectives (docs/cluster.md, "The NCCL form").
+enum class ClusterTransport : uint8_t {
+  kMpi,   // MPI, host buffers
+  kNccl,  // NCCL, device buffers; the communicator made over the MPI_Comm at Open
+};
 
 // How Pull and Push move keys, rows and gradients between ranks
 // (docs/cluster.md, "Routes").
@@ -68,8 +92,12 @@ enum class ClusterExchange : uint8_t {
 struct ClusterOptions {
   // The options of every shard; store.dir is the cluster's directory, each
   // rank's shard lives in store.dir/rank-<r>. Capacities are per rank.
-  // store.use_gpu is ignored: the MPI form keeps T0 in host memory.
+  // store.use_gpu: the NCCL form keeps T0 on the GPU when true (and a GPU
+  // is visible); the MPI form ignores it and keeps T0 in host memory.
   StoreOptions store;
+  // The MPI form, or the NCCL form made over the MPI_Comm that Open gets.
+  // Open with an ncclComm_t is the NCCL form whatever this says.
+  ClusterTransport transport = ClusterTransport::kMpi;
   // The longest a rank waits in one collective step for the other ranks,
   // then the call returns Unavailable and the cluster is unusable (an MPI
   // collective cannot be cancelled). It bounds how long a dead or hung rank
@@ -127,9 +155,17 @@ class Cluster {
   // the manifest's generation: a shard that an interrupted Checkpoint left
   // past it is rolled back to its kept copy; without one, FailedPrecondition
   // naming the rank.
+  // options.transport picks the MPI or the NCCL form.
   static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
                                                const std::vector<TableOptions>& tables,
                                                MPI_Comm comm);
+  // The NCCL form over the pipeline's communicator: collective over `comm`
+  // (ncclCommSplit), no MPI call. FailedPrecondition in a build without NCCL
+  // or without a GPU; InvalidArgument with ClusterExchange::kTwoPhase (NCCL
+  // routes over NVLink and the NICs itself).
+  static Result<std::unique_ptr<Cluster>> Open(const ClusterOptions& options,
+                                               const std::vector<TableOptions>& tables,
+                                               ncclComm_t comm);
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
@@ -147,13 +183,17 @@ class Cluster {
 
   // Collective. Embeddings of this rank's `keys` of `table` into `out`
   // (keys.size() * dim floats, the caller's order), fetched from their owners.
+  // `stream`: the NCCL form's cudaStream_t (nullptr: the default stream),
+  // on which the call runs; it returns once the rows have arrived, with
+  // their scatter into `out` queued on `stream`. The MPI form ignores it.
   [[nodiscard]] virtual Status Pull(WorkerId worker, TableId table, std::span<const Key> keys,
-                                    float* out) = 0;
+                                    float* out, void* stream = nullptr) = 0;
   // Collective. Gradients (keys.size() * dim floats): duplicates summed here,
   // sent to the owners, whose Push sums what every rank sent for a key and
   // applies the optimizer once per key.
+  // `stream` as in Pull: the gradients are read in its order.
   [[nodiscard]] virtual Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
-                                    const float* grads) = 0;
+                                    const float* grads, void* stream = nullptr) = 0;
 
   // Collective: delivers the queued intents and waits for every shard's
   // planner to take them in (Store::DrainIntents).

@@ -30,5 +30,6 @@ Status GpuCopy(void*, const void*, size_t, GpuCopyKind, void*) { return NoCuda("
 Status GpuMemset(void*, int, size_t, void*) { return NoCuda("GpuMemset"); }
 Status GpuSync(void*) { return NoCuda("GpuSync"); }
 Status GpuSetDevice(int) { return NoCuda("GpuSetDevice"); }
+bool GpuIsDeviceMemory(const void*) { return false; }
 
 }  // namespace strata::kernels::detail

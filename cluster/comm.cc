@@ -1,0 +1,53 @@
+// Comm (comm.h): the agreement every transport shares, over its AllGather.
+#include "cluster/comm.h"
+
+#include <algorithm>
+
+namespace strata::cluster {
+
+Status StatusWithCode(StatusCode code, std::string msg) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+      return Status::InvalidArgument(std::move(msg));
+    case StatusCode::kNotFound:
+      return Status::NotFound(std::move(msg));
+    case StatusCode::kIOError:
+      return Status::IOError(std::move(msg));
+    case StatusCode::kCorruption:
+      return Status::Corruption(std::move(msg));
+    case StatusCode::kResourceExhausted:
+      return Status::ResourceExhausted(std::move(msg));
+    case StatusCode::kFailedPrecondition:
+      return Status::FailedPrecondition(std::move(msg));
+    case StatusCode::kUnavailable:
+      return Status::Unavailable(std::move(msg));
+    case StatusCode::kOk:
+    case StatusCode::kInternal:
+      break;
+  }
+  return Status::Internal(std::move(msg));
+}
+
+Status Comm::AgreeOn(const Status& local) {
+  if (size() == 1) {  // nobody to agree with: the same message, no collective
+    STRATA_RETURN_IF_ERROR(CheckUsable());
+    return local.ok() ? Status::Ok() : StatusWithCode(local.code(), "rank 0: " + local.message());
+  }
+  const int32_t mine = static_cast<int32_t>(local.code());
+  std::vector<int32_t> codes(size());
+  STRATA_RETURN_IF_ERROR(AllGather(&mine, codes.data(), sizeof(mine)));
+  return AgreeOnKnown(codes, local);
+}
+
+Status Comm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local) {
+  const auto failed = std::find_if(codes.begin(), codes.end(), [](int32_t c) { return c != 0; });
+  if (failed == codes.end()) return Status::Ok();
+  // Every rank knows someone failed, so every rank gathers the messages.
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> messages,
+                          AllGatherBytes(local.ok() ? std::string() : local.message()));
+  const int at = static_cast<int>(failed - codes.begin());
+  return StatusWithCode(static_cast<StatusCode>(*failed),
+                        "rank " + std::to_string(at) + ": " + messages[at]);
+}
+
+}  // namespace strata::cluster
