@@ -83,28 +83,6 @@ __device__ inline uint64_t TileFind(const cooperative_groups::thread_block_tile<
   return kNoSlot;
 }
 
-// TileFind for a batch in which other tiles may be claiming slots: each lane
-// reads its slot's state with acquire order before its key, as pass 1 of
-// DeviceTableRef::FindOrClaim does, so a slot is matched only once its key
-// was published. The slot of `key` when published before the call, else
-// kNoSlot (the key may still be being claimed: FindOrClaim settles that).
-__device__ inline uint64_t TileFindPublished(
-    const cooperative_groups::thread_block_tile<kKeyTile>& tile, const DeviceTableRef& ref,
-    Key key) {
-  const uint32_t lane = tile.thread_rank();
-  uint64_t bucket = ref.HomeBucket(key);
-  const uint64_t step = ref.ProbeStep(key);
-  for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
-    const uint64_t s = bucket * kBucketSlots + lane;
-    const bool occupied = detail::AtomicLoadAcquire(&ref.states[s]) == kSlotOccupied;
-    const uint32_t hits = tile.ballot(occupied && ref.keys[s] == key);
-    if (hits != 0) return bucket * kBucketSlots + (__ffs(hits) - 1);
-    if (detail::AtomicLoadAcquire(&ref.overflow[bucket]) == 0) break;
-    bucket = ref.NextBucket(bucket, step);
-  }
-  return kNoSlot;
-}
-
 // Copies `floats` floats from src to dst by the tile's lanes: 16-byte accesses
 // when both are 16-byte aligned and floats is a multiple of 4 (true for the
 // whole tile, so the tile never splits), else one float per lane per step.
@@ -160,18 +138,9 @@ __global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
                                    OptimizerOptions opt, const Key* keys, uint64_t n,
                                    uint8_t* inserted, int64_t next_use, uint32_t* slot_of,
                                    uint64_t* counters) {
-  // A tile per key: published keys are found by the tile, the others
-  // inserted by lane 0 (DeviceTableRef::FindOrInsert).
-  namespace cg = cooperative_groups;
-  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
-  const uint64_t tiles = GridStride() / kKeyTile;
-  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
-    const Key key = keys[i];
-    const uint64_t found = TileFindPublished(tile, ref, key);
-    if (tile.thread_rank() != 0) continue;
-    uint64_t s = found;
-    const ClaimResult r =
-        found != kNoSlot ? ClaimResult::kFound : ref.FindOrInsert(key, init, opt, next_use, &s);
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    uint64_t s = kNoSlot;
+    const ClaimResult r = ref.FindOrInsert(keys[i], init, opt, next_use, &s);
     if (r == ClaimResult::kFull) {
       inserted[i] = kInsertNoRoom;
       slot_of[i] = kNoSlot32;
@@ -196,28 +165,11 @@ __global__ void GatherKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slo
   }
 }
 
-// InsertOrAssign, pass 1, a tile per key: the tile looks for the key among
-// the published rows (most keys of an assign are resident); lane 0 bids for
-// a found slot's ownership, or claims one through DeviceTableRef::ClaimOwner.
 __global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t n,
                                   uint32_t* slot_of, uint32_t* owner, uint64_t* counters) {
-  namespace cg = cooperative_groups;
-  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
-  const uint64_t tiles = GridStride() / kKeyTile;
-  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
-    const Key key = keys[i];
-    const uint64_t found = TileFindPublished(tile, ref, key);
-    if (tile.thread_rank() == 0) {
-      uint32_t slot = kNoSlot32;
-      if (found != kNoSlot) {
-        slot = static_cast<uint32_t>(found);
-        detail::AtomicMax(&owner[slot], static_cast<uint32_t>(i + 1));
-      } else {
-        slot = ref.ClaimOwner(key, i, owner);
-      }
-      slot_of[i] = slot;
-      if (slot == kNoSlot32) RecordFailure(counters, i);
-    }
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    slot_of[i] = ref.ClaimOwner(keys[i], i, owner);
+    if (slot_of[i] == kNoSlot32) RecordFailure(counters, i);
   }
 }
 
@@ -456,7 +408,7 @@ Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, 
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
-  FindOrInsertKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
+  FindOrInsertKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
       ref_, options_.initializer, options_.optimizer, keys, n, inserted, next_use, slot_of_.data(),
       c);
   if (values != nullptr) {
@@ -472,8 +424,8 @@ Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* 
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
-  ClaimOwnersKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
-      ref_, keys, n, slot_of_.data(), owner_.data(), c);
+  ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
+                                                                owner_.data(), c);
   AssignOwnedKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
       ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
   ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
