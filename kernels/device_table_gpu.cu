@@ -84,11 +84,15 @@ __device__ inline uint64_t TileFind(const cooperative_groups::thread_block_tile<
 }
 
 // Copies `floats` floats from src to dst by the tile's lanes: 16-byte accesses
-// when both are 16-byte aligned and floats is a multiple of 4 (true for the
-// whole tile, so the tile never splits), else one float per lane per step.
+// for rows of at least kTileCopyWideFloats floats when both are 16-byte
+// aligned and floats is a multiple of 4 (true for the whole tile, so the tile
+// never splits), else one float per lane per step. On an H200 the 16-byte
+// form found rows of 64 floats 5% faster and rows of 8 and 32 floats 12-21%
+// slower (docs/gpu/README.md, runs 9b61231 and e5a7d2f).
+constexpr uint32_t kTileCopyWideFloats = 64;
 __device__ inline void TileCopy(uint32_t lane, float* dst, const float* src, uint32_t floats) {
   const uintptr_t addresses = reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src);
-  if ((floats & 3) == 0 && (addresses & 15) == 0) {
+  if (floats >= kTileCopyWideFloats && (floats & 3) == 0 && (addresses & 15) == 0) {
     const auto* src4 = reinterpret_cast<const float4*>(src);
     auto* dst4 = reinterpret_cast<float4*>(dst);
     for (uint32_t d = lane; d < floats / 4; d += kKeyTile) dst4[d] = src4[d];
