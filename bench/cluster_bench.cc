@@ -4,8 +4,9 @@
 // --json:
 //   - the Cluster's Pull + Push time per batch, and the part of it in the
 //     all-to-alls (ClusterStats::exchange.exchange_us, the slowest rank);
-//   - the same bytes moved by plain MPI_Alltoallv calls (the four of a Pull
-//     and a Push: keys, rows back, keys, gradients, with the Cluster's counts)
+//   - the same bytes moved by plain MPI calls (those of a Pull and a Push:
+//     counts, keys, rows back, counts, keys, gradients, with the Cluster's
+//     counts; one MPI_Alltoall and two MPI_Alltoallv each)
 //     in the same run: the ratio plain / Cluster exchange is the exchange's
 //     efficiency;
 //   - bytes sent across ranks per batch, counted by the Cluster and by the
@@ -128,11 +129,14 @@ double TimePlainAlltoallv(const Args& a, int rank, int world, uint64_t* model_by
     rows_in.resize(size_t(got) * a.dim);
     MPI_Barrier(MPI_COMM_WORLD);
     const double start = Now();
-    // Pull: keys out, rows back; Push: keys and gradients out.
+    // Pull: counts, keys out, rows back; Push: counts, keys and gradients
+    // out (the Cluster sends its counts in a header per call, timed too).
+    MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Alltoallv(keys_out.data(), send.data(), sdispl.data(), MPI_UINT64_T, keys_in.data(),
                   recv.data(), rdispl.data(), MPI_UINT64_T, MPI_COMM_WORLD);
     MPI_Alltoallv(rows_in.data(), recv.data(), rdispl.data(), row, rows_out.data(), send.data(),
                   sdispl.data(), row, MPI_COMM_WORLD);
+    MPI_Alltoall(send.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Alltoallv(keys_out.data(), send.data(), sdispl.data(), MPI_UINT64_T, keys_in.data(),
                   recv.data(), rdispl.data(), MPI_UINT64_T, MPI_COMM_WORLD);
     MPI_Alltoallv(rows_out.data(), send.data(), sdispl.data(), row, rows_in.data(), recv.data(),
@@ -213,8 +217,9 @@ int Run(const Args& a, int rank, int world) {
   auto after = c.SummedStats();
   if (!before.ok() || !after.ok()) Die(after.status(), rank);
   double exchange_s = double(c.Stats().exchange.exchange_us - exchange_us_before) / 1e6;
-  double exchange_slowest = 0;
+  double exchange_slowest = 0, exchange_fastest = 0;
   MPI_Allreduce(&exchange_s, &exchange_slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&exchange_s, &exchange_fastest, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
   const uint64_t sent = after->exchange.bytes_sent - before->exchange.bytes_sent;
   uint64_t model_bytes = 0;
   const double plain_s = TimePlainAlltoallv(a, rank, world, &model_bytes);
@@ -231,9 +236,12 @@ int Run(const Args& a, int rank, int world) {
       {"exchange_ms_per_batch", exchange_slowest * 1e3 / n},
       {"plain_alltoallv_ms_per_batch", plain_s * 1e3 / n},
       {"plain_over_exchange", exchange_slowest > 0 ? plain_s / exchange_slowest : 0},
+      // The rank that waited least in the exchange: nearer the transfer alone.
+      {"exchange_fastest_rank_ms_per_batch", exchange_fastest * 1e3 / n},
+      {"plain_over_exchange_fastest_rank", exchange_fastest > 0 ? plain_s / exchange_fastest : 0},
       {"bytes_sent_per_batch", double(sent) / n},
       {"model_bytes_per_batch", double(model_bytes) / n}};
-  j.update(one_rank);
+  if (world == 1) j.update(one_rank);
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
