@@ -55,9 +55,7 @@ bool LogIndex::Find(Key key, uint32_t* value) const {
 std::vector<LogIndex::Entry> LogIndex::Entries() const {
   std::vector<Entry> out;
   out.reserve(size_);
-  for (uint64_t i = 0; i < slot_count_; ++i) {
-    if (slots_[i].value != kEmpty) out.push_back({slots_[i].key, slots_[i].value});
-  }
+  ForEach([&](Key key, uint32_t value) { out.push_back({key, value}); });
   return out;
 }
 

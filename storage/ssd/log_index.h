@@ -51,6 +51,13 @@ class LogIndex {
   uint64_t MemoryBytes() const { return slot_count_ * sizeof(Slot); }
   // Every entry, in no particular order.
   std::vector<Entry> Entries() const;
+  // Calls fn(key, value) for every entry, in no particular order.
+  template <class Fn>
+  void ForEach(Fn&& fn) const {
+    for (uint64_t i = 0; i < slot_count_; ++i) {
+      if (slots_[i].value != kEmpty) fn(Key{slots_[i].key}, uint32_t{slots_[i].value});
+    }
+  }
 
  private:
   // Packed: 12 bytes. value kEmpty marks a free slot (every key is valid).
