@@ -194,6 +194,12 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   // merge or garbage collection runs meanwhile. Each table's logs are merged
   // first, holding its lock only per round, so gets and puts go on; puts
   // after that land in the new active log, which the checkpoint leaves be.
+  struct WakeWaitingPuts {  // after the merge locks below are released
+    std::vector<std::unique_ptr<Table>>& tables;
+    ~WakeWaitingPuts() {
+      for (auto& t : tables) t->NotifyProgress();
+    }
+  } wake{tables_};
   std::vector<std::unique_lock<base::Mutex>> merge_locks;
   for (auto& t : tables_) {
     merge_locks.emplace_back(t->merge_mu);

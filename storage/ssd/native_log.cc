@@ -6,15 +6,17 @@
 // LogIndex switches to them only once the write succeeded, so a failed call
 // changes nothing. Deletes are tombstones in the index only.
 //
-// Each table has two logs. When the active one reaches its budget (half of
-// write_log_fraction of the table's rows) it is frozen, the other becomes
-// active, and a background thread merges the frozen one into the leaves:
-// it reads the log sequentially, keeps the current rows of one range of
-// mixed keys in DRAM (write_log_merge_bytes), sorts them and writes them
-// through the copy-on-write rounds of native_write.cc, each leaf absorbing
-// all its rows of the log in one rewrite. Only a round's page allocation
-// and directory switch hold the table's lock. A put that finds the active
-// log full while the other is still being merged waits for that merge
+// Each table has two logs and one index over both (key -> newest entry).
+// When the active log holds 3/4 of the index's budget (write_log_fraction
+// of the table's rows) it is frozen, the other becomes active, and a
+// background thread merges the frozen one into the leaves: it reads the log
+// sequentially, keeps the current rows of one range of mixed keys in DRAM
+// (write_log_merge_bytes), sorts them and writes them through the
+// copy-on-write rounds of native_write.cc, each leaf absorbing all its rows
+// of the log in one rewrite. Each round's switch erases its entries from the
+// index, so the active log grows into the room the merge frees; only index
+// lookups, a round's page allocation and its switch hold the table's lock. A
+// put that finds the index full waits for the merge's next round
 // (backpressure). No MANIFEST names a log: a checkpoint merges both first
 // and holds only leaves, and Open empties them.
 #include <algorithm>
@@ -34,28 +36,23 @@ constexpr size_t kLogReadBytesPerRoundMax = 8u << 20;
 // keys to cut the key space into ranges of at most write_log_merge_bytes.
 constexpr uint32_t kMergeBucketBits = 16;
 
-// Sizes `index` for `entries`; resizes only when the budget moved by a
-// quarter, so a steady table keeps its array and the index stays within
-// kSlotsPerEntry x 12 bytes of the budget.
-void SizeIndex(LogIndex* index, uint64_t entries) {
-  const uint64_t have = index->entries_max();
-  if (entries == 0 || have == 0 || entries > have || 4 * entries < 3 * have) {
-    index->Reset(entries);
-  } else {
-    index->Clear();
-  }
-}
+// The active log is frozen for a merge once its entries pass this fraction
+// of the index's budget: the rest is room for puts while the merge starts.
+constexpr double kFreezeFraction = 0.75;
 
 }  // namespace
 
 uint64_t Store::LogBudget(uint64_t rows) const {
   if (options_.write_log_fraction <= 0) return 0;  // no log: an empty index, never written
-  // The two logs share the budget: together they hold what one log of the
-  // whole fraction would (the same DRAM for their indexes).
   const double wanted =
-      std::max(double(options_.write_log_entries_min), options_.write_log_fraction * double(rows)) /
-      2;
-  return static_cast<uint64_t>(std::clamp(wanted, 1.0, double(LogIndex::kRecordsMax)));
+      std::max(double(options_.write_log_entries_min), options_.write_log_fraction * double(rows));
+  return static_cast<uint64_t>(std::min(wanted, double(LogIndex::kRecordsMax)));
+}
+
+void Store::ResizeLogIndex(Table& t) {
+  const uint64_t budget = std::max(LogBudget(t.row_count), t.log_index.size());
+  const uint64_t have = t.log_index.entries_max();
+  if (budget > have || 4 * budget < 3 * have) t.log_index.Rehash(budget);
 }
 
 Status Store::OpenLogs(Table& t) {
@@ -68,8 +65,8 @@ Status Store::OpenLogs(Table& t) {
                                  io_threads_.get()));
     log.state = LogState::kReady;
     log.records = log.entries = log.rows = log.units = 0;
-    SizeIndex(&log.index, LogBudget(t.row_count));
   }
+  t.log_index.Reset(LogBudget(t.row_count));
   t.active = 0;
   t.logs[0].state = LogState::kActive;
   t.logs[0].epoch = ++t.log_epoch;
@@ -93,31 +90,39 @@ void Store::Freeze(Table& t, bool notify) {
   merge_queue_cv_.Signal();
 }
 
-Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys,
-                                         const std::byte* rows) {
+Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows,
+                                         uint64_t* progress) {
   const uint64_t n = keys.size();
   if (n == 0) return Append::kDone;
   const ssd::LogLayout& l = t.log_layout;
   const uint64_t records = rows != nullptr ? n : 0;
+  const uint64_t budget = t.log_index.entries_max();
+  if (n > budget) return Append::kTooBig;
   auto first_record = [&](const WriteLog& log) {
     return (log.records + l.records_per_unit - 1) / l.records_per_unit * l.records_per_unit;
   };
-  auto fits = [&](const WriteLog& log) {
-    return log.entries + n <= log.index.entries_max() &&
-           first_record(log) + records <= LogIndex::kRecordsMax;
+  auto records_fit = [&](const WriteLog& log) {
+    return first_record(log) + records <= LogIndex::kRecordsMax;
   };
-  if (!fits(t.Active())) {
-    if (t.Active().entries == 0) return Append::kTooBig;
-    if (t.Other().state != LogState::kReady) return Append::kWait;
+  if (t.Active().entries > 0 && t.Other().state == LogState::kReady &&
+      (double(t.Active().entries + n) > kFreezeFraction * double(budget) ||
+       !records_fit(t.Active()))) {
     Freeze(t, /*notify=*/true);
-    if (!fits(t.Active())) return Append::kTooBig;
   }
+  if (t.log_index.size() + n > budget || !records_fit(t.Active())) {
+    *progress = t.Progress();  // read under t.mu: a later round moves it
+    return Append::kWait;
+  }
+  const uint32_t which = t.active;
   WriteLog& log = t.Active();
-  if (rows == nullptr) {
-    for (Key key : keys) {
-      const uint32_t previous = log.index.Insert(key, LogIndex::kTombstone);
-      if (previous != LogIndex::kAbsent && previous != LogIndex::kTombstone) --log.rows;
+  // Rows per log: a new entry may replace one of either log.
+  auto replaced = [&](uint32_t previous) REQUIRES(t.mu) {
+    if (previous != LogIndex::kAbsent && RecordOf(previous) != LogIndex::kTombstone) {
+      --t.logs[LogOf(previous)].rows;
     }
+  };
+  if (rows == nullptr) {
+    for (Key key : keys) replaced(t.log_index.Insert(key, LogValue(which, LogIndex::kTombstone)));
     log.entries += n;
     return Append::kDone;
   }
@@ -140,8 +145,8 @@ Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys,
   STRATA_RETURN_IF_ERROR(log.file->WritePages(pages, data));
   // Written: switch the index (a later entry of a key in the batch wins).
   for (uint64_t i = 0; i < n; ++i) {
-    const uint32_t previous = log.index.Insert(keys[i], static_cast<uint32_t>(first + i));
-    if (previous == LogIndex::kAbsent || previous == LogIndex::kTombstone) ++log.rows;
+    replaced(t.log_index.Insert(keys[i], LogValue(which, static_cast<uint32_t>(first + i))));
+    ++log.rows;
   }
   log.records = first + n;
   log.entries += n;
@@ -196,14 +201,17 @@ Status Store::ReadFromLog(Table& t, const WriteLog& log, std::span<const Key> ke
 
 Status Store::MergeFrozen(Table& t) {
   STRATA_RETURN_IF_ERROR(Failed());
-  // While a log is kFrozen only the holder of merge_mu changes it (Freeze
-  // needs the other log kReady), so the merge reads it through `f` without
-  // t.mu; gets read it under t.mu shared.
+  // While a log is kFrozen only the holder of merge_mu changes its WriteLog
+  // (Freeze needs the other log kReady) or reads its file, so the merge uses
+  // it through `f` without t.mu; the index it shares with the active log is
+  // read and changed under t.mu.
   WriteLog* f = nullptr;
+  uint32_t which = 0;
   {
     base::ReaderLock lock(&t.mu);
     if (t.Other().state != LogState::kFrozen) return Status::Ok();
     f = &t.Other();
+    which = 1 - t.active;
   }
   Hook(LogMergePoint::kMergeStart);
   const ssd::LogLayout& l = t.log_layout;
@@ -211,18 +219,19 @@ Status Store::MergeFrozen(Table& t) {
   const std::string& path = f->file->path();
 
   // Rows per bucket of mixed keys, to cut the key space into passes whose
-  // rows fit write_log_merge_bytes (a pass holds at least one bucket).
+  // rows fit write_log_merge_bytes (a pass holds at least one bucket). Puts
+  // only ever take entries away from the frozen log, so these are bounds.
   constexpr uint32_t kBuckets = 1u << kMergeBucketBits;
   auto bucket_of = [](uint64_t mixed) { return uint32_t(mixed >> (64 - kMergeBucketBits)); };
   std::vector<uint32_t> bucket_rows(kBuckets, 0);
-  bool tombstones = false;
-  f->index.ForEach([&](Key key, uint32_t value) {
-    if (value == LogIndex::kTombstone) {
-      tombstones = true;
-    } else {
-      ++bucket_rows[bucket_of(ssd::MixKey(key))];
-    }
-  });
+  {
+    base::ReaderLock lock(&t.mu);
+    t.log_index.ForEach([&](Key key, uint32_t value) {
+      if (LogOf(value) == which && RecordOf(value) != LogIndex::kTombstone) {
+        ++bucket_rows[bucket_of(ssd::MixKey(key))];
+      }
+    });
+  }
   const uint64_t pass_rows_max = std::max<uint64_t>(1, options_.write_log_merge_bytes / rb);
   const uint64_t read_units_max = std::max<uint64_t>(1, kLogReadBytesPerRoundMax / l.unit_bytes);
   io::AlignedBuffer read_buf;
@@ -242,7 +251,6 @@ Status Store::MergeFrozen(Table& t) {
     };
     ops.clear();
     pass_rows.resize(want * rb);
-    uint64_t got = 0;
     // One sequential read of the log per pass, in requests of up to 8 MiB.
     for (uint64_t u0 = 0; want > 0 && u0 < f->units; u0 += read_units_max) {
       const uint64_t n = std::min<uint64_t>(read_units_max, f->units - u0);
@@ -252,6 +260,7 @@ Status Store::MergeFrozen(Table& t) {
       auto* data = reinterpret_cast<std::byte*>(read_buf.data());
       STRATA_RETURN_IF_ERROR(f->file->ReadPages(units, data));
       bytes_read_ += n * l.unit_bytes;
+      base::ReaderLock lock(&t.mu);
       for (uint64_t u = 0; u < n; ++u) {
         for (uint32_t s = 0; s < l.records_per_unit; ++s) {
           const uint64_t record = (u0 + u) * l.records_per_unit + s;
@@ -260,55 +269,57 @@ Status Store::MergeFrozen(Table& t) {
           Key key;
           std::memcpy(&key, src + offsetof(ssd::LogRecordHeader, key), sizeof(key));
           const uint64_t mixed = ssd::MixKey(key);
+          const uint32_t value = LogValue(which, static_cast<uint32_t>(record));
           uint32_t current = 0;
-          // Only the key's newest record of the log counts; an overwritten
-          // record, or a unit's unused tail, is skipped.
-          if (!in_pass(mixed) || !f->index.Find(key, &current) || current != record) continue;
+          // Only the key's newest entry counts: a record overwritten in this
+          // log or the active one, or a unit's unused tail, is skipped.
+          if (!in_pass(mixed) || !t.log_index.Find(key, &current) || current != value) continue;
           STRATA_RETURN_IF_ERROR(
               VerifyLogRecord(src, t.spec.id, LogSeed(t.spec.id, f->epoch, record), key, rb, path,
                               f->file->Offset(units[u]) + uint64_t{s} * l.record_bytes));
-          std::byte* row = pass_rows.data() + got * rb;
+          STRATA_ASSERT(ops.size() < want, "frozen log entries grew during a merge");
+          std::byte* row = pass_rows.data() + ops.size() * rb;
           std::memcpy(row, src + ssd::kLogRecordHeaderBytes, rb);
-          ops.push_back({mixed, key, row});
-          ++got;
+          ops.push_back({mixed, key, row, value});
         }
       }
     }
-    if (got != want) {  // a record whose key was damaged hides its row
-      return Status::Corruption(path + ": the merge found " + std::to_string(got) + " of the " +
-                                std::to_string(want) + " rows the log index holds in its key " +
-                                "range (a log record's key is damaged; table " + t.spec.name + ")");
-    }
-    if (tombstones) {
-      f->index.ForEach([&](Key key, uint32_t value) {
+    {
+      base::ReaderLock lock(&t.mu);
+      t.log_index.ForEach([&](Key key, uint32_t value) {
         const uint64_t mixed = ssd::MixKey(key);
-        if (value == LogIndex::kTombstone && in_pass(mixed)) ops.push_back({mixed, key, nullptr});
+        if (value == LogValue(which, LogIndex::kTombstone) && in_pass(mixed)) {
+          ops.push_back({mixed, key, nullptr, value});
+        }
       });
     }
     std::sort(ops.begin(), ops.end(), [](const Op& a, const Op& b) { return a.mixed < b.mixed; });
     STRATA_RETURN_IF_ERROR(MergeOps(t, ops));
+    // Every entry of the range is now merged (and erased) or replaced by a
+    // put; one left means its record was not found: a damaged key.
+    uint64_t left = 0;
+    {
+      base::ReaderLock lock(&t.mu);
+      t.log_index.ForEach([&](Key key, uint32_t value) {
+        if (LogOf(value) == which && in_pass(ssd::MixKey(key))) ++left;
+      });
+    }
+    if (left > 0) {
+      return Status::Corruption(path + ": the merge did not find " + std::to_string(left) +
+                                " of the rows the log index holds in its key range (a log " +
+                                "record's key is damaged; table " + t.spec.name + ")");
+    }
     begin = end;
   }
 
-  // Merged: gets stop reading the log, then it is emptied and made ready.
-  uint64_t rows = 0;
+  // Merged: no index entry names the log any more; empty it, make it ready.
   {
     base::WriterLock lock(&t.mu);
     f->state = LogState::kRetired;
-    rows = t.row_count;
+    ResizeLogIndex(t);
   }
   (void)NoteCleanup(f->file->TruncatePages(0));  // a failure leaves stale units, never read
-  const uint64_t budget = LogBudget(rows);
-  LogIndex fresh;
-  const uint64_t have = f->index.entries_max();
-  const bool resize = budget > have || 4 * budget < 3 * have;
-  if (resize) {
-    fresh.Reset(budget);
-  } else {
-    f->index.Clear();  // no reader: retired
-  }
   base::WriterLock lock(&t.mu);
-  if (resize) std::swap(f->index, fresh);
   f->records = f->entries = f->rows = f->units = 0;
   f->state = LogState::kReady;
   return Status::Ok();
@@ -340,8 +351,9 @@ Status Store::MergeOps(Table& t, std::span<const Op> ops) {
     }
     {
       base::WriterLock lock(&t.mu);
-      SwitchRound(t, groups, r, /*user=*/false);
+      SwitchRound(t, groups, r, /*user=*/false, ops.subspan(pos, end - pos));
     }
+    t.NotifyProgress();  // room in the log index for waiting puts
     Hook(LogMergePoint::kMergeRound);
     pos = end;
   }
@@ -368,7 +380,7 @@ void Store::MergeThread() {
       t = merge_queue_.front();
       merge_queue_.erase(merge_queue_.begin());
     }
-    base::MutexLock merge(&t->merge_mu);
+    MergeLock merge(t);
     if (Status s = MergeFrozen(*t); !s.ok()) {
       // The log stays frozen and readable; the next put that needs it merged
       // retries and returns the error.

@@ -273,20 +273,16 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   };
   std::vector<Want> wants;
   wants.reserve(keys.size());
-  std::vector<LogWant> log_wants[2];  // active, frozen
+  std::vector<LogWant> log_wants[2];  // per log
   base::ReaderLock lock(&t->mu);
-  const WriteLog* logs[2] = {&t->Active(),
-                             t->Other().state == LogState::kFrozen ? &t->Other() : nullptr};
   for (size_t i = 0; i < keys.size(); ++i) {
     found[i] = 0;
-    uint32_t record = 0;
-    // The active log is newer than the frozen one, which is newer than the leaves.
-    const int in_log = logs[0]->index.Find(keys[i], &record)                         ? 0
-                       : logs[1] != nullptr && logs[1]->index.Find(keys[i], &record) ? 1
-                                                                                     : -1;
-    if (in_log >= 0) {
-      if (record != LogIndex::kTombstone) {
-        log_wants[in_log].push_back({record, static_cast<uint32_t>(i)});
+    uint32_t value = 0;
+    // The log index names the key's newest entry (active or frozen log),
+    // newer than its leaf.
+    if (t->log_index.Find(keys[i], &value)) {
+      if (RecordOf(value) != LogIndex::kTombstone) {
+        log_wants[LogOf(value)].push_back({RecordOf(value), static_cast<uint32_t>(i)});
       }
       continue;
     }
@@ -333,7 +329,7 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   for (int which = 0; which < 2; ++which) {
     if (log_wants[which].empty()) continue;
     STRATA_RETURN_IF_ERROR(
-        ReadFromLog(*t, *logs[which], keys, log_wants[which], rows.data(), found.data()));
+        ReadFromLog(*t, t->logs[which], keys, log_wants[which], rows.data(), found.data()));
   }
   rows_read_ += keys.size();
   return Status::Ok();
@@ -343,7 +339,7 @@ Status Store::Scan(TableId table,
                    const std::function<Status(Key, std::span<const std::byte>)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
   if (options_.write_log_fraction > 0) {  // the leaves then hold every row put before
-    base::MutexLock merge(&t->merge_mu);  // (a put racing the scan may be missed)
+    MergeLock merge(t);                   // (a put racing the scan may be missed)
     STRATA_RETURN_IF_ERROR(DrainLogs(*t));
   }
   base::ReaderLock lock(&t->mu);
@@ -403,10 +399,10 @@ RowStoreStats Store::Stats() const {
     s.file_bytes += t->page_state.size() * uint64_t{t->page_bytes};
     s.index_bytes += t->dir.MemoryBytes() + t->page_state.capacity();
     for (const WriteLog& log : t->logs) {
-      if (log.state == LogState::kActive || log.state == LogState::kFrozen) rows += log.rows;
+      rows += log.rows;
       s.file_bytes += log.units * uint64_t{t->log_layout.unit_bytes};
-      s.index_bytes += log.index.MemoryBytes();
     }
+    s.index_bytes += t->log_index.MemoryBytes();
     s.live_rows += rows;
     s.live_bytes += rows * t->spec.row_bytes;
   }

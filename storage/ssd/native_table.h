@@ -41,19 +41,25 @@ io::AlignedBuffer* ThreadScratch(ScratchSlot slot);
 enum PageState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
 
 // One write log of a table (docs/ssd-format.md, "Write log"): a file of
-// units of LogLayout::unit_bytes, and the DRAM index of the rows it holds.
-// Record numbers count from 0 in each cycle (`epoch`).
+// units of LogLayout::unit_bytes. Record numbers count from 0 in each cycle
+// (`epoch`). The table's LogIndex holds the rows of both logs.
 enum class LogState : uint8_t { kReady, kActive, kFrozen, kRetired };
 struct WriteLog {
   std::unique_ptr<PageFile> file;
-  LogIndex index;
   LogState state = LogState::kReady;
   uint64_t epoch = 0;
   uint64_t records = 0;  // next record number (before unit rounding)
-  uint64_t entries = 0;  // records and tombstones of this cycle
-  uint64_t rows = 0;     // index entries that are rows, not tombstones
+  uint64_t entries = 0;  // records and tombstones appended this cycle
+  uint64_t rows = 0;     // index entries of this log that are rows
   uint64_t units = 0;    // units the file holds
 };
+
+// LogIndex values: a record number or kTombstone, with kLogBit set for log 1.
+inline uint32_t LogValue(uint32_t which, uint32_t record) {
+  return record | (which != 0 ? LogIndex::kLogBit : 0);
+}
+inline uint32_t LogOf(uint32_t value) { return (value & LogIndex::kLogBit) != 0 ? 1 : 0; }
+inline uint32_t RecordOf(uint32_t value) { return value & ~LogIndex::kLogBit; }
 
 struct Table {
   // Constant after open.
@@ -75,21 +81,44 @@ struct Table {
   // the other is merged into the leaves in the background. logs[active] takes
   // the appends; the other is kReady (empty), kFrozen (being merged: newer
   // than the leaves, older than the active log) or kRetired (merged; being
-  // emptied). Epochs count log cycles over both logs (record seeds).
+  // emptied). One index maps each key to its newest log entry (LogValue);
+  // the merge erases a frozen entry once its row is in the leaves, so the
+  // active log can grow into the room a merge frees. Epochs count log
+  // cycles over both logs (record seeds).
   WriteLog logs[2] GUARDED_BY(mu);
+  LogIndex log_index GUARDED_BY(mu);
   uint32_t active GUARDED_BY(mu) = 0;
   uint64_t log_epoch GUARDED_BY(mu) = 0;  // the last epoch given to a log
 
   // The leaf writer: held by whoever changes the leaves while the log is on
-  // (the background merge, a put waiting for it, Scan, Checkpoint and its
-  // garbage collection, a batch larger than a log), across their I/O, so the
-  // directory and page states change only under it and `mu`. Taken before
-  // `mu`, never while holding it. While a log is kFrozen only its holder
-  // changes that log, which is how the merge reads it without `mu`.
+  // (the background merge, a put that runs a merge, Scan, Checkpoint and
+  // its garbage collection, a batch larger than the log index), across
+  // their I/O, so the directory, the page states and the data file change
+  // only under it and `mu`, and a frozen log's file only under it. Taken
+  // before `mu`, never while holding it.
   base::Mutex merge_mu;
+  // Counts merge rounds and releases of merge_mu: a put waiting for room in
+  // the log index waits for it to move. Taken after `mu`.
+  base::Mutex progress_mu;
+  base::CondVar progress_cv;
+  uint64_t merge_progress GUARDED_BY(progress_mu) = 0;
 
   WriteLog& Active() REQUIRES_SHARED(mu) { return logs[active]; }
   WriteLog& Other() REQUIRES_SHARED(mu) { return logs[1 - active]; }
+  uint64_t Progress() EXCLUDES(progress_mu) {
+    base::MutexLock lock(&progress_mu);
+    return merge_progress;
+  }
+  void NotifyProgress() EXCLUDES(progress_mu) {
+    base::MutexLock lock(&progress_mu);
+    ++merge_progress;
+    progress_cv.SignalAll();
+  }
+  // Waits until merge_progress differs from `seen`.
+  void WaitProgress(uint64_t seen) EXCLUDES(progress_mu) {
+    base::MutexLock lock(&progress_mu);
+    while (merge_progress == seen) progress_cv.Wait(&progress_mu);
+  }
 
   uint8_t* KeysOf(std::byte* page) const {
     return reinterpret_cast<uint8_t*>(page) + ssd::kPageHeaderBytes;
@@ -104,6 +133,22 @@ struct Table {
   Result<std::vector<uint32_t>> Allocate(size_t n) REQUIRES(mu);
   void Unallocate(std::span<const uint32_t> pages) REQUIRES(mu);
   void Release(uint32_t page) REQUIRES(mu);
+};
+
+// Holds a table's merge lock for a scope; its release wakes puts waiting
+// for room in the log index.
+class SCOPED_CAPABILITY MergeLock {
+ public:
+  explicit MergeLock(Table* t) ACQUIRE(t->merge_mu) : t_(t) { t_->merge_mu.Lock(); }
+  ~MergeLock() RELEASE() {
+    t_->merge_mu.Unlock();
+    t_->NotifyProgress();
+  }
+  MergeLock(const MergeLock&) = delete;
+  MergeLock& operator=(const MergeLock&) = delete;
+
+ private:
+  Table* const t_;
 };
 
 class Store final : public RowStore {
@@ -135,6 +180,7 @@ class Store final : public RowStore {
     uint64_t mixed;
     Key key;
     const std::byte* row;  // nullptr: delete the key
+    uint32_t log_value;    // a merge's: the LogIndex value it folds (erased at the switch)
   };
   struct Group {  // the ops of one round that fall in one leaf
     uint64_t low;
@@ -185,8 +231,10 @@ class Store final : public RowStore {
                    Round* r);
   // Builds the new leaves of `*r` into its pages of `file` and writes them.
   Status WriteRoundPages(Table& t, PageFile* file, std::span<const Group> groups, Round* r);
-  void SwitchRound(Table& t, std::span<const Group> groups, const Round& r, bool user)
-      REQUIRES(t.mu);
+  // Switches the round's leaves into the directory. A merge's round
+  // (`ops` given) also erases the log index entries it folded.
+  void SwitchRound(Table& t, std::span<const Group> groups, const Round& r, bool user,
+                   std::span<const Op> merged_ops = {}) REQUIRES(t.mu);
   // One round with t.mu held throughout.
   Status WriteRound(Table& t, std::span<const Op> ops, std::span<const Group> groups, bool user)
       REQUIRES(t.mu);
@@ -197,21 +245,26 @@ class Store final : public RowStore {
 
   // Write logs (native_log.cc).
   Status OpenLogs(Table& t) REQUIRES(t.mu);
-  // Entries one log holds at most for a table of `rows` rows.
+  // Entries the log index holds for a table of `rows` rows.
   uint64_t LogBudget(uint64_t rows) const;
   enum class Append { kDone, kWait, kTooBig };
-  // Appends to the active log, freezing it for the background merge when
-  // full. kWait: full while the other log is still being merged (nothing
-  // written); kTooBig: the batch is larger than a whole log.
-  Result<Append> AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows)
-      REQUIRES(t.mu);
+  // Appends to the active log, first freezing it for the background merge
+  // once it holds 3/4 of the index's budget and the other log is ready.
+  // kWait: no room in the index until the merge frees some (nothing
+  // written; `*progress`: the table's merge progress seen); kTooBig: the
+  // batch is larger than the whole index.
+  Result<Append> AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows,
+                             uint64_t* progress) REQUIRES(t.mu);
   // Makes the active log frozen and the ready one active; `notify` queues
   // the frozen log for the background merge. REQUIRES: Other() kReady.
   void Freeze(Table& t, bool notify) REQUIRES(t.mu);
+  // Re-sizes the log index when the table's budget moved by a quarter.
+  void ResizeLogIndex(Table& t) REQUIRES(t.mu);
   // Merges the frozen log, if any, into the leaves in mixed-key order, taking
-  // t.mu only briefly (one allocation and one directory switch per round), so
-  // gets and puts go on meanwhile; then empties it (kReady). A failure leaves
-  // it frozen (its rows are still newer than the leaves) for a retry.
+  // t.mu only briefly (index lookups, one allocation and one directory switch
+  // per round), so gets and puts go on meanwhile; then empties it (kReady).
+  // A failure leaves it frozen with the entries not yet merged (they are
+  // still newer than the leaves) for a retry.
   Status MergeFrozen(Table& t) REQUIRES(t.merge_mu) EXCLUDES(t.mu);
   // Writes `ops` (sorted by mixed key, unique) into the leaves, round by round.
   Status MergeOps(Table& t, std::span<const Op> ops) REQUIRES(t.merge_mu) EXCLUDES(t.mu);

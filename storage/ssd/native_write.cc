@@ -38,22 +38,30 @@ Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* 
   }
   for (;;) {
     Append result;
+    uint64_t progress = 0;
     {
       base::WriterLock lock(&t.mu);
-      STRATA_ASSIGN_OR_RETURN(result, AppendToLog(t, keys, rows));
+      STRATA_ASSIGN_OR_RETURN(result, AppendToLog(t, keys, rows, &progress));
     }
     if (result == Append::kDone) return Status::Ok();
     if (result == Append::kWait) {
-      // Backpressure: both logs are busy. Wait for the merge (or run it, if
-      // the background thread has not started it yet), then try again.
+      // Backpressure: the log index is full until the merge frees room.
+      // Wait for its next round, or run it here if no merge is running.
       Hook(LogMergePoint::kBackpressure);
-      base::MutexLock merge(&t.merge_mu);
-      STRATA_RETURN_IF_ERROR(MergeFrozen(t));
+      if (t.merge_mu.TryLock()) {
+        Status s = MergeFrozen(t);
+        t.merge_mu.Unlock();
+        t.NotifyProgress();
+        STRATA_RETURN_IF_ERROR(s);
+      } else {
+        t.WaitProgress(progress);
+      }
       continue;
     }
-    // Larger than a whole log: straight to the leaves, once everything put
-    // before it is there (a log entry would hide the newer leaf row).
-    base::MutexLock merge(&t.merge_mu);
+    // Larger than the whole log index: straight to the leaves, once
+    // everything put before it is there (a log entry would hide the newer
+    // leaf row).
+    MergeLock merge(&t);
     STRATA_RETURN_IF_ERROR(DrainLogs(t));
     base::WriterLock lock(&t.mu);
     return ApplyToLeaves(t, keys, rows, /*user=*/true);
@@ -64,7 +72,7 @@ Status Store::ApplyToLeaves(Table& t, std::span<const Key> keys, const std::byte
   std::vector<Op> ops(keys.size());
   const uint32_t rb = t.spec.row_bytes;
   for (size_t i = 0; i < keys.size(); ++i) {
-    ops[i] = {ssd::MixKey(keys[i]), keys[i], rows != nullptr ? rows + i * rb : nullptr};
+    ops[i] = {ssd::MixKey(keys[i]), keys[i], rows != nullptr ? rows + i * rb : nullptr, 0};
   }
   std::stable_sort(ops.begin(), ops.end(),
                    [](const Op& a, const Op& b) { return a.mixed < b.mixed; });
@@ -206,7 +214,8 @@ Status Store::WriteRoundPages(Table& t, PageFile* file, std::span<const Group> g
   return file->WritePages(r->pages, out_data);
 }
 
-void Store::SwitchRound(Table& t, std::span<const Group> groups, const Round& r, bool user) {
+void Store::SwitchRound(Table& t, std::span<const Group> groups, const Round& r, bool user,
+                        std::span<const Op> merged_ops) {
   // Durable-independent switch: the directory now points at the new pages.
   for (size_t g = 0; g < groups.size(); ++g) {
     if (!r.changed[g]) continue;
@@ -214,6 +223,13 @@ void Store::SwitchRound(Table& t, std::span<const Group> groups, const Round& r,
     if (groups[g].old_page != ssd::kNoPage) t.Release(groups[g].old_page);
   }
   t.row_count = uint64_t(int64_t(t.row_count) + r.row_delta);
+  // The leaves now hold the merged entries: the log index forgets those no
+  // put has replaced since (a newer entry stays, and keeps hiding the leaf).
+  for (const Op& op : merged_ops) {
+    if (t.log_index.Erase(op.key, op.log_value) && RecordOf(op.log_value) != LogIndex::kTombstone) {
+      --t.logs[LogOf(op.log_value)].rows;
+    }
+  }
   bytes_written_ += r.new_pages * uint64_t{t.page_bytes};
   if (user) {
     user_bytes_written_ += r.put_rows * t.spec.row_bytes;

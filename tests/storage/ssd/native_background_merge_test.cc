@@ -2,10 +2,10 @@
 // Native write logs merged in the background: a merge held mid-way (after
 // its first round of leaves switched) by a hook, while gets see the newest
 // row of every key (active log, frozen log, leaves), puts and deletes go on
-// and are not lost, and a put that finds both logs busy waits for the merge
-// (backpressure) while gets still run; a crash with a frozen log half merged
-// reopens to the last checkpoint exactly; a writer and a reader racing
-// through many merges never see a row go back to an older version.
+// and are not lost, and puts that fill the log index wait for the merge's
+// next round (backpressure) while gets still run; a crash with a frozen log
+// half merged reopens to the last checkpoint exactly; a writer and a reader
+// racing through many merges never see a row go back to an older version.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -29,15 +29,21 @@ using testing::PutRows;
 
 constexpr uint32_t kRowBytes = 512;
 constexpr TableId kTable = 5;
-constexpr uint64_t kLogEntries = 5000;  // one log's budget
+constexpr uint64_t kIndexEntries = 10000;  // the log index's budget; a log freezes at 7500
 
-// The hook of the store: holds the merge at its `hold_at`-th round until
-// Release(), and counts puts that wait for a merge (backpressure).
+// The hook of the store: once armed, holds the merge at its `hold_at`-th
+// round until Release(), and counts puts that wait for a merge
+// (backpressure).
 class MergeGate {
  public:
   explicit MergeGate(int hold_at) : hold_at_(hold_at) {}
+  void Arm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = true;
+  }
   void operator()(LogMergePoint point) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!armed_) return;
     if (point == LogMergePoint::kBackpressure) {
       ++backpressure_;
       cv_.notify_all();
@@ -72,6 +78,7 @@ class MergeGate {
   std::condition_variable cv_;
   int rounds_ = 0;
   int backpressure_ = 0;
+  bool armed_ = false;
   bool held_ = false;
   bool released_ = false;
 };
@@ -104,31 +111,32 @@ class NativeBackgroundMergeTest : public testing::NativeRowStoreFixture {
  protected:
   NativeBackgroundMergeTest() : NativeRowStoreFixture(kTable, kRowBytes) {}
 
-  // Logs of kLogEntries entries each (the fraction is negligible), with
+  // A log index of kIndexEntries entries (the fraction is negligible), with
   // `gate` as the merge hook when given.
   std::unique_ptr<RowStore> OpenGated(MergeGate* gate) {
     RowStoreOptions o = Options();
     o.write_log_fraction = 1e-6;
-    o.write_log_entries_min = 2 * kLogEntries;  // for the two logs
+    o.write_log_entries_min = kIndexEntries;
     if (gate != nullptr) o.log_merge_hook = [gate](LogMergePoint p) { (*gate)(p); };
     auto store = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
-  // 10000 rows in about 1700 leaves (a merge of the log's 5000 rows takes
-  // two rounds of at most 1024 leaves), checkpointed; then a full log of
-  // keys 0..4999 (version 1) and one more batch, which freezes it: the
-  // background merge starts and holds after its first round.
+  // 12000 rows in about 1700 leaves (straight to the leaves: larger than the
+  // log index), checkpointed; then 7500 rows in the log (keys 0..7499,
+  // version 1) and one more batch, which freezes it: the background merge
+  // starts and holds after its first round of at most 1024 leaves.
   std::unique_ptr<RowStore> OpenWithHeldMerge(MergeGate* gate, Model* model) {
     auto store = OpenGated(gate);
     if (store == nullptr) return nullptr;
-    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 10000), 0, model).ok());
+    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 12000), 0, model).ok());
     EXPECT_TRUE(store->Checkpoint({}).ok());
-    for (Key k = 0; k < kLogEntries; k += 1000) {
-      EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(k, k + 1000), 1, model).ok());
+    gate->Arm();
+    for (Key k = 0; k < 7500; k += 1500) {
+      EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(k, k + 1500), 1, model).ok());
     }
-    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(5000, 6000), 1, model).ok());
+    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(7500, 8500), 1, model).ok());
     gate->WaitHeld();
     return store;
   }
@@ -139,36 +147,35 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   Model model;
   auto store = OpenWithHeldMerge(&gate, &model);
   ASSERT_NE(store, nullptr);
-  // Keys 0..4999: half merged into leaves, all still in the frozen log;
-  // 5000..5999 in the active log; the rest in leaves only.
+  // Keys 0..7499: most merged into leaves, the rest only in the frozen log;
+  // 7500..8499 in the active log; the rest in leaves only.
   ExpectGets(*store, model);
   // Overwrite and delete keys of the frozen log: the active log wins.
   ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 1000), 2, &model).ok());
   ASSERT_TRUE(store->Delete(kTable, Range(1000, 1100)).ok());
   for (Key k = 1000; k < 1100; ++k) model.erase(k);
-  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(10000, 10100), 2, &model).ok());  // new
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(20000, 20100), 2, &model).ok());  // new
   ExpectGets(*store, model, Range(1000, 1100));
   EXPECT_EQ(gate.rounds(), 1);  // the merge is still held
 
-  // Fill the active log (5000 entries); the next put must wait for the merge.
-  const uint64_t in_active = 1000 + 1000 + 100 + 100;
-  ASSERT_TRUE(
-      PutRows(*store, kTable, kRowBytes, Range(20000, 20000 + kLogEntries - in_active), 3, &model)
-          .ok());
+  // 20000 new rows: more than the log index holds, so a put must wait for
+  // the merge to free room.
   std::atomic<bool> done{false};
   Status waited;
   std::thread putter([&] {
-    waited = PutRows(*store, kTable, kRowBytes, Range(30000, 30100), 4, nullptr);
+    for (Key k = 30000; k < 50000 && waited.ok(); k += 500) {
+      waited = PutRows(*store, kTable, kRowBytes, Range(k, k + 500), 4, nullptr);
+    }
     done = true;
   });
   gate.WaitBackpressure();
-  EXPECT_FALSE(done.load());  // it needs the merge lock the held merge keeps
+  EXPECT_FALSE(done.load());  // it waits for a round of the held merge
   ExpectGets(*store, model);  // gets do not wait for it
   gate.Release();
   putter.join();
   ASSERT_TRUE(waited.ok()) << waited.ToString();
-  for (Key k = 30000; k < 30100; ++k) model[k] = MakeRow(k, 4, kRowBytes);
-  EXPECT_GE(gate.rounds(), 2);  // the merge finished before the put went on
+  for (Key k = 30000; k < 50000; ++k) model[k] = MakeRow(k, 4, kRowBytes);
+  EXPECT_GE(gate.rounds(), 2);  // the merge went on before the puts did
   ExpectGets(*store, model, Range(1000, 1100));
   ExpectContent(*store, kTable, kRowBytes, model);
   ASSERT_TRUE(store->Checkpoint({}).ok());
@@ -185,7 +192,7 @@ TEST_F(NativeBackgroundMergeTest, CrashDuringAMergeReopensToTheCheckpoint) {
   auto store = OpenWithHeldMerge(&gate, &model);
   ASSERT_NE(store, nullptr);
   Model checkpointed;
-  for (Key k = 0; k < 10000; ++k) checkpointed[k] = MakeRow(k, 0, kRowBytes);
+  for (Key k = 0; k < 12000; ++k) checkpointed[k] = MakeRow(k, 0, kRowBytes);
   // The first round's leaves are written and switched; make them and both
   // logs durable, so the crash keeps them on disk beside the checkpoint.
   ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 100), 2, &model).ok());
@@ -213,13 +220,13 @@ TEST_F(NativeBackgroundMergeTest, CrashDuringAMergeReopensToTheCheckpoint) {
 }
 
 // A writer puts rising versions of 3000 keys through many background merges
-// (logs of 1000 entries) while a reader checks that every row it reads is
+// (a log index of 2000 entries) while a reader checks that every row it reads is
 // whole and never older than one it read before; then the content is the
 // writer's last rows.
 TEST_F(NativeBackgroundMergeTest, ConcurrentGetsNeverSeeOlderRows) {
   RowStoreOptions o = Options();
   o.write_log_fraction = 1e-6;
-  o.write_log_entries_min = 2000;  // 1000 per log
+  o.write_log_entries_min = 2000;
   auto opened = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   std::unique_ptr<RowStore> store = std::move(opened).value();
