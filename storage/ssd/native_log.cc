@@ -21,6 +21,7 @@
 // and holds only leaves, and Open empties them.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "base/log.h"
@@ -83,6 +84,7 @@ void Store::Freeze(Table& t, bool notify) {
   next.epoch = ++t.log_epoch;
   next.records = next.entries = next.rows = 0;
   if (!notify) return;
+  t.SetMergeQueued(true);
   base::MutexLock lock(&merge_queue_mu_);
   if (std::find(merge_queue_.begin(), merge_queue_.end(), &t) == merge_queue_.end()) {
     merge_queue_.push_back(&t);
@@ -91,7 +93,7 @@ void Store::Freeze(Table& t, bool notify) {
 }
 
 Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows,
-                                         uint64_t* progress) {
+                                         uint64_t* progress, bool* queued) {
   const uint64_t n = keys.size();
   if (n == 0) return Append::kDone;
   const ssd::LogLayout& l = t.log_layout;
@@ -110,7 +112,7 @@ Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, co
     Freeze(t, /*notify=*/true);
   }
   if (t.log_index.size() + n > budget || !records_fit(t.Active())) {
-    *progress = t.Progress();  // read under t.mu: a later round moves it
+    *progress = t.Progress(queued);  // read under t.mu: a later round moves it
     return Append::kWait;
   }
   const uint32_t which = t.active;
@@ -326,19 +328,20 @@ Status Store::MergeFrozen(Table& t) {
 }
 
 Status Store::MergeOps(Table& t, std::span<const Op> ops) {
-  std::vector<Group> groups;
+  // Only the holder of merge_mu changes the directory, the pages or the data
+  // file, so a round reads and writes pages without t.mu; it takes the lock
+  // twice: to allocate its pages, and to switch them in (grouping the next
+  // round's ops by leaf in the same hold).
+  std::vector<Group> groups, next_groups;
   Round r;
-  size_t pos = 0;
+  PageFile* file = nullptr;
+  size_t pos = 0, end = 0;
+  {
+    base::ReaderLock lock(&t.mu);
+    end = GroupRound(t, ops, pos, &groups);
+    file = t.file.get();
+  }
   while (pos < ops.size()) {
-    // Only the holder of merge_mu changes the directory, the pages or the
-    // data file, so the round reads and writes without t.mu.
-    PageFile* file = nullptr;
-    size_t end = 0;
-    {
-      base::ReaderLock lock(&t.mu);
-      end = GroupRound(t, ops, pos, &groups);
-      file = t.file.get();
-    }
     STRATA_RETURN_IF_ERROR(PlanRound(t, file, ops, groups, &r));
     {
       base::WriterLock lock(&t.mu);
@@ -349,13 +352,19 @@ Status Store::MergeOps(Table& t, std::span<const Op> ops) {
       t.Unallocate(r.pages);
       return s;
     }
+    size_t next_end = end;
     {
       base::WriterLock lock(&t.mu);
       SwitchRound(t, groups, r, /*user=*/false, ops.subspan(pos, end - pos));
+      if (end < ops.size()) {
+        next_end = GroupRound(t, ops, end, &next_groups);
+      }
     }
     t.NotifyProgress();  // room in the log index for waiting puts
     Hook(LogMergePoint::kMergeRound);
     pos = end;
+    end = next_end;
+    std::swap(groups, next_groups);
   }
   return Status::Ok();
 }
@@ -381,7 +390,15 @@ void Store::MergeThread() {
       merge_queue_.erase(merge_queue_.begin());
     }
     MergeLock merge(t);
-    if (Status s = MergeFrozen(*t); !s.ok()) {
+    const Status s = MergeFrozen(*t);
+    {
+      // Before the release wakes the puts waiting for this merge: they merge
+      // themselves now, unless a log frozen since is queued (Freeze, under
+      // t->mu, set the flag for it).
+      base::ReaderLock lock(&t->mu);
+      if (!s.ok() || t->Other().state != LogState::kFrozen) t->SetMergeQueued(false);
+    }
+    if (!s.ok()) {
       // The log stays frozen and readable; the next put that needs it merged
       // retries and returns the error.
       STRATA_LOG_WARN("native store %s: background merge of table %s failed: %s",

@@ -7,7 +7,10 @@
 // (kCheckpointOnly: replaced since; reusable after the next checkpoint).
 // Only free pages are ever written.
 //
-// Thread safety: Table fields are guarded by Table::mu (shared for reads).
+// Thread safety: Table fields are guarded by Table::mu (shared for reads);
+// Table::merge_mu makes one thread at a time the table's leaf writer (the
+// background merge thread, or a put, Scan or Checkpoint merging the logs),
+// which reads and writes pages without mu and takes mu to switch them in.
 // Ownership: the store owns its tables; a table owns its PageFile.
 #pragma once
 
@@ -102,12 +105,21 @@ struct Table {
   base::Mutex progress_mu;
   base::CondVar progress_cv;
   uint64_t merge_progress GUARDED_BY(progress_mu) = 0;
+  // A frozen log is queued for (or being merged by) the merge thread, which
+  // then moves merge_progress: a put waiting for room waits for it rather
+  // than merging itself.
+  bool merge_queued GUARDED_BY(progress_mu) = false;
 
   WriteLog& Active() REQUIRES_SHARED(mu) { return logs[active]; }
   WriteLog& Other() REQUIRES_SHARED(mu) { return logs[1 - active]; }
-  uint64_t Progress() EXCLUDES(progress_mu) {
+  uint64_t Progress(bool* queued) EXCLUDES(progress_mu) {
     base::MutexLock lock(&progress_mu);
+    *queued = merge_queued;
     return merge_progress;
+  }
+  void SetMergeQueued(bool queued) EXCLUDES(progress_mu) {
+    base::MutexLock lock(&progress_mu);
+    merge_queued = queued;
   }
   void NotifyProgress() EXCLUDES(progress_mu) {
     base::MutexLock lock(&progress_mu);
@@ -251,10 +263,11 @@ class Store final : public RowStore {
   // Appends to the active log, first freezing it for the background merge
   // once it holds 3/4 of the index's budget and the other log is ready.
   // kWait: no room in the index until the merge frees some (nothing
-  // written; `*progress`: the table's merge progress seen); kTooBig: the
-  // batch is larger than the whole index.
+  // written; `*progress`: the table's merge progress seen, `*queued`: the
+  // merge thread has the merge in hand); kTooBig: the batch is larger than
+  // the whole index.
   Result<Append> AppendToLog(Table& t, std::span<const Key> keys, const std::byte* rows,
-                             uint64_t* progress) REQUIRES(t.mu);
+                             uint64_t* progress, bool* queued) REQUIRES(t.mu);
   // Makes the active log frozen and the ready one active; `notify` queues
   // the frozen log for the background merge. REQUIRES: Other() kReady.
   void Freeze(Table& t, bool notify) REQUIRES(t.mu);

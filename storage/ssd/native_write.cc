@@ -39,22 +39,23 @@ Status Store::ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* 
   for (;;) {
     Append result;
     uint64_t progress = 0;
+    bool queued = false;
     {
       base::WriterLock lock(&t.mu);
-      STRATA_ASSIGN_OR_RETURN(result, AppendToLog(t, keys, rows, &progress));
+      STRATA_ASSIGN_OR_RETURN(result, AppendToLog(t, keys, rows, &progress, &queued));
     }
     if (result == Append::kDone) return Status::Ok();
     if (result == Append::kWait) {
       // Backpressure: the log index is full until the merge frees room.
-      // Wait for its next round, or run it here if no merge is running.
+      // Wait for the merge thread's next round, or run the merge here when
+      // the thread does not have it in hand (it failed, or a checkpoint froze
+      // the log).
       Hook(LogMergePoint::kBackpressure);
-      if (t.merge_mu.TryLock()) {
-        Status s = MergeFrozen(t);
-        t.merge_mu.Unlock();
-        t.NotifyProgress();
-        STRATA_RETURN_IF_ERROR(s);
-      } else {
+      if (queued) {
         t.WaitProgress(progress);
+      } else {
+        MergeLock merge(&t);
+        STRATA_RETURN_IF_ERROR(MergeFrozen(t));
       }
       continue;
     }
