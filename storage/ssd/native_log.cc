@@ -7,8 +7,9 @@
 // changes nothing. Deletes are tombstones in the index only.
 //
 // Each table has two logs and one index over both (key -> newest entry).
-// When the active log holds 3/4 of the index's budget (write_log_fraction
-// of the table's rows) it is frozen, the other becomes active, and a
+// When the active log's entries would pass the index's budget
+// (write_log_fraction of the table's rows) it is frozen, the other becomes
+// active, and a
 // background thread merges the frozen one into the leaves: it reads the log
 // sequentially, keeps the current rows of one range of mixed keys in DRAM
 // (write_log_merge_bytes), sorts them and writes them through the
@@ -36,10 +37,6 @@ constexpr size_t kLogReadBytesPerRoundMax = 8u << 20;
 // A merge counts the log's rows per bucket of the top bits of their mixed
 // keys to cut the key space into ranges of at most write_log_merge_bytes.
 constexpr uint32_t kMergeBucketBits = 16;
-
-// The active log is frozen for a merge once its entries pass this fraction
-// of the index's budget: the rest is room for puts while the merge starts.
-constexpr double kFreezeFraction = 0.75;
 
 }  // namespace
 
@@ -107,8 +104,7 @@ Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, co
     return first_record(log) + records <= LogIndex::kRecordsMax;
   };
   if (t.Active().entries > 0 && t.Other().state == LogState::kReady &&
-      (double(t.Active().entries + n) > kFreezeFraction * double(budget) ||
-       !records_fit(t.Active()))) {
+      (t.Active().entries + n > budget || !records_fit(t.Active()))) {
     Freeze(t, /*notify=*/true);
   }
   if (t.log_index.size() + n > budget || !records_fit(t.Active())) {

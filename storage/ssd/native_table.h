@@ -261,7 +261,8 @@ class Store final : public RowStore {
   uint64_t LogBudget(uint64_t rows) const;
   enum class Append { kDone, kWait, kTooBig };
   // Appends to the active log, first freezing it for the background merge
-  // once it holds 3/4 of the index's budget and the other log is ready.
+  // once the batch would take its entries past the index's budget and the
+  // other log is ready.
   // kWait: no room in the index until the merge frees some (nothing
   // written; `*progress`: the table's merge progress seen, `*queued`: the
   // merge thread has the merge in hand); kTooBig: the batch is larger than

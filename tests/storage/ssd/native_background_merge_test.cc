@@ -29,7 +29,7 @@ using testing::PutRows;
 
 constexpr uint32_t kRowBytes = 512;
 constexpr TableId kTable = 5;
-constexpr uint64_t kIndexEntries = 10000;  // the log index's budget; a log freezes at 7500
+constexpr uint64_t kIndexEntries = 10000;  // the log index's budget; a full log freezes
 
 // The hook of the store: once armed, holds the merge at its `hold_at`-th
 // round until Release(), and counts puts that wait for a merge
@@ -58,9 +58,14 @@ class MergeGate {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return held_; });
   }
-  void WaitBackpressure() {
+  // Waits until more than `seen` puts waited for a merge.
+  void WaitBackpressure(int seen) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return backpressure_ > 0; });
+    cv_.wait(lock, [&] { return backpressure_ > seen; });
+  }
+  int backpressure() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return backpressure_;
   }
   void Release() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -124,19 +129,20 @@ class NativeBackgroundMergeTest : public testing::NativeRowStoreFixture {
   }
 
   // 12000 rows in about 1700 leaves (straight to the leaves: larger than the
-  // log index), checkpointed; then 7500 rows in the log (keys 0..7499,
-  // version 1) and one more batch, which freezes it: the background merge
-  // starts and holds after its first round of at most 1024 leaves.
+  // log index), checkpointed; then 10000 rows in the log (keys 0..9999,
+  // version 1, a full index) and one more batch, which freezes it and waits
+  // for the background merge's first round (of at most 1024 leaves), after
+  // which the merge holds.
   std::unique_ptr<RowStore> OpenWithHeldMerge(MergeGate* gate, Model* model) {
     auto store = OpenGated(gate);
     if (store == nullptr) return nullptr;
     EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 12000), 0, model).ok());
     EXPECT_TRUE(store->Checkpoint({}).ok());
     gate->Arm();
-    for (Key k = 0; k < 7500; k += 1500) {
-      EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(k, k + 1500), 1, model).ok());
+    for (Key k = 0; k < 10000; k += 2000) {
+      EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(k, k + 2000), 1, model).ok());
     }
-    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(7500, 8500), 1, model).ok());
+    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(10000, 11000), 1, model).ok());
     gate->WaitHeld();
     return store;
   }
@@ -147,8 +153,8 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   Model model;
   auto store = OpenWithHeldMerge(&gate, &model);
   ASSERT_NE(store, nullptr);
-  // Keys 0..7499: most merged into leaves, the rest only in the frozen log;
-  // 7500..8499 in the active log; the rest in leaves only.
+  // Keys 0..9999: most merged into leaves, the rest only in the frozen log;
+  // 10000..10999 in the active log; the rest in leaves only.
   ExpectGets(*store, model);
   // Overwrite and delete keys of the frozen log: the active log wins.
   ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 1000), 2, &model).ok());
@@ -162,13 +168,14 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   // the merge to free room.
   std::atomic<bool> done{false};
   Status waited;
+  const int waits_before = gate.backpressure();
   std::thread putter([&] {
     for (Key k = 30000; k < 50000 && waited.ok(); k += 500) {
       waited = PutRows(*store, kTable, kRowBytes, Range(k, k + 500), 4, nullptr);
     }
     done = true;
   });
-  gate.WaitBackpressure();
+  gate.WaitBackpressure(waits_before);
   EXPECT_FALSE(done.load());  // it waits for a round of the held merge
   ExpectGets(*store, model);  // gets do not wait for it
   gate.Release();

@@ -277,9 +277,9 @@ TEST_F(NativeWriteLogTest, PowerLossDropsTheLogAndGivesTheCheckpoint) {
 TEST_F(NativeWriteLogTest, LogWritesLessThanRewritingLeaves) {
   double amp[2] = {0, 0};
   for (int with_log = 0; with_log < 2; ++with_log) {
-    // Two merges (a log is frozen at 3/4 of the index's 5400 entries) of
-    // about 3000 distinct rows into 1143 leaves.
-    auto store = OpenWith(with_log ? 0.25 : 0, 5400);
+    // Two merges (a log is frozen when full: 4000 entries) of about 3000
+    // distinct rows into 1143 leaves.
+    auto store = OpenWith(with_log ? 0.25 : 0, 4000);
     ASSERT_NE(store, nullptr);
     std::vector<Key> keys;
     for (Key k = 0; k < 8000; ++k) keys.push_back(k);
