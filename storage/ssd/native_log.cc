@@ -325,35 +325,54 @@ Status Store::MergeFrozen(Table& t) {
 
 Status Store::MergeOps(Table& t, std::span<const Op> ops) {
   // Only the holder of merge_mu changes the directory, the pages or the data
-  // file, so a round reads and writes pages without t.mu; it takes the lock
-  // twice: to allocate its pages, and to switch them in (grouping the next
-  // round's ops by leaf in the same hold).
+  // file, so a round reads and writes pages without t.mu. It takes the lock
+  // once: to switch its pages in and, in the same hold, to group the next
+  // round's ops by leaf and allocate the most pages that round may write
+  // (from the leaves' row counts; the unused ones are freed at its switch).
   std::vector<Group> groups, next_groups;
+  std::vector<uint32_t> pages, next_pages;
   Round r;
   PageFile* file = nullptr;
+  auto plan = [&](size_t from, std::vector<Group>* g, std::vector<uint32_t>* p)
+                  REQUIRES(t.mu) -> Result<size_t> {
+    const size_t end = GroupRound(t, ops, from, g, kMergeLeavesPerRoundMax);
+    STRATA_ASSIGN_OR_RETURN(*p, t.Allocate(RoundPagesMax(t, ops, *g)));
+    return end;
+  };
   size_t pos = 0, end = 0;
   {
-    base::ReaderLock lock(&t.mu);
-    end = GroupRound(t, ops, pos, &groups);
+    base::WriterLock lock(&t.mu);
+    STRATA_ASSIGN_OR_RETURN(end, plan(0, &groups, &pages));
     file = t.file.get();
   }
   while (pos < ops.size()) {
-    STRATA_RETURN_IF_ERROR(PlanRound(t, file, ops, groups, &r));
-    {
+    Status s = PlanRound(t, file, ops, groups, &r);
+    if (s.ok() && r.new_pages > pages.size()) {  // a leaf held more rows than its count
       base::WriterLock lock(&t.mu);
-      STRATA_ASSIGN_OR_RETURN(r.pages, t.Allocate(r.new_pages));
+      Result<std::vector<uint32_t>> more = t.Allocate(r.new_pages - pages.size());
+      if (more.ok()) {
+        pages.insert(pages.end(), more->begin(), more->end());
+      } else {
+        s = more.status();
+      }
     }
-    if (Status s = WriteRoundPages(t, file, groups, &r); !s.ok()) {
+    if (s.ok()) {
+      r.pages.assign(pages.begin(), pages.begin() + r.new_pages);
+      s = WriteRoundPages(t, file, groups, &r);
+    }
+    if (!s.ok()) {
       base::WriterLock lock(&t.mu);
-      t.Unallocate(r.pages);
+      t.Unallocate(pages);
       return s;
     }
     size_t next_end = end;
     {
       base::WriterLock lock(&t.mu);
       SwitchRound(t, groups, r, /*user=*/false, ops.subspan(pos, end - pos));
+      t.Unallocate(std::span<const uint32_t>(pages).subspan(r.new_pages));
+      pages.clear();
       if (end < ops.size()) {
-        next_end = GroupRound(t, ops, end, &next_groups);
+        STRATA_ASSIGN_OR_RETURN(next_end, plan(end, &next_groups, &next_pages));
       }
     }
     t.NotifyProgress();  // room in the log index for waiting puts
@@ -361,6 +380,7 @@ Status Store::MergeOps(Table& t, std::span<const Op> ops) {
     pos = end;
     end = next_end;
     std::swap(groups, next_groups);
+    std::swap(pages, next_pages);
   }
   return Status::Ok();
 }

@@ -197,6 +197,7 @@ class Store final : public RowStore {
   struct Group {  // the ops of one round that fall in one leaf
     uint64_t low;
     uint32_t old_page;
+    uint32_t old_rows;  // the leaf's row count in the directory
     size_t begin, end;  // into ops
   };
   struct Slot {  // a row of a leaf being rebuilt
@@ -233,10 +234,13 @@ class Store final : public RowStore {
   // counted as bytes handed to MultiPut (false for a merge of the log).
   Status ApplyToLeaves(Table& t, std::span<const Key> keys, const std::byte* rows, bool user)
       REQUIRES(t.mu);
-  // Groups ops[pos, ...) by leaf into `*groups` (at most one round); returns
-  // the end of the round in ops. REQUIRES: ops sorted by mixed key, unique.
-  size_t GroupRound(Table& t, std::span<const Op> ops, size_t pos, std::vector<Group>* groups)
-      REQUIRES_SHARED(t.mu);
+  // Groups ops[pos, ...) by leaf into `*groups` (one round: at most
+  // `leaves_max` leaves); returns the end of the round in ops. REQUIRES: ops
+  // sorted by mixed key, unique.
+  size_t GroupRound(Table& t, std::span<const Op> ops, size_t pos, std::vector<Group>* groups,
+                    uint32_t leaves_max) REQUIRES_SHARED(t.mu);
+  // Pages the round of `groups` writes at most (before reading its leaves).
+  size_t RoundPagesMax(const Table& t, std::span<const Op> ops, std::span<const Group> groups);
   // Reads the groups' leaves from `file` and merges their ops into `*r`.
   // Touches no guarded field: the caller is the leaf writer.
   Status PlanRound(Table& t, PageFile* file, std::span<const Op> ops, std::span<const Group> groups,

@@ -86,27 +86,39 @@ Status Store::ApplyToLeaves(Table& t, std::span<const Key> keys, const std::byte
   std::vector<Group> groups;
   size_t pos = 0;
   while (pos < ops.size()) {
-    const size_t end = GroupRound(t, ops, pos, &groups);
+    const size_t end = GroupRound(t, ops, pos, &groups, kLeavesPerRoundMax);
     STRATA_RETURN_IF_ERROR(WriteRound(t, std::span<const Op>(ops), groups, user));
     pos = end;
   }
   return Status::Ok();
 }
 
-size_t Store::GroupRound(Table& t, std::span<const Op> ops, size_t pos,
-                         std::vector<Group>* groups) {
+size_t Store::GroupRound(Table& t, std::span<const Op> ops, size_t pos, std::vector<Group>* groups,
+                         uint32_t leaves_max) {
   groups->clear();
   const size_t round_end = std::min(ops.size(), pos + kOpsPerRoundMax);
-  while (pos < round_end && groups->size() < kLeavesPerRoundMax) {
+  while (pos < round_end && groups->size() < leaves_max) {
     const PageDirectory::Handle h = t.dir.Find(ops[pos].mixed);
     uint64_t next_low = 0;
     const bool has_next = t.dir.NextLow(h, &next_low);
     size_t end = pos;
     while (end < round_end && (!has_next || ops[end].mixed < next_low)) ++end;
-    groups->push_back({t.dir.at(h).low_mixed, t.dir.at(h).page, pos, end});
+    const ssd::LeafRecord& leaf = t.dir.at(h);
+    groups->push_back({leaf.low_mixed, leaf.page, leaf.row_count, pos, end});
     pos = end;
   }
   return pos;
+}
+
+size_t Store::RoundPagesMax(const Table& t, std::span<const Op> ops,
+                            std::span<const Group> groups) {
+  size_t pages = 0;
+  for (const Group& g : groups) {
+    uint64_t rows = g.old_rows;
+    for (size_t o = g.begin; o < g.end; ++o) rows += ops[o].row != nullptr ? 1 : 0;
+    pages += (rows + t.capacity - 1) / t.capacity;
+  }
+  return pages;
 }
 
 Status Store::WriteRound(Table& t, std::span<const Op> ops, std::span<const Group> groups,

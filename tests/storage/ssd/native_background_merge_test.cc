@@ -128,15 +128,15 @@ class NativeBackgroundMergeTest : public testing::NativeRowStoreFixture {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
-  // 12000 rows in about 1700 leaves (straight to the leaves: larger than the
+  // 40000 rows in about 5700 leaves (straight to the leaves: larger than the
   // log index), checkpointed; then 10000 rows in the log (keys 0..9999,
-  // version 1, a full index) and one more batch, which freezes it and waits
-  // for the background merge's first round (of at most 1024 leaves), after
-  // which the merge holds.
+  // version 1, a full index: about 4700 leaves to rewrite) and one more
+  // batch, which freezes it and waits for the background merge's first
+  // round (of at most 4096 leaves), after which the merge holds.
   std::unique_ptr<RowStore> OpenWithHeldMerge(MergeGate* gate, Model* model) {
     auto store = OpenGated(gate);
     if (store == nullptr) return nullptr;
-    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 12000), 0, model).ok());
+    EXPECT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 40000), 0, model).ok());
     EXPECT_TRUE(store->Checkpoint({}).ok());
     gate->Arm();
     for (Key k = 0; k < 10000; k += 2000) {
@@ -160,7 +160,7 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 1000), 2, &model).ok());
   ASSERT_TRUE(store->Delete(kTable, Range(1000, 1100)).ok());
   for (Key k = 1000; k < 1100; ++k) model.erase(k);
-  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(20000, 20100), 2, &model).ok());  // new
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(100000, 100100), 2, &model).ok());  // new
   ExpectGets(*store, model, Range(1000, 1100));
   EXPECT_EQ(gate.rounds(), 1);  // the merge is still held
 
@@ -170,7 +170,7 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   Status waited;
   const int waits_before = gate.backpressure();
   std::thread putter([&] {
-    for (Key k = 30000; k < 50000 && waited.ok(); k += 500) {
+    for (Key k = 200000; k < 220000 && waited.ok(); k += 500) {
       waited = PutRows(*store, kTable, kRowBytes, Range(k, k + 500), 4, nullptr);
     }
     done = true;
@@ -181,7 +181,7 @@ TEST_F(NativeBackgroundMergeTest, GetsAndPutsDuringAMergeSeeTheNewestRows) {
   gate.Release();
   putter.join();
   ASSERT_TRUE(waited.ok()) << waited.ToString();
-  for (Key k = 30000; k < 50000; ++k) model[k] = MakeRow(k, 4, kRowBytes);
+  for (Key k = 200000; k < 220000; ++k) model[k] = MakeRow(k, 4, kRowBytes);
   EXPECT_GE(gate.rounds(), 2);  // the merge went on before the puts did
   ExpectGets(*store, model, Range(1000, 1100));
   ExpectContent(*store, kTable, kRowBytes, model);
@@ -199,7 +199,7 @@ TEST_F(NativeBackgroundMergeTest, CrashDuringAMergeReopensToTheCheckpoint) {
   auto store = OpenWithHeldMerge(&gate, &model);
   ASSERT_NE(store, nullptr);
   Model checkpointed;
-  for (Key k = 0; k < 12000; ++k) checkpointed[k] = MakeRow(k, 0, kRowBytes);
+  for (Key k = 0; k < 40000; ++k) checkpointed[k] = MakeRow(k, 0, kRowBytes);
   // The first round's leaves are written and switched; make them and both
   // logs durable, so the crash keeps them on disk beside the checkpoint.
   ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, Range(0, 100), 2, &model).ok());
