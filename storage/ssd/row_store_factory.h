@@ -55,17 +55,18 @@ struct RowStoreOptions {
   // smaller, at the cost of rewriting tables more often.
   double gc_space_amp_trigger = 1.5;
   // Write log: puts append to a per-table log in large sequential writes.
-  // Each table has two logs: when the active one holds half this fraction of
-  // the table's rows it is frozen and merged into the leaves (in key order)
-  // by a background thread while puts go on into the other; a put waits only
-  // when the other fills before that merge ends. Checkpoints merge both
-  // first. Larger fractions rewrite fewer leaves per row but take more DRAM
-  // for the two log indexes (about 15 bytes per entry of the two logs
-  // together: 15 x this fraction bytes per key) and more log space. 0: puts rewrite their leaves
-  // directly (no log, no background thread).
+  // Each table has two logs and one DRAM index over both, of this fraction
+  // of the table's rows: when the active log is full it is frozen and merged
+  // into the leaves (in key order) by a background thread while puts go on
+  // into the other, which grows into the index room each merge round frees;
+  // a put waits only while the index is full (for the merge's next round).
+  // Checkpoints merge both first. Larger fractions rewrite fewer leaves per
+  // row but take more DRAM for the index (about 15 bytes per entry: 15 x
+  // this fraction bytes per key) and more log space. 0: puts rewrite their
+  // leaves directly (no log, no background thread).
   double write_log_fraction = 0.25;
-  // Entries (rows put or deleted) the two logs allow at least together,
-  // whatever the table's size: small tables merge every half of this.
+  // Entries (rows put or deleted) the log index holds at least, whatever the
+  // table's size: small tables merge every write_log_entries_min writes.
   uint64_t write_log_entries_min = 4096;
   // Row bytes a merge holds in DRAM at most: it reads the frozen log
   // sequentially and keeps the rows of one range of keys; a log holding more
