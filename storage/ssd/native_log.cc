@@ -386,11 +386,15 @@ Status Store::MergeOps(Table& t, std::span<const Op> ops) {
 }
 
 Status Store::DrainLogs(Table& t) {
-  STRATA_RETURN_IF_ERROR(MergeFrozen(t));
-  {
+  for (;;) {
+    STRATA_RETURN_IF_ERROR(MergeFrozen(t));
     base::WriterLock lock(&t.mu);
+    // A put may have frozen the active log since the merge ended (the merge
+    // thread then waits for merge_mu): merge that one first.
+    if (t.Other().state == LogState::kFrozen) continue;
     if (t.Active().entries == 0) return Status::Ok();
     Freeze(t, /*notify=*/false);
+    break;
   }
   return MergeFrozen(t);
 }
