@@ -27,6 +27,11 @@ inline constexpr uint64_t kCheckpointMetaBytesMax = 64ull << 20;
 // Leaf pages one native write or read round touches at most (bounds the
 // aligned buffers of a round: 1024 x 4 KiB = 4 MiB for 512-byte rows).
 inline constexpr uint32_t kLeavesPerRoundMax = 1024;
+// Leaf pages one round of a write log merge touches at most (16 MiB of
+// leaves read for 512-byte rows, about as much written): larger than a
+// put's rounds, as the merge takes the table's lock once a round and that
+// wait (for a get or put in flight) is paid per round.
+inline constexpr uint32_t kMergeLeavesPerRoundMax = 4096;
 // Physical pages of one data file (page numbers are 32-bit, kNoPage reserved).
 inline constexpr uint64_t kPagesPerFileMax = 0xFFFFFFFEull;
 // Bytes of the RocksDB backend's CHECKPOINT pointer ("ckpt-<n>\n", n below

@@ -23,7 +23,7 @@ uint64_t LogIndex::Home(Key key) const {
 }
 
 uint32_t LogIndex::Insert(Key key, uint32_t value) {
-  STRATA_ASSERT(value <= kTombstone, "log record number out of range");
+  STRATA_ASSERT(value != kEmpty, "log index value out of range");
   for (uint64_t i = Home(key);; i = i + 1 == slot_count_ ? 0 : i + 1) {
     Slot& s = slots_[i];
     if (s.value == kEmpty) {
@@ -38,6 +38,37 @@ uint32_t LogIndex::Insert(Key key, uint32_t value) {
       return previous;
     }
   }
+}
+
+bool LogIndex::Erase(Key key, uint32_t value) {
+  if (size_ == 0) return false;
+  auto next = [&](uint64_t i) { return i + 1 == slot_count_ ? 0 : i + 1; };
+  uint64_t hole = Home(key);
+  for (;; hole = next(hole)) {
+    if (slots_[hole].value == kEmpty) return false;
+    if (slots_[hole].key == key) break;
+  }
+  if (slots_[hole].value != value) return false;
+  // Shift later entries of the run back into the hole, unless their home
+  // lies cyclically in (hole, j]: then they are already as close as they may be.
+  for (uint64_t j = next(hole); slots_[j].value != kEmpty; j = next(j)) {
+    const uint64_t home = Home(slots_[j].key);
+    const bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    if (stays) continue;
+    slots_[hole] = slots_[j];
+    hole = j;
+  }
+  slots_[hole] = Slot{0, kEmpty};
+  --size_;
+  return true;
+}
+
+void LogIndex::Rehash(uint64_t entries_max) {
+  STRATA_ASSERT(entries_max >= size_, "log index rehashed below its size");
+  LogIndex bigger;
+  bigger.Reset(entries_max);
+  ForEach([&](Key key, uint32_t value) { bigger.Insert(key, value); });
+  *this = std::move(bigger);
 }
 
 bool LogIndex::Find(Key key, uint32_t* value) const {
@@ -55,9 +86,7 @@ bool LogIndex::Find(Key key, uint32_t* value) const {
 std::vector<LogIndex::Entry> LogIndex::Entries() const {
   std::vector<Entry> out;
   out.reserve(size_);
-  for (uint64_t i = 0; i < slot_count_; ++i) {
-    if (slots_[i].value != kEmpty) out.push_back({slots_[i].key, slots_[i].value});
-  }
+  ForEach([&](Key key, uint32_t value) { out.push_back({key, value}); });
   return out;
 }
 

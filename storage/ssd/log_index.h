@@ -4,8 +4,8 @@
 // found through the leaf directory (page_directory.h).
 //
 // Open addressing with linear probing over a fixed array of 12-byte slots,
-// sized once per merge cycle for the records the cycle may append
-// (Reset(capacity_entries)): inserts never allocate, and the array holds at
+// sized for the entries the logs may hold (Reset, Rehash): inserts and
+// erases never allocate, and the array holds at
 // most kSlotsPerEntry x 12 bytes per entry the cycle allows. Slots are placed
 // by the high bits of MixKey(key) scaled to the array (no power-of-two
 // rounding), so the bytes follow the cycle's budget exactly.
@@ -28,6 +28,9 @@ class LogIndex {
   static constexpr uint32_t kTombstone = 0x7FFFFFFEu;  // deleted since the last merge
   static constexpr uint32_t kRecordsMax = kTombstone;  // record numbers are below it
   static constexpr uint32_t kAbsent = 0xFFFFFFFFu;     // Insert: the key was not present
+  // Values are below kAbsent; the native store keeps two logs in one index
+  // by setting this bit for the second log's records and tombstones.
+  static constexpr uint32_t kLogBit = 0x80000000u;
   // Slots per entry the cycle allows: keeps the load factor at most 0.8.
   static constexpr double kSlotsPerEntry = 1.25;
 
@@ -41,8 +44,14 @@ class LogIndex {
   // Empties the index, keeping its size.
   void Clear();
   // Sets the value of `key`; returns its previous value, or kAbsent.
-  // REQUIRES: size() < entries_max() or `key` already present; value <= kTombstone.
+  // REQUIRES: size() < entries_max() or `key` already present; value < kAbsent.
   uint32_t Insert(Key key, uint32_t value);
+  // Removes `key` if its value is `value` (backward-shift deletion, no
+  // tombstone slot); returns whether it did.
+  bool Erase(Key key, uint32_t value);
+  // Re-sizes the index for `entries_max` entries, keeping every entry.
+  // REQUIRES: entries_max >= size().
+  void Rehash(uint64_t entries_max);
   // The value of `key`, or false when the log does not hold it.
   bool Find(Key key, uint32_t* value) const;
 
@@ -51,6 +60,13 @@ class LogIndex {
   uint64_t MemoryBytes() const { return slot_count_ * sizeof(Slot); }
   // Every entry, in no particular order.
   std::vector<Entry> Entries() const;
+  // Calls fn(key, value) for every entry, in no particular order.
+  template <class Fn>
+  void ForEach(Fn&& fn) const {
+    for (uint64_t i = 0; i < slot_count_; ++i) {
+      if (slots_[i].value != kEmpty) fn(Key{slots_[i].key}, uint32_t{slots_[i].value});
+    }
+  }
 
  private:
   // Packed: 12 bytes. value kEmpty marks a free slot (every key is valid).

@@ -138,23 +138,23 @@ void Store::AfterManifestSwitch(Table& t) {
   t.page_state.resize(keep);
   t.free_hint = 0;
   while (t.free_hint < keep && t.page_state[t.free_hint] != kFree) ++t.free_hint;
-  auto note = [&](const Status& s) {
-    if (s.ok()) return true;
-    if (cleanup_errors_.fetch_add(1) == 0) {
-      STRATA_LOG_WARN(
-          "native store %s: cleanup after a durable checkpoint failed (retried at "
-          "the next one): %s",
-          options_.dir.c_str(), s.ToString().c_str());
-    }
-    return false;
-  };
-  (void)note(t.file->TruncatePages(keep));
-  if (note(t.log->TruncatePages(0))) t.log_units = 0;  // merged before the switch
+  (void)NoteCleanup(t.file->TruncatePages(keep));
   std::vector<std::string> left;
   for (const std::string& path : t.obsolete_paths) {
-    if (!note(env_->DeleteFile(path))) left.push_back(path);
+    if (!NoteCleanup(env_->DeleteFile(path))) left.push_back(path);
   }
   t.obsolete_paths = std::move(left);
+}
+
+bool Store::NoteCleanup(const Status& s) {
+  if (s.ok()) return true;
+  if (cleanup_errors_.fetch_add(1) == 0) {
+    STRATA_LOG_WARN(
+        "native store %s: cleanup after a durable checkpoint or a merge failed (retried at "
+        "the next one): %s",
+        options_.dir.c_str(), s.ToString().c_str());
+  }
+  return false;
 }
 
 void Store::AfterSwitchInDoubt(Table& t) {
@@ -190,6 +190,22 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   }
   base::MutexLock checkpoint_lock(&checkpoint_mu_);
   STRATA_RETURN_IF_ERROR(Failed());
+  // The leaf writer of every table for the whole checkpoint: no background
+  // merge or garbage collection runs meanwhile. Each table's logs are merged
+  // first, holding its lock only per round, so gets and puts go on; puts
+  // after that land in the new active log, which the checkpoint leaves be.
+  struct WakeWaitingPuts {  // after the merge locks below are released
+    std::vector<std::unique_ptr<Table>>& tables;
+    ~WakeWaitingPuts() {
+      for (auto& t : tables) t->NotifyProgress();
+    }
+  } wake{tables_};
+  std::vector<std::unique_lock<base::Mutex>> merge_locks;
+  for (auto& t : tables_) {
+    merge_locks.emplace_back(t->merge_mu);
+    t->merge_mu.AssertHeld();  // through `merge_locks`, which the analysis cannot follow
+    STRATA_RETURN_IF_ERROR(DrainLogs(*t));  // a checkpoint holds leaves only
+  }
   std::vector<std::unique_lock<base::RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
   // Again under the table locks: a Sync() that held them shared may have
@@ -199,8 +215,8 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());
   for (auto& t : tables_) {
-    t->mu.AssertHeld();                    // through `locks`, which the analysis cannot follow
-    STRATA_RETURN_IF_ERROR(MergeLog(*t));  // a checkpoint holds leaves only
+    t->mu.AssertHeld();  // through `locks`
+    t->merge_mu.AssertHeld();
     if (GcDue(*t)) STRATA_RETURN_IF_ERROR(CollectGarbage(*t));
     if (Status s = t->file->Sync(); !s.ok()) {
       Fail(s);

@@ -113,10 +113,25 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
         t->file,
         PageFile::Open(env_, options_.dir + "/" + ssd::DataFileName(spec.id, 1), t->page_bytes,
                        /*create=*/true, options_.direct_io, io_threads_.get()));
-    STRATA_RETURN_IF_ERROR(OpenLog(*t));
+    STRATA_RETURN_IF_ERROR(OpenLogs(*t));
     tables_.push_back(std::move(t));
   }
-  return Checkpoint({});
+  STRATA_RETURN_IF_ERROR(Checkpoint({}));
+  StartMergeThread();
+  return Status::Ok();
+}
+
+void Store::StartMergeThread() {
+  if (options_.write_log_fraction > 0) merge_thread_ = std::thread([this] { MergeThread(); });
+}
+
+Store::~Store() {
+  {
+    base::MutexLock lock(&merge_queue_mu_);
+    stopping_ = true;
+    merge_queue_cv_.SignalAll();
+  }
+  if (merge_thread_.joinable()) merge_thread_.join();
 }
 
 // A directory without MANIFEST is new only if it holds no rows: a new store
@@ -211,7 +226,7 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
   for (auto& t : tables_) {
     base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
     STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->page_state.size()));
-    STRATA_RETURN_IF_ERROR(OpenLog(*t));  // whatever a log held is after the checkpoint
+    STRATA_RETURN_IF_ERROR(OpenLogs(*t));  // whatever a log held is after the checkpoint
   }
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
   for (const std::string& name : names) {
@@ -220,19 +235,25 @@ Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec
       STRATA_RETURN_IF_ERROR(env_->DeleteFile(options_.dir + "/" + name));
     }
   }
+  StartMergeThread();
   return Status::Ok();
 }
 
 Status Store::ReadVerified(Table& t, std::span<const uint32_t> pages,
                            std::span<const uint64_t> lows, io::AlignedBuffer* buf) {
+  return ReadVerifiedFrom(t, t.file.get(), pages, lows, buf);
+}
+
+Status Store::ReadVerifiedFrom(Table& t, PageFile* file, std::span<const uint32_t> pages,
+                               std::span<const uint64_t> lows, io::AlignedBuffer* buf) {
   const size_t bytes = pages.size() * t.page_bytes;
   STRATA_RETURN_IF_ERROR(EnsureBytes(buf, bytes));
   auto* data = reinterpret_cast<std::byte*>(buf->data());
-  STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
+  STRATA_RETURN_IF_ERROR(file->ReadPages(pages, data));
   bytes_read_ += bytes;
   for (size_t i = 0; i < pages.size(); ++i) {
     STRATA_RETURN_IF_ERROR(VerifyPage(data + i * t.page_bytes, t.page_bytes, t.capacity, t.spec.id,
-                                      lows[i], t.file->path(), t.file->Offset(pages[i])));
+                                      lows[i], file->path(), file->Offset(pages[i])));
   }
   return Status::Ok();
 }
@@ -252,13 +273,17 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   };
   std::vector<Want> wants;
   wants.reserve(keys.size());
-  std::vector<LogWant> log_wants;
+  std::vector<LogWant> log_wants[2];  // per log
   base::ReaderLock lock(&t->mu);
   for (size_t i = 0; i < keys.size(); ++i) {
     found[i] = 0;
-    uint32_t record = 0;
-    if (t->log_index.Find(keys[i], &record)) {  // newer than the leaves
-      if (record != LogIndex::kTombstone) log_wants.push_back({record, static_cast<uint32_t>(i)});
+    uint32_t value = 0;
+    // The log index names the key's newest entry (active or frozen log),
+    // newer than its leaf.
+    if (t->log_index.Find(keys[i], &value)) {
+      if (RecordOf(value) != LogIndex::kTombstone) {
+        log_wants[LogOf(value)].push_back({RecordOf(value), static_cast<uint32_t>(i)});
+      }
       continue;
     }
     const ssd::LeafRecord& leaf = t->dir.at(t->dir.Find(ssd::MixKey(keys[i])));
@@ -301,8 +326,10 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
     }
     pos = end;
   }
-  if (!log_wants.empty()) {
-    STRATA_RETURN_IF_ERROR(ReadFromLog(*t, keys, log_wants, rows.data(), found.data()));
+  for (int which = 0; which < 2; ++which) {
+    if (log_wants[which].empty()) continue;
+    STRATA_RETURN_IF_ERROR(
+        ReadFromLog(*t, t->logs[which], keys, log_wants[which], rows.data(), found.data()));
   }
   rows_read_ += keys.size();
   return Status::Ok();
@@ -311,9 +338,9 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
 Status Store::Scan(TableId table,
                    const std::function<Status(Key, std::span<const std::byte>)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
-  {  // the leaves then hold every row (a put racing the scan may be missed)
-    base::WriterLock lock(&t->mu);
-    STRATA_RETURN_IF_ERROR(MergeLog(*t));
+  if (options_.write_log_fraction > 0) {  // the leaves then hold every row put before
+    MergeLock merge(t);                   // (a put racing the scan may be missed)
+    STRATA_RETURN_IF_ERROR(DrainLogs(*t));
   }
   base::ReaderLock lock(&t->mu);
   io::AlignedBuffer buf;
@@ -344,7 +371,9 @@ Status Store::Sync() {
   STRATA_RETURN_IF_ERROR(Failed());
   for (auto& t : tables_) {
     base::ReaderLock lock(&t->mu);
-    for (PageFile* file : {t->file.get(), t->log.get()}) {
+    std::vector<PageFile*> files{t->file.get(), t->Active().file.get()};
+    if (t->Other().state == LogState::kFrozen) files.push_back(t->Other().file.get());
+    for (PageFile* file : files) {
       if (Status s = file->Sync(); !s.ok()) {
         Fail(s);
         return Failed();
@@ -366,12 +395,16 @@ RowStoreStats Store::Stats() const {
     base::ReaderLock lock(&t->mu);
     // Exact once the log is merged (after a checkpoint); before, rows in the
     // log count as new (an upper bound: some replace rows of the leaves).
-    const uint64_t rows = t->row_count + t->log_rows;
+    uint64_t rows = t->row_count;
+    s.file_bytes += t->page_state.size() * uint64_t{t->page_bytes};
+    s.index_bytes += t->dir.MemoryBytes() + t->page_state.capacity();
+    for (const WriteLog& log : t->logs) {
+      rows += log.rows;
+      s.file_bytes += log.units * uint64_t{t->log_layout.unit_bytes};
+    }
+    s.index_bytes += t->log_index.MemoryBytes();
     s.live_rows += rows;
     s.live_bytes += rows * t->spec.row_bytes;
-    s.file_bytes += t->page_state.size() * uint64_t{t->page_bytes} +
-                    t->log_units * uint64_t{t->log_layout.unit_bytes};
-    s.index_bytes += t->dir.MemoryBytes() + t->page_state.capacity() + t->log_index.MemoryBytes();
   }
   return s;
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ class Env;
 }  // namespace rocksdb
 
 namespace strata::storage {
+
+// Points of the native store's log merges a test hook sees.
+enum class LogMergePoint : uint8_t {
+  kMergeStart,    // a merge of a frozen log begins (before any I/O)
+  kMergeRound,    // a round of leaves was switched
+  kBackpressure,  // a put found both logs busy and waits for the merge
+};
 
 struct RowStoreOptions {
   SsdBackend backend = SsdBackend::kNative;
@@ -46,16 +54,28 @@ struct RowStoreOptions {
   // exceed this multiple of its live row bytes: lower keeps the files
   // smaller, at the cost of rewriting tables more often.
   double gc_space_amp_trigger = 1.5;
-  // Write log: puts append to a per-table log in large sequential writes,
-  // merged into the leaves (in key order) once it holds this fraction of
-  // the table's rows, and before every checkpoint. Larger merges rewrite
-  // fewer leaves per row but take more DRAM for the log index (about 15
-  // bytes per log entry) and more log space. 0: puts rewrite their leaves
-  // directly (no log).
+  // Write log: puts append to a per-table log in large sequential writes.
+  // Each table has two logs and one DRAM index over both, of this fraction
+  // of the table's rows: when the active log is full it is frozen and merged
+  // into the leaves (in key order) by a background thread while puts go on
+  // into the other, which grows into the index room each merge round frees;
+  // a put waits only while the index is full (for the merge's next round).
+  // Checkpoints merge both first. Larger fractions rewrite fewer leaves per
+  // row but take more DRAM for the index (about 15 bytes per entry: 15 x
+  // this fraction bytes per key) and more log space. 0: puts rewrite their
+  // leaves directly (no log, no background thread).
   double write_log_fraction = 0.25;
-  // Entries (rows put or deleted) a log cycle allows at least, whatever the
+  // Entries (rows put or deleted) the log index holds at least, whatever the
   // table's size: small tables merge every write_log_entries_min writes.
   uint64_t write_log_entries_min = 4096;
+  // Row bytes a merge holds in DRAM at most: it reads the frozen log
+  // sequentially and keeps the rows of one range of keys; a log holding more
+  // is read once per range (ceil(log rows x row bytes / this) passes).
+  uint64_t write_log_merge_bytes = 256ull << 20;
+  // Tests: called at points of the write logs' merges (LogMergePoint) on the
+  // thread there, which holds no lock of the store but the table's merge
+  // lock (none for kBackpressure). Empty: none.
+  std::function<void(LogMergePoint)> log_merge_hook;
 
   // RocksDB backend.
   // Block cache: bigger caches serve more gets from DRAM, duplicating T1.

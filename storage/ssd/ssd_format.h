@@ -127,7 +127,11 @@ constexpr LogLayout MakeLogLayout(uint32_t row_bytes) {
   return l;
 }
 
-inline std::string LogFileName(TableId table) { return "t" + std::to_string(table) + ".log"; }
+// A table has two logs (one taking puts while the other is merged):
+// "t<table_id>.log" (0) and "t<table_id>.1.log" (1).
+inline std::string LogFileName(TableId table, int which = 0) {
+  return "t" + std::to_string(table) + (which == 0 ? "" : "." + std::to_string(which)) + ".log";
+}
 
 // Bijective mix of a key (splitmix64 finalizer): distinct keys never collide,
 // and the image is uniform enough for range partitioning by value.

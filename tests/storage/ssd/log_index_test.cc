@@ -1,7 +1,9 @@
 // strata-test-labels: unit
 // LogIndex against a std::unordered_map: inserts, overwrites and tombstones
-// up to the cycle's budget, Find of present and absent keys (0 and 2^64-1
-// included), Entries, Clear and Reset, and the DRAM bound per entry.
+// up to the budget, Find of present and absent keys (0 and 2^64-1
+// included), Entries, Clear and Reset, and the DRAM bound per entry; erases
+// (only of the value asked for) mixed with inserts in a full index, whose
+// runs wrap around the array's end, and Rehash keeping every entry.
 #include "storage/ssd/log_index.h"
 
 #include <gtest/gtest.h>
@@ -80,6 +82,45 @@ TEST(LogIndexTest, EmptyIndexFindsNothing) {
   EXPECT_EQ(index.Insert(~Key{0}, 9), LogIndex::kAbsent);
   ASSERT_TRUE(index.Find(~Key{0}, &v));
   EXPECT_EQ(v, 9u);
+}
+
+TEST(LogIndexTest, EraseAndRehashMatchMap) {
+  std::mt19937_64 rng(8);
+  LogIndex index;
+  index.Reset(3000);
+  std::unordered_map<Key, uint32_t> model;
+  std::vector<Key> keys;
+  uint32_t record = 0;
+  for (int step = 0; step < 200000; ++step) {
+    const bool full = model.size() == index.entries_max();
+    if (!keys.empty() && (full || rng() % 2 == 0)) {
+      const size_t at = rng() % keys.size();
+      const Key key = keys[at];
+      const uint32_t value = model.at(key);
+      ASSERT_FALSE(index.Erase(key, value ^ LogIndex::kLogBit));  // another log's value stays
+      ASSERT_TRUE(index.Erase(key, value)) << key;
+      model.erase(key);
+      keys[at] = keys.back();
+      keys.pop_back();
+    } else {
+      // Extreme keys too; at load 0.8 some runs wrap around the array's end.
+      const Key key = rng() % 4 == 0 ? ~Key{0} - rng() % 64 : rng();
+      const uint32_t value =
+          (record++ % LogIndex::kRecordsMax) | (rng() % 2 ? LogIndex::kLogBit : 0);
+      auto it = model.find(key);
+      ASSERT_EQ(index.Insert(key, value), it == model.end() ? LogIndex::kAbsent : it->second);
+      if (it == model.end()) keys.push_back(key);
+      model[key] = value;
+    }
+    ASSERT_EQ(index.size(), model.size());
+  }
+  ASSERT_FALSE(index.Erase(12345, 0));  // absent
+  ExpectMatches(index, model, rng);
+  index.Rehash(index.entries_max() * 2);
+  EXPECT_EQ(index.entries_max(), 6000u);
+  ExpectMatches(index, model, rng);
+  index.Rehash(model.size());
+  ExpectMatches(index, model, rng);
 }
 
 }  // namespace

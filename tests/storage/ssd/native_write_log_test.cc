@@ -2,13 +2,14 @@
 // Native write log: random puts, overwrites, deletes and gets against a
 // std::unordered_map through many merges of a small log (and with no log),
 // checkpoint and reopen; a failed log write changes nothing; a damaged log
-// record is Corruption naming the log file; power loss drops the log and
-// gives the last checkpoint; random overwrites through the log write less
-// than rewriting leaves.
+// record is Corruption naming the log file (a damaged key fails the merge);
+// power loss drops the log and gives the last checkpoint; random overwrites
+// through the log write less than rewriting leaves.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -213,6 +214,43 @@ TEST_F(NativeWriteLogTest, DamagedLogRecordIsCorruptionNamingTheLog) {
   }
 }
 
+// A damaged key hides its record from the merge's sequential read (the
+// key no longer leads to it): the merge reports Corruption of the log
+// instead of dropping the row, and the log stays whole.
+TEST_F(NativeWriteLogTest, DamagedLogRecordKeyFailsTheMerge) {
+  Model model;
+  std::vector<Key> keys;
+  auto store = OpenWithRows(100, &keys, &model);
+  ASSERT_NE(store, nullptr);
+  const ssd::LogLayout l = ssd::MakeLogLayout(kRowBytes);
+  const uint64_t offset = uint64_t{9 / l.records_per_unit} * l.unit_bytes +
+                          (9 % l.records_per_unit) * l.record_bytes +
+                          offsetof(ssd::LogRecordHeader, key);
+  const int fd = ::open(LogFile().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char b = 0;
+  ASSERT_EQ(::pread(fd, &b, 1, offset), 1);
+  b ^= 0x40;
+  ASSERT_EQ(::pwrite(fd, &b, 1, offset), 1);
+  ::close(fd);
+  Status s = store->Checkpoint({});
+  ASSERT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find(LogFile()), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("key is damaged"), std::string::npos) << s.ToString();
+  model.erase(9);  // a get of key 9 reads its record and finds the key wrong
+  std::vector<Key> rest;
+  for (Key k : keys) {
+    if (k != 9) rest.push_back(k);
+  }
+  std::vector<std::byte> rows(rest.size() * kRowBytes);
+  std::vector<uint8_t> got(rest.size());
+  ASSERT_TRUE(store->MultiGet(kTable, rest, rows, got).ok());
+  for (size_t i = 0; i < rest.size(); ++i) {
+    ASSERT_EQ(got[i], 1);
+    ASSERT_EQ(std::memcmp(rows.data() + i * kRowBytes, model[rest[i]].data(), kRowBytes), 0);
+  }
+}
+
 TEST_F(NativeWriteLogTest, InjectedLogReadErrorIsIOError) {
   auto store = OpenWith(0.25, 100000);
   ASSERT_NE(store, nullptr);
@@ -239,7 +277,8 @@ TEST_F(NativeWriteLogTest, PowerLossDropsTheLogAndGivesTheCheckpoint) {
 TEST_F(NativeWriteLogTest, LogWritesLessThanRewritingLeaves) {
   double amp[2] = {0, 0};
   for (int with_log = 0; with_log < 2; ++with_log) {
-    // Two merges of about 3000 distinct rows into 1143 leaves.
+    // Two merges (a log is frozen when full: 4000 entries) of about 3000
+    // distinct rows into 1143 leaves.
     auto store = OpenWith(with_log ? 0.25 : 0, 4000);
     ASSERT_NE(store, nullptr);
     std::vector<Key> keys;
