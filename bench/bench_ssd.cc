@@ -65,6 +65,7 @@ struct SsdBenchArgs {
   double seconds = 10;
   double mix = 0.5;  // fraction of gets among the mix phase's batches
   uint32_t clients = 1;
+  double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
   bool json = false;
 };
 
@@ -241,6 +242,7 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
   storage::RowStoreOptions o;
   o.backend = backend;
   o.dir = a.dir + "/" + r.name;
+  o.write_log_fraction = a.write_log_fraction;
   std::error_code ignored;
   std::filesystem::remove_all(o.dir, ignored);
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
@@ -309,9 +311,10 @@ Status RunSsdBench(const SsdBenchArgs& a) {
     STRATA_ASSIGN_OR_RETURN(raw_iops, RawReadIops(results[0].data_file, a.batch, a.seconds));
   }
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
-  nlohmann::json out = {{"rows", a.rows}, {"row_bytes", row_bytes}, {"batch", a.batch},
-                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds},
-                        {"mix", a.mix}};
+  nlohmann::json out = {{"rows", a.rows},       {"row_bytes", row_bytes},
+                        {"batch", a.batch},     {"dist", a.dist},
+                        {"clients", a.clients}, {"seconds", a.seconds},
+                        {"mix", a.mix},         {"write_log_fraction", a.write_log_fraction}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
@@ -404,6 +407,10 @@ CommandRegistrar reg{
               {.min = 0, .max = 1});
       AddUnsigned<uint32_t>(c, "--clients", args->clients, "threads calling the store", 1,
                             kClientsMax);
+      AddReal(c, "--write-log-fraction", args->write_log_fraction,
+              "native: write log size as a fraction of the table's rows (0: puts rewrite "
+              "their leaves)",
+              {.min = 0, .max = kSsdWriteLogFractionMax});
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);
