@@ -3,10 +3,12 @@
 //
 //   strata bench ssd --dir D [--backend native|rocksdb|both] --rows N --dim 64
 //                    --state-floats 64 --batch 4096 --dist uniform|zipf
-//                    --seconds S [--mix 0.5] [--clients 1] [--json]
+//                    --seconds S [--mix 0.5] [--clients 1]
+//                    [--write-log-fraction 0.25] [--json]
 //
 // For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
-// batches of 64k, timed as load), checkpoints, then runs random batched gets
+// batches of 64k, timed as load; the native store loads into its leaves with
+// the write log off and is reopened with it), checkpoints, then runs random batched gets
 // for S seconds, random batched puts (overwrites) for S seconds, and S seconds
 // of a mix (each batch a get with probability R, else a put: 0.5 is training's
 // eviction pattern, a dirty row written for every row read), keys drawn
@@ -65,6 +67,7 @@ struct SsdBenchArgs {
   double seconds = 10;
   double mix = 0.5;  // fraction of gets among the mix phase's batches
   uint32_t clients = 1;
+  double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
   bool json = false;
 };
 
@@ -241,9 +244,14 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
   storage::RowStoreOptions o;
   o.backend = backend;
   o.dir = a.dir + "/" + r.name;
+  o.write_log_fraction = a.write_log_fraction;
   std::error_code ignored;
   std::filesystem::remove_all(o.dir, ignored);
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
+  // The load writes new rows into their leaves directly (no write log): a
+  // log on a table that grows from empty merges over and over. The store is
+  // then reopened with the log, so the measured phases run as configured.
+  o.write_log_fraction = 0;
   STRATA_ASSIGN_OR_RETURN(auto store, storage::OpenRowStore(o, {{1, "emb", row_bytes}}));
   constexpr uint64_t kLoadBatch = 1 << 16;
   std::vector<Key> keys;
@@ -259,6 +267,9 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
   STRATA_RETURN_IF_ERROR(store->Checkpoint({}));
   r.load_rows_per_s =
       double(a.rows) / std::chrono::duration<double>(SteadyClock::now() - t0).count();
+  store.reset();
+  o.write_log_fraction = a.write_log_fraction;
+  STRATA_ASSIGN_OR_RETURN(store, storage::OpenRowStore(o, {{1, "emb", row_bytes}}));
   auto get = [&](std::span<const Key> k, std::span<std::byte> buf, std::span<uint8_t> found) {
     return store->MultiGet(1, k, buf, found);
   };
@@ -309,9 +320,10 @@ Status RunSsdBench(const SsdBenchArgs& a) {
     STRATA_ASSIGN_OR_RETURN(raw_iops, RawReadIops(results[0].data_file, a.batch, a.seconds));
   }
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
-  nlohmann::json out = {{"rows", a.rows}, {"row_bytes", row_bytes}, {"batch", a.batch},
-                        {"dist", a.dist}, {"clients", a.clients},   {"seconds", a.seconds},
-                        {"mix", a.mix}};
+  nlohmann::json out = {{"rows", a.rows},       {"row_bytes", row_bytes},
+                        {"batch", a.batch},     {"dist", a.dist},
+                        {"clients", a.clients}, {"seconds", a.seconds},
+                        {"mix", a.mix},         {"write_log_fraction", a.write_log_fraction}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
@@ -404,6 +416,10 @@ CommandRegistrar reg{
               {.min = 0, .max = 1});
       AddUnsigned<uint32_t>(c, "--clients", args->clients, "threads calling the store", 1,
                             kClientsMax);
+      AddReal(c, "--write-log-fraction", args->write_log_fraction,
+              "native: write log size as a fraction of the table's rows (0: puts rewrite "
+              "their leaves)",
+              {.min = 0, .max = kSsdWriteLogFractionMax});
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);

@@ -409,6 +409,7 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;
   so.device_share_growth_max = o.device_share_growth;
+  so.ssd_write_log_fraction = o.ssd_write_log_fraction;
   so.use_gpu = o.use_gpu;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];
@@ -547,8 +548,20 @@ Result<ReplayReport> RunReplay(const ReplayOptions& o, const StoreOpener& open,
     }
     STRATA_RETURN_IF_ERROR(rows.Write(o.export_path));
   }
+  if (o.checkpoint_at_end) {
+    STRATA_RETURN_IF_ERROR(WithRetries(
+        run, [&] { return store->Checkpoint(); }, [] { return std::string("Checkpoint"); }));
+  }
   STRATA_RETURN_IF_ERROR(WithRetries(
       run, [&] { return store->Close(); }, [] { return std::string("Close"); }));
+  {
+    const StoreStats end = store->Stats();  // after Close: every row written down
+    r.ssd_bytes_written = end.ssd_bytes_written;
+    r.ssd_user_bytes_written = end.ssd_user_bytes_written;
+    r.ssd_write_amp = end.ssd_user_bytes_written == 0
+                          ? 0
+                          : double(end.ssd_bytes_written) / double(end.ssd_user_bytes_written);
+  }
   const StoreStats& s = r.stats;
   r.batches = run.batches_done.load();
   r.pulls = s.pulls;

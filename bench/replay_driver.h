@@ -60,6 +60,11 @@ struct ReplayOptions {
   bool use_gpu = true;
   // StoreOptions::device_share_growth_max: how far one table's T0 may grow.
   double device_share_growth = 0.25;
+  // StoreOptions::ssd_write_log_fraction (0: every put rewrites its leaf).
+  double ssd_write_log_fraction = 0.25;
+  // Checkpoint once the batches are done, so the SSD tier's deferred merges
+  // are paid (and counted in ssd_bytes_written) inside the run.
+  bool checkpoint_at_end = false;
   // Attempts of one store call failing with IOError or ResourceExhausted
   // (the parts of a split Pull included) before the run fails.
   uint32_t attempts_max = 1000;
@@ -75,7 +80,12 @@ struct ReplayReport {
   double stall_fraction = 0;
   uint64_t ssd_row_reads = 0;
   uint64_t ssd_row_writes = 0;
-  double rows_per_s = 0;  // keys pulled per second of replay
+  // SSD tier device bytes written and row bytes handed to it, counted after
+  // Close (and the final checkpoint when asked), merges and GC included.
+  uint64_t ssd_bytes_written = 0;
+  uint64_t ssd_user_bytes_written = 0;
+  double ssd_write_amp = 0;  // ssd_bytes_written / ssd_user_bytes_written
+  double rows_per_s = 0;     // keys pulled per second of replay
   double elapsed_s = 0;
   uint64_t cache_rows = 0;  // rows that fit above SSD (T0 + T1)
   uint64_t t0_hits = 0;

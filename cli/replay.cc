@@ -54,6 +54,11 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"stall_fraction", r.stall_fraction},
           {"ssd_row_reads", r.ssd_row_reads},
           {"ssd_row_writes", r.ssd_row_writes},
+          {"ssd_bytes_written", r.ssd_bytes_written},
+          {"ssd_user_bytes_written", r.ssd_user_bytes_written},
+          {"ssd_write_amp", r.ssd_write_amp},
+          {"ssd_write_log_fraction", o.ssd_write_log_fraction},
+          {"checkpoint_at_end", o.checkpoint_at_end},
           {"rows_per_s", r.rows_per_s},
           {"elapsed_s", r.elapsed_s},
           {"cache_rows", r.cache_rows},
@@ -131,6 +136,8 @@ void Run(ReplayArgs a) {
   std::printf("%-16s %13.4f%%\n", "stall_fraction", 100 * r.stall_fraction);
   row("ssd_row_reads", r.ssd_row_reads);
   row("ssd_row_writes", r.ssd_row_writes);
+  row("ssd_bytes_written", r.ssd_bytes_written);
+  std::printf("%-16s %14.2f\n", "ssd_write_amp", r.ssd_write_amp);
   row("t0_hits", r.t0_hits);
   row("t1_hits", r.t1_hits);
   row("t2_hits", r.t2_hits);
@@ -177,6 +184,14 @@ CommandRegistrar reg{
               "how far one table's T0 may grow past its share (0: static split)",
               {0, kDeviceShareGrowthMax})
           ->capture_default_str();
+      AddReal(c, "--ssd-write-log-fraction", o.ssd_write_log_fraction,
+              "native SSD tier: write log size as a fraction of each table's rows (0: puts "
+              "rewrite their leaves)",
+              {0, kSsdWriteLogFractionMax})
+          ->capture_default_str();
+      c->add_flag("--checkpoint", o.checkpoint_at_end,
+                  "checkpoint after the last batch, so deferred SSD merges count in "
+                  "ssd_bytes_written");
       c->add_option("--fallback", args->fallback, "eviction order without intents: lru or lfu")
           ->capture_default_str();
       c->add_option("--ssd-backend", args->ssd_backend, "native or rocksdb")->capture_default_str();

@@ -48,6 +48,12 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
                                    " must lie in [0, " + std::to_string(kDeviceShareGrowthMax) +
                                    "]");
   }
+  if (!(options.ssd_write_log_fraction >= 0 &&
+        options.ssd_write_log_fraction <= kSsdWriteLogFractionMax)) {
+    return Status::InvalidArgument(
+        "StoreOptions.ssd_write_log_fraction = " + std::to_string(options.ssd_write_log_fraction) +
+        " must lie in [0, " + std::to_string(kSsdWriteLogFractionMax) + "]");
+  }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||
       !(options.timing_lambda0 >= 0)) {

@@ -117,6 +117,7 @@ Status StoreImpl::Init() {
   ssd_options.backend = options_.ssd_backend;
   ssd_options.dir = options_.dir + "/ssd";
   ssd_options.io_threads = options_.io_threads;
+  ssd_options.write_log_fraction = options_.ssd_write_log_fraction;
   ssd_options.rocksdb_env = ssd_envs_.rocksdb_env;
   STRATA_ASSIGN_OR_RETURN(ssd_options.env, MakeSsdEnv());
   STRATA_ASSIGN_OR_RETURN(ssd_, storage::OpenRowStore(ssd_options, specs));

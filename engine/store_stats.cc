@@ -65,6 +65,8 @@ StoreStats StoreImpl::Stats() const {
     storage::RowStoreStats r = ssd_->Stats();
     s.ssd_row_reads = c.ssd_row_reads.load();
     s.ssd_row_writes = r.rows_written;
+    s.ssd_bytes_written = r.bytes_written;
+    s.ssd_user_bytes_written = r.user_bytes_written;
   }
   s.pulls = c.pulls.load();
   s.pushes = c.pushes.load();

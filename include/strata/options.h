@@ -28,6 +28,9 @@ inline constexpr uint32_t kTableDimMax = 4096;
 inline constexpr uint64_t kTierRowsMax = uint64_t{1} << 40;
 // StoreOptions::device_share_growth_max.
 inline constexpr double kDeviceShareGrowthMax = 16.0;
+// The largest StoreOptions.ssd_write_log_fraction accepted (a log 16 times
+// the table: far past any use, a bound on the index's DRAM).
+inline constexpr double kSsdWriteLogFractionMax = 16.0;
 // FaultOptions::delay_us: a longer delay per I/O is a hang, not a test.
 inline constexpr uint64_t kFaultDelayUsMax = 1'000'000;
 
@@ -141,6 +144,11 @@ struct StoreOptions {
   bool use_gpu = true;
   // I/O threads of the SSD tier (0: chosen from topology).
   uint32_t io_threads = 0;
+  // Native SSD tier: rows put go to a write log of this fraction of each
+  // table's rows, merged into the leaves in the background (docs/ssd-format.md,
+  // "Write log"); its DRAM index costs about 15 x this bytes per key. 0: every
+  // put rewrites its leaf (version 1's writes). At most kSsdWriteLogFractionMax.
+  double ssd_write_log_fraction = 0.25;
   // Fault injection into the SSD tier's I/O (tests and replays); off by default.
   FaultOptions faults;
 };

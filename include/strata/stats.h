@@ -24,6 +24,12 @@ struct StoreStats {
   TierStats t1;  // DRAM tier
   uint64_t ssd_row_reads = 0;
   uint64_t ssd_row_writes = 0;
+
+  // T2's own counts: bytes it wrote to its device (its merges and garbage
+  // collection included) and row bytes it was handed to write.
+  uint64_t ssd_bytes_written = 0;
+  uint64_t ssd_user_bytes_written = 0;
+
   uint64_t pulls = 0;             // keys pulled
   uint64_t pushes = 0;            // keys pushed
   uint64_t stall_pulls = 0;       // distinct keys Pulls had to fetch synchronously

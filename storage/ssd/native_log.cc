@@ -1,10 +1,12 @@
 // Native store write logs (docs/ssd-format.md, "Write log"): MultiPut and
 // Delete append to a per-table log instead of rewriting leaves. Rows are
 // encoded as checksummed records into one aligned buffer and written with
-// large sequential O_DIRECT requests through io::IoThreads, starting at a
-// fresh unit so no unit an earlier call wrote is ever rewritten; the DRAM
-// LogIndex switches to them only once the write succeeded, so a failed call
-// changes nothing. Deletes are tombstones in the index only.
+// large sequential O_DIRECT requests through io::IoThreads, whole units
+// only: the records of a unit not yet full stay in DRAM (WriteLog::tail)
+// until a later append fills it, so no written unit is ever rewritten and
+// calls of a few rows do not each take a unit; the DRAM LogIndex switches to
+// the new records only once the write succeeded, so a failed call changes
+// nothing. Deletes are tombstones in the index only.
 //
 // Each table has two logs and one index over both (key -> newest entry).
 // When the active log's entries would pass the index's budget
@@ -97,11 +99,8 @@ Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, co
   const uint64_t records = rows != nullptr ? n : 0;
   const uint64_t budget = t.log_index.entries_max();
   if (n > budget) return Append::kTooBig;
-  auto first_record = [&](const WriteLog& log) {
-    return (log.records + l.records_per_unit - 1) / l.records_per_unit * l.records_per_unit;
-  };
   auto records_fit = [&](const WriteLog& log) {
-    return first_record(log) + records <= LogIndex::kRecordsMax;
+    return log.records + records <= LogIndex::kRecordsMax;
   };
   if (t.Active().entries > 0 && t.Other().state == LogState::kReady &&
       (t.Active().entries + n > budget || !records_fit(t.Active()))) {
@@ -124,32 +123,48 @@ Result<Store::Append> Store::AppendToLog(Table& t, std::span<const Key> keys, co
     log.entries += n;
     return Append::kDone;
   }
-  const uint64_t first = first_record(log);
-  const uint64_t first_unit = first / l.records_per_unit;
-  const uint64_t units = (n + l.records_per_unit - 1) / l.records_per_unit;
+  // The batch continues the records of the unit held in DRAM (`held` of
+  // them, from earlier calls): that unit and the batch's are encoded into one
+  // buffer, the whole units among them written, the last one, when not
+  // full, kept as the new tail.
+  const uint32_t rpu = l.records_per_unit;
+  const uint64_t first = log.records;
+  const uint64_t first_unit = first / rpu;
+  const uint64_t held = first - first_unit * rpu;
+  STRATA_ASSERT(first_unit == log.units,
+                "a log's tail unit is not the one after its written units");
+  const uint64_t units = (held + n + rpu - 1) / rpu;
+  const uint64_t full_units = (held + n) / rpu;
   io::AlignedBuffer& out = *ThreadScratch(kWriteOutScratch);
   STRATA_RETURN_IF_ERROR(EnsureBytes(&out, units * l.unit_bytes));
   auto* data = reinterpret_cast<std::byte*>(out.data());
   std::memset(data, 0, units * l.unit_bytes);
+  if (held > 0) std::memcpy(data, log.tail.data(), held * l.record_bytes);
   const uint32_t rb = t.spec.row_bytes;
   for (uint64_t i = 0; i < n; ++i) {
-    std::byte* dst =
-        data + (i / l.records_per_unit) * l.unit_bytes + (i % l.records_per_unit) * l.record_bytes;
+    const uint64_t slot = held + i;
+    std::byte* dst = data + (slot / rpu) * l.unit_bytes + (slot % rpu) * l.record_bytes;
     SealLogRecord(dst, t.spec.id, LogSeed(t.spec.id, log.epoch, first + i), keys[i], rows + i * rb,
                   rb);
   }
-  std::vector<uint32_t> pages(units);
-  for (uint64_t u = 0; u < units; ++u) pages[u] = static_cast<uint32_t>(first_unit + u);
-  STRATA_RETURN_IF_ERROR(log.file->WritePages(pages, data));
-  // Written: switch the index (a later entry of a key in the batch wins).
+  if (full_units > 0) {
+    std::vector<uint32_t> pages(full_units);
+    for (uint64_t u = 0; u < full_units; ++u) pages[u] = static_cast<uint32_t>(first_unit + u);
+    STRATA_RETURN_IF_ERROR(log.file->WritePages(pages, data));
+  }
+  if (units > full_units) {  // the last unit is not full: held until an append fills it
+    log.tail.resize(l.unit_bytes);
+    std::memcpy(log.tail.data(), data + full_units * l.unit_bytes, l.unit_bytes);
+  }
+  // Written (or held): switch the index (a later entry of a key in the batch wins).
   for (uint64_t i = 0; i < n; ++i) {
     replaced(t.log_index.Insert(keys[i], LogValue(which, static_cast<uint32_t>(first + i))));
     ++log.rows;
   }
   log.records = first + n;
   log.entries += n;
-  log.units = std::max(log.units, first_unit + units);
-  bytes_written_ += units * l.unit_bytes;
+  log.units = first_unit + full_units;
+  bytes_written_ += full_units * l.unit_bytes;
   user_bytes_written_ += n * rb;
   rows_written_ += n;
   return Append::kDone;
@@ -161,13 +176,32 @@ Status Store::ReadFromLog(Table& t, const WriteLog& log, std::span<const Key> ke
   const uint32_t rb = t.spec.row_bytes;
   std::sort(wants.begin(), wants.end(),
             [](const LogWant& a, const LogWant& b) { return a.record < b.record; });
+  // Verifies the record of `w` at `src` (in unit `unit`) and copies its row.
+  auto take = [&](const LogWant& w, const std::byte* src, uint64_t unit) {
+    const Key key = keys[w.index];
+    const uint64_t in_unit = uint64_t{w.record % l.records_per_unit} * l.record_bytes;
+    STRATA_RETURN_IF_ERROR(
+        VerifyLogRecord(src, t.spec.id, LogSeed(t.spec.id, log.epoch, w.record), key, rb,
+                        log.file->path(), log.file->Offset(static_cast<uint32_t>(unit)) + in_unit));
+    std::memcpy(rows + uint64_t{w.index} * rb, src + ssd::kLogRecordHeaderBytes, rb);
+    found[w.index] = 1;
+    return Status::Ok();
+  };
+  // Records of the unit not yet written are read from DRAM (the last wants).
+  const uint64_t written = log.units * l.records_per_unit;
+  size_t disk_end = wants.size();
+  while (disk_end > 0 && wants[disk_end - 1].record >= written) --disk_end;
+  for (size_t w = disk_end; w < wants.size(); ++w) {
+    const uint64_t slot = wants[w].record - written;
+    STRATA_RETURN_IF_ERROR(take(wants[w], log.tail.data() + slot * l.record_bytes, log.units));
+  }
   io::AlignedBuffer& buf = *ThreadScratch(kGetScratch);
   std::vector<uint32_t> units;
   size_t pos = 0;
-  while (pos < wants.size()) {
+  while (pos < disk_end) {
     units.clear();
     size_t end = pos;
-    while (end < wants.size()) {
+    while (end < disk_end) {
       const uint32_t unit = wants[end].record / l.records_per_unit;
       if (units.empty() || units.back() != unit) {
         if (!units.empty() && (units.size() + 1) * l.unit_bytes > kLogReadBytesPerRoundMax) break;
@@ -184,13 +218,7 @@ Status Store::ReadFromLog(Table& t, const WriteLog& log, std::span<const Key> ke
       const uint32_t unit = wants[w].record / l.records_per_unit;
       while (units[u] != unit) ++u;
       const uint64_t in_unit = uint64_t{wants[w].record % l.records_per_unit} * l.record_bytes;
-      const std::byte* src = data + u * l.unit_bytes + in_unit;
-      const Key key = keys[wants[w].index];
-      STRATA_RETURN_IF_ERROR(
-          VerifyLogRecord(src, t.spec.id, LogSeed(t.spec.id, log.epoch, wants[w].record), key, rb,
-                          log.file->path(), log.file->Offset(unit) + in_unit));
-      std::memcpy(rows + uint64_t{wants[w].index} * rb, src + ssd::kLogRecordHeaderBytes, rb);
-      found[wants[w].index] = 1;
+      STRATA_RETURN_IF_ERROR(take(wants[w], data + u * l.unit_bytes + in_unit, unit));
     }
     pos = end;
   }
@@ -249,6 +277,31 @@ Status Store::MergeFrozen(Table& t) {
     };
     ops.clear();
     pass_rows.resize(want * rb);
+    // Takes the records of unit `unit` (its bytes at `src`) that fall in the
+    // pass and are still their key's newest entry.
+    auto take_unit = [&](const std::byte* src, uint64_t unit) REQUIRES_SHARED(t.mu) {
+      for (uint32_t s = 0; s < l.records_per_unit; ++s) {
+        const uint64_t record = unit * l.records_per_unit + s;
+        if (record >= f->records) break;
+        const std::byte* rec = src + uint64_t{s} * l.record_bytes;
+        Key key;
+        std::memcpy(&key, rec + offsetof(ssd::LogRecordHeader, key), sizeof(key));
+        const uint64_t mixed = ssd::MixKey(key);
+        const uint32_t value = LogValue(which, static_cast<uint32_t>(record));
+        uint32_t current = 0;
+        // Only the key's newest entry counts: a record overwritten in this
+        // log or the active one, or a unit's unused tail, is skipped.
+        if (!in_pass(mixed) || !t.log_index.Find(key, &current) || current != value) continue;
+        STRATA_RETURN_IF_ERROR(VerifyLogRecord(
+            rec, t.spec.id, LogSeed(t.spec.id, f->epoch, record), key, rb, path,
+            f->file->Offset(static_cast<uint32_t>(unit)) + uint64_t{s} * l.record_bytes));
+        STRATA_ASSERT(ops.size() < want, "frozen log entries grew during a merge");
+        std::byte* row = pass_rows.data() + ops.size() * rb;
+        std::memcpy(row, rec + ssd::kLogRecordHeaderBytes, rb);
+        ops.push_back({mixed, key, row, value});
+      }
+      return Status::Ok();
+    };
     // One sequential read of the log per pass, in requests of up to 8 MiB.
     for (uint64_t u0 = 0; want > 0 && u0 < f->units; u0 += read_units_max) {
       const uint64_t n = std::min<uint64_t>(read_units_max, f->units - u0);
@@ -260,27 +313,12 @@ Status Store::MergeFrozen(Table& t) {
       bytes_read_ += n * l.unit_bytes;
       base::ReaderLock lock(&t.mu);
       for (uint64_t u = 0; u < n; ++u) {
-        for (uint32_t s = 0; s < l.records_per_unit; ++s) {
-          const uint64_t record = (u0 + u) * l.records_per_unit + s;
-          if (record >= f->records) break;
-          const std::byte* src = data + u * l.unit_bytes + uint64_t{s} * l.record_bytes;
-          Key key;
-          std::memcpy(&key, src + offsetof(ssd::LogRecordHeader, key), sizeof(key));
-          const uint64_t mixed = ssd::MixKey(key);
-          const uint32_t value = LogValue(which, static_cast<uint32_t>(record));
-          uint32_t current = 0;
-          // Only the key's newest entry counts: a record overwritten in this
-          // log or the active one, or a unit's unused tail, is skipped.
-          if (!in_pass(mixed) || !t.log_index.Find(key, &current) || current != value) continue;
-          STRATA_RETURN_IF_ERROR(
-              VerifyLogRecord(src, t.spec.id, LogSeed(t.spec.id, f->epoch, record), key, rb, path,
-                              f->file->Offset(units[u]) + uint64_t{s} * l.record_bytes));
-          STRATA_ASSERT(ops.size() < want, "frozen log entries grew during a merge");
-          std::byte* row = pass_rows.data() + ops.size() * rb;
-          std::memcpy(row, src + ssd::kLogRecordHeaderBytes, rb);
-          ops.push_back({mixed, key, row, value});
-        }
+        STRATA_RETURN_IF_ERROR(take_unit(data + u * l.unit_bytes, u0 + u));
       }
+    }
+    if (want > 0 && f->records > f->units * l.records_per_unit) {  // the unit held in DRAM
+      base::ReaderLock lock(&t.mu);
+      STRATA_RETURN_IF_ERROR(take_unit(f->tail.data(), f->units));
     }
     {
       base::ReaderLock lock(&t.mu);

@@ -83,12 +83,14 @@ Result<Table*> Store::Find(TableId table) const {
 }
 
 Status Store::Open(const std::vector<TableSpec>& tables) {
-  if (!(options_.write_log_fraction >= 0 && options_.write_log_fraction <= 16) ||
+  if (!(options_.write_log_fraction >= 0 &&
+        options_.write_log_fraction <= kSsdWriteLogFractionMax) ||
       options_.write_log_entries_min == 0 ||
       options_.write_log_entries_min > LogIndex::kRecordsMax) {
-    return Status::InvalidArgument(
-        options_.dir + ": write_log_fraction must be in [0, 16] and write_log_entries_min in [1, " +
-        std::to_string(LogIndex::kRecordsMax) + "]");
+    return Status::InvalidArgument(options_.dir + ": write_log_fraction must be in [0, " +
+                                   std::to_string(kSsdWriteLogFractionMax) +
+                                   "] and write_log_entries_min in [1, " +
+                                   std::to_string(LogIndex::kRecordsMax) + "]");
   }
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
   io::IoThreadsOptions io_options;

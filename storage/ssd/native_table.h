@@ -51,10 +51,17 @@ struct WriteLog {
   std::unique_ptr<PageFile> file;
   LogState state = LogState::kReady;
   uint64_t epoch = 0;
-  uint64_t records = 0;  // next record number (before unit rounding)
+  uint64_t records = 0;  // next record number: records are numbered without gaps
   uint64_t entries = 0;  // records and tombstones appended this cycle
   uint64_t rows = 0;     // index entries of this log that are rows
-  uint64_t units = 0;    // units the file holds
+  uint64_t units = 0;    // units written to the file (whole units only)
+  // The unit after the written ones, while partly filled: its records
+  // [units x records_per_unit, records) are held here, encoded, and written
+  // with the next append that fills the unit (so no written unit is ever
+  // rewritten, and small appends share units). Gets and the merge read them
+  // here. The log is never part of a checkpoint, so holding them in DRAM
+  // loses nothing a reopen would keep.
+  std::vector<std::byte> tail;
 };
 
 // LogIndex values: a record number or kTombstone, with kLogBit set for log 1.
