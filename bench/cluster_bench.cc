@@ -25,10 +25,12 @@
 //     charges both alike; the ratio is the median of the rounds' ratios.
 // Every measured batch runs on both Clusters and the plain calls, in an
 // order that rotates, so a drifting machine charges all alike.
-// Launch: mpirun -np R build/bin/strata_cluster_bench --dir DIR [--json].
+// Launch: mpirun -np R build/bin/strata_cluster_bench --dir DIR [--json], or
+// mpirun -np R build/bin/strata bench cluster --dir DIR [--json].
+#include "bench/cluster_bench.h"
+
 #include <mpi.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,19 +44,10 @@
 #include "strata/cluster.h"
 #include "strata/store.h"
 
-namespace strata {
+namespace strata::bench {
 namespace {
 
-struct Args {
-  std::string dir;
-  uint64_t batches = 200;
-  uint64_t keys = 4096;
-  uint32_t dim = 16;
-  uint64_t key_space = 1 << 20;
-  uint32_t rounds = 7;
-  uint64_t timeout_ms = ClusterOptions().collective_timeout_ms;
-  bool json = false;
-};
+using Args = ClusterBenchArgs;
 
 std::vector<Key> BatchKeys(const Args& a, int rank, uint64_t b) {
   SplitMix64 rng(b * 65537 + uint64_t(rank) + 1);
@@ -264,7 +257,7 @@ struct BenchCluster {
     ClusterOptions options;
     options.store = Options(a, a.dir + "/" + name);
     options.align_exchanges = align;
-    options.collective_timeout_ms = a.timeout_ms;
+    if (a.timeout_ms != Args::kDefaultTimeout) options.collective_timeout_ms = a.timeout_ms;
     auto opened = Cluster::Open(options, Tables(a), MPI_COMM_WORLD);
     if (!opened.ok()) Die(opened.status(), rank);
     cluster = std::move(*opened);
@@ -429,49 +422,12 @@ int Run(const Args& a, int rank, int world) {
 }
 
 }  // namespace
-}  // namespace strata
 
-namespace strata {
-namespace {
-
-int Main(int argc, char** argv, int rank, int world) {
-  Args a;
-  CLI::App app("strata_cluster_bench: the Cluster's exchange against plain MPI_Alltoallv");
-  app.add_option("--dir", a.dir, "the cluster's directory (must be empty or missing)")->required();
-  app.add_option("--batches", a.batches, "measured batches (after as many to warm up)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  app.add_option("--keys", a.keys, "keys per rank per batch")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
-  app.add_option("--dim", a.dim, "embedding floats per row")->check(CLI::Range(1u, kTableDimMax));
-  app.add_option("--key-space", a.key_space, "keys drawn uniformly from [0, this)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  app.add_option("--rounds", a.rounds, "one rank: alternating Store and Cluster rounds")
-      ->check(CLI::Range(1u, 1000u));
-  app.add_option("--collective-timeout-ms", a.timeout_ms,
-                 "the Clusters' ClusterOptions::collective_timeout_ms (0: MPI_Wait, no polling)");
-  app.add_flag("--json", a.json, "one JSON line instead of a table");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  return Run(a, rank, world);
-}
-
-}  // namespace
-}  // namespace strata
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+int RunClusterBench(const ClusterBenchArgs& a) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  int rc = 1;
-  try {
-    rc = strata::Main(argc, argv, rank, world);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata_cluster_bench: rank %d: %s\n", rank, e.what());
-  }
-  MPI_Finalize();
-  return rc;
+  return Run(a, rank, world);
 }
+
+}  // namespace strata::bench

@@ -1,13 +1,13 @@
 // strata-test-labels: integration
 // strata-test-timeout: 120
 //
-// build/bin/strata_cluster_bench under `mpirun -np 2`, a few small batches:
-// its --json line parses, has every field docs/cluster.md ("Measured")
-// reads, and the bytes both Clusters counted equal the bytes the bench's
-// model prints, which equal this test's own model of the same batches
-// (8 + 4 x dim bytes per distinct key sent to the other rank, for Pull and
-// for Push). Skips (with the reason) only when mpirun is missing or the
-// build found no MPI.
+// build/bin/strata_cluster_bench and `strata bench cluster` under
+// `mpirun -np 2`, a few small batches: the --json line parses, has every
+// field docs/cluster.md ("Measured") reads, and the bytes both Clusters
+// counted equal the bytes the bench's model prints, which equal this test's
+// own model of the same batches (8 + 4 x dim bytes per distinct key sent to
+// the other rank, for Pull and for Push). Skips (with the reason) only when
+// mpirun is missing or the build found no MPI.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,9 +31,10 @@ constexpr uint64_t kKeys = 256;
 constexpr uint64_t kKeySpace = 4096;
 constexpr uint32_t kDim = 8;
 
-std::string Bench() {
+// build/bin/<name>.
+std::string Binary(const std::string& name) {
   const char* bin = std::getenv("STRATA_BINARY_DIR");
-  return std::string(bin != nullptr ? bin : STRATA_TEST_BINARY_DIR) + "/bin/strata_cluster_bench";
+  return std::string(bin != nullptr ? bin : STRATA_TEST_BINARY_DIR) + "/bin/" + name;
 }
 
 // The bytes per batch the ranks send one another: rank r's batch b is
@@ -57,18 +58,14 @@ double ModelBytesPerBatch() {
   return double(bytes) / double(kBatches);
 }
 
-TEST(ClusterBenchTest, JsonParsesAndCountedBytesEqualTheModel) {
-  if (testing::Mpirun().empty()) {
-    GTEST_SKIP() << "mpirun is not installed (scripts/deps.sh installs it)";
-  }
-#ifndef STRATA_HAVE_MPI
-  GTEST_SKIP() << "the build found no MPI (STRATA_MPI): strata_cluster_bench is not built";
-#endif
-  ASSERT_TRUE(std::filesystem::exists(Bench())) << Bench() << " not built";
+// Runs `binary` + `command` (the bench's flags follow) under mpirun and
+// checks its report.
+void RunAndCheck(const std::string& binary, const std::string& command) {
+  ASSERT_TRUE(std::filesystem::exists(binary)) << binary << " not built";
   strata::testing::ScratchDir dir;
   std::string out;
   const int rc = testing::RunCommand(
-      testing::MpirunCommand(kRanks, 90) + " " + Bench() + " --dir " + dir.File("c") +
+      testing::MpirunCommand(kRanks, 90) + " " + binary + command + " --dir " + dir.File("c") +
           " --json --batches " + std::to_string(kBatches) + " --keys " + std::to_string(kKeys) +
           " --key-space " + std::to_string(kKeySpace) + " --dim " + std::to_string(kDim),
       &out);
@@ -109,6 +106,26 @@ TEST(ClusterBenchTest, JsonParsesAndCountedBytesEqualTheModel) {
   EXPECT_GT(j["plain_aligned_ms_per_batch"].get<double>(), 0);
   EXPECT_LE(j["aligned_exchange_fastest_rank_ms_per_batch"].get<double>(),
             j["aligned_exchange_ms_per_batch"].get<double>());
+}
+
+class ClusterBenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::Mpirun().empty()) {
+      GTEST_SKIP() << "mpirun is not installed (scripts/deps.sh installs it)";
+    }
+#ifndef STRATA_HAVE_MPI
+    GTEST_SKIP() << "the build found no MPI (STRATA_MPI): there is no cluster bench";
+#endif
+  }
+};
+
+TEST_F(ClusterBenchTest, ProgramJsonParsesAndCountedBytesEqualTheModel) {
+  RunAndCheck(Binary("strata_cluster_bench"), "");
+}
+
+TEST_F(ClusterBenchTest, CliCommandJsonParsesAndCountedBytesEqualTheModel) {
+  RunAndCheck(Binary("strata"), " bench cluster");
 }
 
 }  // namespace
