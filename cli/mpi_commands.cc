@@ -1,4 +1,5 @@
-// `strata replay --cluster` and `strata cluster export` (mpi_commands.h).
+// `strata replay --cluster`, `strata cluster export` and `strata bench
+// cluster` (mpi_commands.h).
 #include "cli/mpi_commands.h"
 
 #include <nlohmann/json.hpp>
@@ -6,6 +7,9 @@
 #include "cli/cli_util.h"
 
 #ifdef STRATA_HAVE_MPI
+#include <mpi.h>
+
+#include "bench/cluster_bench.h"
 #include "bench/cluster_replay.h"
 #include "cluster/manifest.h"
 #endif
@@ -177,7 +181,19 @@ void RunClusterReplayCommand(const bench::ReplayOptions& options, const std::str
   MPI_Finalize();
 }
 
+void RunClusterBenchCommand(const bench::ClusterBenchArgs& args) {
+  if (!InitMpi("bench cluster")) return;
+  ExitCode() = bench::RunClusterBench(args);
+  std::fflush(stdout);
+  MPI_Finalize();
+}
+
 #else
+
+void RunClusterBenchCommand(const bench::ClusterBenchArgs&) {
+  ReportFailure("bench cluster", Status::InvalidArgument("this strata was built without MPI "
+                                                         "(STRATA_MPI=OFF or Open MPI not found)"));
+}
 
 void RunClusterReplayCommand(const bench::ReplayOptions&, const std::string&, bool) {
   ReportFailure("replay", Status::InvalidArgument("--cluster: this strata was built without MPI "

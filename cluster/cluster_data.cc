@@ -61,10 +61,13 @@ Status ClusterImpl::ExchangeHeaders(const Status& local, WorkerId worker, TableI
     headers_out_[r] = Header{static_cast<int32_t>(local.code()),
                              local.ok() ? router_.counts()[r] : 0, table, worker};
   }
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(comm_->AllToAll(headers_out_.data(), headers_in_.data(), sizeof(Header)));
-  std::vector<int32_t> codes(n);
-  for (int r = 0; r < n; ++r) codes[r] = headers_in_[r].code;
-  STRATA_RETURN_IF_ERROR(comm_->AgreeOnKnown(codes, local));
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
+  header_codes_.resize(n);
+  for (int r = 0; r < n; ++r) header_codes_[r] = headers_in_[r].code;
+  STRATA_RETURN_IF_ERROR(comm_->AgreeOnKnown(header_codes_, local));
   // Every rank sees every rank's table and worker, so all fail alike here.
   for (int r = 1; r < n; ++r) {
     const Header& h = headers_in_[r];
@@ -89,12 +92,37 @@ Status ClusterImpl::SendKeys(std::span<const int> recv_counts) {
   counters_.keys_sent.fetch_add(RemoteItems(router_.counts()), std::memory_order_relaxed);
   counters_.keys_served.fetch_add(RemoteItems(recv_counts), std::memory_order_relaxed);
   CountBytes(router_.counts(), recv_counts, sizeof(Key));
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   if (comm_->data_on_device()) {
-    return ExchangeHostBuffers(router_.grouped().data(), router_.counts(), recv_keys_.data(),
-                               recv_counts, sizeof(Key));
+    STRATA_RETURN_IF_ERROR(ExchangeHostBuffers(router_.grouped().data(), router_.counts(),
+                                               recv_keys_.data(), recv_counts, sizeof(Key)));
+  } else {
+    STRATA_RETURN_IF_ERROR(Exchange(router_.grouped().data(), router_.counts(), recv_keys_.data(),
+                                    recv_counts, sizeof(Key)));
   }
-  return Exchange(router_.grouped().data(), router_.counts(), recv_keys_.data(), recv_counts,
-                  sizeof(Key));
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
+  return Status::Ok();
+}
+
+Status ClusterImpl::BeginExchange(std::chrono::steady_clock::time_point* start) {
+  if (options_.align_exchanges) {
+    const auto wait = std::chrono::steady_clock::now();
+    STRATA_RETURN_IF_ERROR(comm_->Barrier());
+    counters_.align_wait_us.fetch_add(MicrosSince(wait), std::memory_order_relaxed);
+  }
+  *start = std::chrono::steady_clock::now();
+  return Status::Ok();
+}
+
+Status ClusterImpl::EndExchange(std::chrono::steady_clock::time_point start) {
+  counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
+  counters_.exchange_calls.fetch_add(1, std::memory_order_relaxed);
+  if (!options_.align_exchanges) return Status::Ok();
+  const auto wait = std::chrono::steady_clock::now();
+  STRATA_RETURN_IF_ERROR(comm_->Barrier());
+  counters_.align_wait_us.fetch_add(MicrosSince(wait), std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 Status ClusterImpl::RouteAndSendKeys(const Status& local, WorkerId worker, TableId table,
@@ -121,10 +149,8 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
     counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
     return ServeRetried([&] { return shard_->Pull(worker, table, keys, out); });
   }
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> recv_counts;
+  std::vector<int>& recv_counts = recv_counts_;
   STRATA_RETURN_IF_ERROR(RouteAndSendKeys(local, worker, table, keys, &recv_counts));
-  uint64_t exchange_us = MicrosSince(start);
 
   // The owner's part: every key the ranks asked for, in chunks the shard takes.
   const uint32_t dim = tables_[table].dim;
@@ -140,18 +166,18 @@ Status ClusterImpl::Pull(WorkerId worker, TableId table, std::span<const Key> ke
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Pull: the owner's shard")));
 
-  const auto rows_start = std::chrono::steady_clock::now();
   batch_rows_.resize(router_.grouped().size() * dim);
   CountBytes(recv_counts, router_.counts(), dim * sizeof(float));
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(Exchange(owner_rows_.data(), recv_counts, batch_rows_.data(),
                                   router_.counts(), dim * sizeof(float)));
-  exchange_us += MicrosSince(rows_start);
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
   const std::span<const uint32_t> slots = router_.slots();
   for (size_t i = 0; i < keys.size(); ++i) {
     std::memcpy(out + i * dim, batch_rows_.data() + uint64_t{slots[i]} * dim, dim * sizeof(float));
   }
   counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
-  counters_.exchange_us.fetch_add(exchange_us, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -181,15 +207,16 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
       for (uint32_t d = 0; d < dim; ++d) sum[d] += g[d];
     }
   }
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> recv_counts;
+  std::vector<int>& recv_counts = recv_counts_;
   STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Push", &recv_counts));
   STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
   owner_rows_.resize(recv_keys_.size() * dim);
   CountBytes(router_.counts(), recv_counts, dim * sizeof(float));
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(Exchange(batch_rows_.data(), router_.counts(), owner_rows_.data(),
                                   recv_counts, dim * sizeof(float)));
-  counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
 
   // The owner's part: sum what several ranks sent for one key, so each key is
   // pushed once even when the keys take several shard calls.

@@ -79,10 +79,8 @@ Status ClusterImpl::PullOnDevice(const Status& checked, WorkerId worker, TableId
                                  std::span<const Key> keys, float* out) {
   void* stream = comm_->stream();
   const Status local = KeysOnHost(checked, &keys);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> recv_counts;
+  std::vector<int>& recv_counts = recv_counts_;
   STRATA_RETURN_IF_ERROR(RouteAndSendKeys(local, worker, table, keys, &recv_counts));
-  uint64_t exchange_us = MicrosSince(start);
 
   // The owner's part, into device memory (through host memory when the
   // shard's T0 is there).
@@ -106,13 +104,14 @@ Status ClusterImpl::PullOnDevice(const Status& checked, WorkerId worker, TableId
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(served.WithContext("Cluster::Pull: the owner's shard")));
 
-  const auto rows_start = std::chrono::steady_clock::now();
   STRATA_RETURN_IF_ERROR(device_batch_rows_.Reserve(router_.grouped().size() * row_bytes));
   CountBytes(recv_counts, router_.counts(), row_bytes);
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(comm_->AllToAllv(device_owner_rows_.as<void>(), recv_counts,
                                           device_batch_rows_.as<void>(), router_.counts(),
                                           row_bytes));
-  exchange_us += MicrosSince(rows_start);
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
   // Into `out` in the caller's order, queued on the caller's stream.
   const std::span<const uint32_t> slots = router_.slots();
   const size_t bytes = slots.size() * sizeof(uint32_t);
@@ -122,7 +121,6 @@ Status ClusterImpl::PullOnDevice(const Status& checked, WorkerId worker, TableId
   STRATA_RETURN_IF_ERROR(kernels::detail::GpuGatherRows(
       device_batch_rows_.as<float>(), device_index_.as<uint32_t>(), keys.size(), dim, out, stream));
   counters_.pull_calls.fetch_add(1, std::memory_order_relaxed);
-  counters_.exchange_us.fetch_add(exchange_us, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -144,15 +142,16 @@ Status ClusterImpl::PushOnDevice(const Status& checked, WorkerId worker, TableId
                                                dim, device_batch_rows_.as<float>(), stream);
     }
   }
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<int> recv_counts;
+  std::vector<int>& recv_counts = recv_counts_;
   STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Push", &recv_counts));
   STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
   STRATA_RETURN_IF_ERROR(device_owner_rows_.Reserve(recv_keys_.size() * row_bytes));
   CountBytes(router_.counts(), recv_counts, row_bytes);
+  std::chrono::steady_clock::time_point start;
+  STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(comm_->AllToAllv(device_batch_rows_.as<void>(), router_.counts(),
                                           device_owner_rows_.as<void>(), recv_counts, row_bytes));
-  counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
+  STRATA_RETURN_IF_ERROR(EndExchange(start));
 
   // The owner's part: what several ranks sent for one key summed, so each
   // key is pushed once even when the keys take several shard calls.

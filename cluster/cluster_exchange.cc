@@ -71,13 +71,15 @@ Status ClusterImpl::PlanExchange() {
   }
   STRATA_RETURN_IF_ERROR(comm_->AgreeOn(local));
   // Routes must be the same everywhere, or parcels would wait for a hop
-  // that never comes.
+  // that never comes; so must the barriers of align_exchanges.
+  if (options_.align_exchanges) describe += "\naligned";
   STRATA_ASSIGN_OR_RETURN(std::vector<std::string> all, comm_->AllGatherBytes(describe));
   for (size_t r = 1; r < all.size(); ++r) {
     if (all[r] != all[0]) {
       return Status::InvalidArgument("rank " + std::to_string(r) +
-                                     "'s exchange or topology differs from rank 0's: every "
-                                     "rank passes the same ClusterOptions::exchange and topology");
+                                     "'s exchange, topology or align_exchanges differs from "
+                                     "rank 0's: every rank passes the same "
+                                     "ClusterOptions::exchange, topology and align_exchanges");
     }
   }
   return Status::Ok();

@@ -51,6 +51,7 @@ struct ExchangeCounters {
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
   std::atomic<uint64_t> intents_sent{0}, exchange_us{0};
   std::atomic<uint64_t> bytes_forwarded{0};
+  std::atomic<uint64_t> exchange_calls{0}, align_wait_us{0};
 };
 
 // A shard call failing with IOError or ResourceExhausted (an SSD error, a
@@ -219,6 +220,14 @@ class ClusterImpl final : public Cluster {
   // Checkpoint (cluster_checkpoint.cc).
   Status WriteShardRecord(uint64_t generation, uint64_t pending) REQUIRES(collective_mu_);
 
+  // Each all-to-all of Pull and Push (headers, keys, rows, gradients) runs
+  // between BeginExchange, which sets *start, and EndExchange, which counts
+  // the time since *start in exchange_us; under
+  // ClusterOptions::align_exchanges each adds a barrier (before *start, and
+  // after the count), timed in align_wait_us.
+  Status BeginExchange(std::chrono::steady_clock::time_point* start);
+  Status EndExchange(std::chrono::steady_clock::time_point start);
+
   // The items of counts that go to (come from) other ranks than this one.
   uint64_t RemoteItems(std::span<const int> counts) const;
   // Adds the bytes of an all-to-all with these counts to the byte counters.
@@ -249,6 +258,8 @@ class ClusterImpl final : public Cluster {
   std::vector<float> owner_sums_ GUARDED_BY(collective_mu_);  // Push: their summed gradients
   std::vector<Header> headers_out_ GUARDED_BY(collective_mu_);
   std::vector<Header> headers_in_ GUARDED_BY(collective_mu_);
+  std::vector<int32_t> header_codes_ GUARDED_BY(collective_mu_);  // headers_in_'s codes
+  std::vector<int> recv_counts_ GUARDED_BY(collective_mu_);       // keys from each rank
   // The two-phase exchange's parcels: held here between stages, packed per
   // next hop, received.
   std::vector<char> parcels_held_ GUARDED_BY(collective_mu_);

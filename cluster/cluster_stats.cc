@@ -26,7 +26,8 @@ void ForEachCounter(ClusterStats& s, Fn fn) {
   }
   ClusterExchangeStats& e = s.exchange;
   for (uint64_t* v : {&e.pull_calls, &e.push_calls, &e.keys_sent, &e.keys_served, &e.bytes_sent,
-                      &e.bytes_received, &e.intents_sent, &e.exchange_us, &e.bytes_forwarded}) {
+                      &e.bytes_received, &e.intents_sent, &e.exchange_us, &e.bytes_forwarded,
+                      &e.exchange_calls, &e.align_wait_us}) {
     fn(v);
   }
 }
@@ -46,6 +47,8 @@ ClusterStats ClusterImpl::Stats() const {
   e.intents_sent = counters_.intents_sent.load(std::memory_order_relaxed);
   e.exchange_us = counters_.exchange_us.load(std::memory_order_relaxed);
   e.bytes_forwarded = counters_.bytes_forwarded.load(std::memory_order_relaxed);
+  e.exchange_calls = counters_.exchange_calls.load(std::memory_order_relaxed);
+  e.align_wait_us = counters_.align_wait_us.load(std::memory_order_relaxed);
   return s;
 }
 

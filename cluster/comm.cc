@@ -34,9 +34,15 @@ Status Comm::AgreeOn(const Status& local) {
     return local.ok() ? Status::Ok() : StatusWithCode(local.code(), "rank 0: " + local.message());
   }
   const int32_t mine = static_cast<int32_t>(local.code());
-  std::vector<int32_t> codes(size());
-  STRATA_RETURN_IF_ERROR(AllGather(&mine, codes.data(), sizeof(mine)));
-  return AgreeOnKnown(codes, local);
+  agree_codes_.resize(size());
+  STRATA_RETURN_IF_ERROR(AllGather(&mine, agree_codes_.data(), sizeof(mine)));
+  return AgreeOnKnown(agree_codes_, local);
+}
+
+Status Comm::Barrier() {
+  const uint8_t mine = 0;
+  std::vector<uint8_t> all(size());
+  return AllGather(&mine, all.data(), sizeof(mine));
 }
 
 Status Comm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local) {

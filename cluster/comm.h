@@ -51,6 +51,12 @@ class Comm {
   // failing ranks' messages are gathered so every rank returns the same one.
   [[nodiscard]] Status AgreeOnKnown(std::span<const int32_t> codes, const Status& local);
 
+  // Returns once every rank has called it. This one is an AllGather of one
+  // byte (a transport without a barrier of its own); MpiComm's is
+  // MPI_Ibarrier. The Cluster calls it only under
+  // ClusterOptions::align_exchanges (a diagnostic).
+  [[nodiscard]] virtual Status Barrier();
+
   // Host buffers: `bytes` to and from every rank.
   [[nodiscard]] virtual Status AllToAll(const void* send, void* recv, size_t bytes) = 0;
   // Host buffers: `bytes` from every rank, in rank order.
@@ -70,6 +76,9 @@ class Comm {
  protected:
   // Unavailable once a collective timed out.
   virtual Status CheckUsable() const = 0;
+
+ private:
+  std::vector<int32_t> agree_codes_;  // AgreeOn's scratch: every rank's code
 };
 
 }  // namespace strata::cluster

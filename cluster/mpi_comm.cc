@@ -117,6 +117,13 @@ Result<MPI_Datatype> MpiComm::ItemType(size_t item_bytes) {
   return type;
 }
 
+Status MpiComm::Barrier() {
+  STRATA_RETURN_IF_ERROR(CheckUsable());
+  MPI_Request req;
+  STRATA_RETURN_IF_ERROR(MpiError(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier", rank_));
+  return Wait(&req, "MPI_Ibarrier");
+}
+
 Status MpiComm::AllToAll(const void* send, void* recv, size_t bytes) {
   int count = 0;
   STRATA_RETURN_IF_ERROR(CheckUsable());

@@ -50,6 +50,7 @@ class MpiComm final : public Comm {
   void SetTimeout(uint64_t timeout_ms) override;
   MPI_Comm comm() const { return comm_; }
 
+  [[nodiscard]] Status Barrier() override;
   [[nodiscard]] Status AllToAll(const void* send, void* recv, size_t bytes) override;
   // Counts in items: one MPI datatype of `item_bytes` contiguous bytes (made
   // on first use), so a row counts as one and the counts fit MPI's int.

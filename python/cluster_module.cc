@@ -160,6 +160,7 @@ py::dict ExchangeDict(const ClusterExchangeStats& e) {
   d["bytes_received"] = e.bytes_received;
   d["intents_sent"] = e.intents_sent;
   d["exchange_us"] = e.exchange_us;
+  d["exchange_calls"] = e.exchange_calls;
   return d;
 }
 

@@ -120,6 +120,15 @@ struct ClusterOptions {
   // node r / G, G the topology's GPU count; the world size must be a
   // multiple of G. Required by kTwoPhase; "" with kFlat.
   std::string topology;
+  // A diagnostic for benchmarks (strata_cluster_bench): a barrier before
+  // and after each of Pull's and Push's all-to-alls (headers, keys, rows,
+  // gradients), so that ClusterExchangeStats::exchange_us times the
+  // transfers alone, from after the first barrier: not the wait for ranks
+  // still routing or serving their shard, nor (ranks outnumbering cores)
+  // the core a rank done early takes for its shard while others still
+  // exchange. The barriers' time goes to align_wait_us. Two collectives
+  // more per all-to-all: not for training. Every rank passes the same value.
+  bool align_exchanges = false;
 };
 
 // Counters of the exchange on one rank (Stats); summed over ranks by
@@ -132,7 +141,12 @@ struct ClusterExchangeStats {
   uint64_t bytes_sent = 0;      // bytes sent to other ranks (keys, rows, gradients, intents)
   uint64_t bytes_received = 0;  // bytes received from other ranks
   uint64_t intents_sent = 0;    // intent keys delivered to other ranks
-  uint64_t exchange_us = 0;     // time in the all-to-alls of Pull and Push
+  // Time in the all-to-alls of Pull and Push (headers, keys, rows,
+  // gradients; a two-phase exchange's stages count as one), and how many.
+  uint64_t exchange_us = 0;
+  uint64_t exchange_calls = 0;
+  // ClusterOptions::align_exchanges: time in the barriers before them.
+  uint64_t align_wait_us = 0;
   // kTwoPhase: bytes this rank forwarded for other ranks (a middleman's or
   // a NIC GPU's share; not in bytes_sent).
   uint64_t bytes_forwarded = 0;
