@@ -91,16 +91,16 @@ class IntentIndex {
   size_t TrackedKeys() const;
   // (key, window) pairs of the unexpired windows.
   size_t PendingPairs() const { return pairs_; }
-  // Heap bytes the index holds, by capacity: the windows (entry arrays,
-  // the window objects, their nodes in the per-worker orders), the id
-  // arrays and the key tables.
+  // Heap bytes the index holds, by capacity: the windows (objects and
+  // entry arrays), the id arrays (per-worker orders, free ids) and the key
+  // tables.
   size_t MemoryBytes() const;
 
  private:
   static constexpr uint32_t kNone = IntentKeyTable::kNone;
   // Window ids of one worker sorted by one of their clocks (ties: in the
   // order added), in a flat array; ids taken from the front only advance
-  // `first`, so the usual order of work (add at the back, act on and expire
+  // `first_`, so the usual order of work (add at the back, act on and expire
   // from the front) moves nothing.
   class WindowOrder {
    public:
