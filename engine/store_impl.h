@@ -307,8 +307,10 @@ class StoreImpl final : public Store {
   // Intents and the planner (store_intent.cc).
   void PlannerLoop() EXCLUDES(planner_.mu);
   Result<bool> PlannerRound() EXCLUDES(intent_mu_);  // true: due work is left for another round
-  void DrainInboxes(std::vector<IntentWindow*>* added) EXCLUDES(intent_mu_);
-  Status ApplyNewIntents(const std::vector<IntentWindow*>& added) EXCLUDES(intent_mu_);
+  // Moves the inboxes into the index; appends each new window's keys to
+  // (*added_keys)[table].
+  void DrainInboxes(std::vector<std::vector<Key>>* added_keys) EXCLUDES(intent_mu_);
+  Status ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) EXCLUDES(intent_mu_);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates) EXCLUDES(intent_mu_);
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
       EXCLUDES(table.mu, intent_mu_);

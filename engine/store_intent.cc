@@ -144,7 +144,7 @@ void StoreImpl::PlannerLoop() {
   }
 }
 
-void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
+void StoreImpl::DrainInboxes(std::vector<std::vector<Key>>* added_keys) {
   uint32_t n = workers_.count.load(std::memory_order_acquire);
   std::vector<PendingIntent> inbox;
   std::vector<Key> inbox_keys;
@@ -159,8 +159,9 @@ void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
     base::MutexLock lock(&intent_mu_);
     for (const PendingIntent& p : inbox) {
       std::span<const Key> keys(inbox_keys.data() + p.offset, p.count);
-      uint64_t id = intents_.Add(w, p.table, keys, p.start, p.end);
-      added->push_back(intents_.Window(id));
+      intents_.Add(w, p.table, keys, p.start, p.end);
+      auto& table_keys = (*added_keys)[p.table];
+      table_keys.insert(table_keys.end(), keys.begin(), keys.end());
     }
     NoteIntentIndexSize();
     inbox.clear();
@@ -170,14 +171,10 @@ void StoreImpl::DrainInboxes(std::vector<IntentWindow*>* added) {
 
 // Resident rows named by new intents get their nearest intended use as
 // next_use (T0 and T1), so eviction keeps them over rows nobody asked for.
-Status StoreImpl::ApplyNewIntents(const std::vector<IntentWindow*>& added) {
-  std::vector<std::vector<IntentWindow*>> by_table(tables_.size());
-  for (IntentWindow* w : added) by_table[w->table].push_back(w);
-  std::vector<Key> keys;
-  for (size_t t = 0; t < by_table.size(); ++t) {
-    if (by_table[t].empty()) continue;
-    keys.clear();
-    for (IntentWindow* w : by_table[t]) keys.insert(keys.end(), w->keys.begin(), w->keys.end());
+Status StoreImpl::ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) {
+  for (size_t t = 0; t < added_keys.size(); ++t) {
+    std::vector<Key>& keys = added_keys[t];
+    if (keys.empty()) continue;
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     Table& table = *tables_[t];
@@ -213,9 +210,9 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
 }
 
 Result<bool> StoreImpl::PlannerRound() {
-  std::vector<IntentWindow*> added;
-  DrainInboxes(&added);
-  STRATA_RETURN_IF_ERROR(ApplyNewIntents(added));
+  std::vector<std::vector<Key>> added_keys(tables_.size());
+  DrainInboxes(&added_keys);
+  STRATA_RETURN_IF_ERROR(ApplyNewIntents(added_keys));
 
   bool more = false;
   uint64_t budget = options_.planner_keys_per_round_max;
@@ -245,11 +242,11 @@ Result<bool> StoreImpl::PlannerRound() {
     // table: one fetch and one pin per table and round.
     std::vector<std::vector<IntentWindow*>> by_table(tables_.size());
     for (IntentWindow* window : due) {
-      if (budget < window->keys.size() && budget < options_.planner_keys_per_round_max) {
+      if (budget < window->size() && budget < options_.planner_keys_per_round_max) {
         more = true;  // the rest next round
         break;
       }
-      budget -= std::min<uint64_t>(budget, window->keys.size());
+      budget -= std::min<uint64_t>(budget, window->size());
       by_table[window->table].push_back(window);
     }
     for (size_t t = 0; t < by_table.size(); ++t) {
@@ -276,35 +273,36 @@ Status StoreImpl::ActOnWindows(Table& table, std::span<IntentWindow* const> wind
   const uint64_t others = T0IntentPins() - table.intent_pinned;
   const uint64_t pin_cap = std::min(own_cap, all_cap - std::min(all_cap, others));
   std::vector<IntentWindow*> accepted;
-  std::vector<Key> new_pins;
+  std::vector<Key> new_pins, window_keys;
   std::unordered_set<Key> pinning;  // new pins of the windows accepted so far
+  // The accepted windows' keys: windows already open first (their worker is
+  // waiting or about to), then the rest; each part made sorted and unique
+  // for MakeResident below.
+  std::vector<Key> late, ahead;
   {
     base::MutexLock ilock(&intent_mu_);
     for (IntentWindow* window : windows) {
+      window_keys.clear();
+      intents_.AppendKeys(*window, &window_keys);
       std::vector<Key> fresh;
-      for (Key k : window->keys) {
+      for (Key k : window_keys) {
         if (intents_.ActedCount(table.id, k) == 0 && !pinning.contains(k)) fresh.push_back(k);
       }
       if (table.intent_pinned + new_pins.size() + fresh.size() > pin_cap) {
         if (!window->deferred) {
           window->deferred = true;
-          counters_.deferred_intents.fetch_add(window->keys.size(), std::memory_order_relaxed);
+          counters_.deferred_intents.fetch_add(window->size(), std::memory_order_relaxed);
         }
         break;
       }
       pinning.insert(fresh.begin(), fresh.end());
       new_pins.insert(new_pins.end(), fresh.begin(), fresh.end());
       accepted.push_back(window);
+      auto& part = window->start <= worker_clock ? late : ahead;
+      part.insert(part.end(), window_keys.begin(), window_keys.end());
     }
   }
   if (accepted.empty()) return Status::Ok();
-  // Windows already open first (their worker is waiting or about to), then
-  // the rest; each part sorted and unique for MakeResident.
-  std::vector<Key> late, ahead;
-  for (IntentWindow* window : accepted) {
-    auto& part = window->start <= worker_clock ? late : ahead;
-    part.insert(part.end(), window->keys.begin(), window->keys.end());
-  }
   for (auto* part : {&late, &ahead}) {
     std::sort(part->begin(), part->end());
     part->erase(std::unique(part->begin(), part->end()), part->end());
