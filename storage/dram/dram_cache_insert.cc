@@ -283,7 +283,7 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "BeginMoveUp"));
   move->pinned.assign(keys.size(), 0);
   move->bytes = 0;
-  STRATA_RETURN_IF_ERROR(PinImpl(table, keys, move->pinned, {}, "BeginMoveUp"));
+  STRATA_RETURN_IF_ERROR(Pin(*t, keys, move->pinned));
   base::MutexLock lock(&mu_);
   const uint64_t rb = t->spec.row_bytes;
   for (uint8_t pinned : move->pinned) {
