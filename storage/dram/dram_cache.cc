@@ -18,7 +18,12 @@
 namespace strata::storage {
 
 DramCache::DramCache(const DramCacheOptions& options, RowStore* backing)
-    : options_(options), backing_(backing), front_min_(kDramNoFront) {}
+    : options_(options),
+      backing_(backing),
+      evict_mask_(kDramMetaOccupied | kDramMetaCleaning | kDramMetaHold | kDramMetaPinned |
+                  (backing == nullptr ? kDramMetaDirty : 0u)),
+      evict_occupied_(kDramMetaOccupied),
+      front_min_(kDramNoFront) {}
 
 DramCache::~DramCache() = default;
 

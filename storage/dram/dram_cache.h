@@ -204,15 +204,20 @@ class DramCache {
 
   // Eviction order (dram_order.cc).
   uint32_t CodeOf(Clock next_use) const;  // larger: evicted first
-  bool Evictable(uint32_t meta) const;
+  // Occupied and none of the flags in evict_mask_ (cleaning, hold, pinned;
+  // dirty too without a backing store): one mask test, so a sweep's passes
+  // over the metadata run at memory speed.
+  bool Evictable(uint32_t meta) const { return (meta & evict_mask_) == evict_occupied_; }
   // Queues the row when it is evictable, unqueued, and ranks above the front.
   void File(uint32_t table, uint32_t slot) REQUIRES(mu_);
   void SetCode(uint32_t table, uint32_t slot, uint32_t code) REQUIRES(mu_);
   // Forgets both queues (the next PopVictim sweeps again).
   void DropQueues() REQUIRES(mu_);
   // The code at or above which `quota` evictable rows rank (*take: how many
-  // of those with exactly that code count); false when no row is evictable.
-  bool Threshold(uint64_t quota, uint32_t* code, uint64_t* take) const REQUIRES(mu_);
+  // of those with exactly that code count; *count: min(quota, evictable
+  // rows)); false when no row is evictable.
+  bool Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64_t* count) const
+      REQUIRES(mu_);
   // Refills front_ with the next front_rows_max_ victims; false when none.
   bool Sweep() REQUIRES(mu_);
   // The next victim (unqueued), or false when no row is evictable.
@@ -227,6 +232,7 @@ class DramCache {
   Status MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
                   std::span<uint32_t> slots) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
+  void Release(const Victim& v, uint64_t hash) REQUIRES(mu_);  // hash: of the victim's key
 
   // The metadata word of slot `slot` of the table at position `table`.
   uint32_t& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
@@ -244,6 +250,8 @@ class DramCache {
   // Constant after construction.
   const DramCacheOptions options_;
   RowStore* const backing_;
+  const uint32_t evict_mask_;      // see Evictable
+  const uint32_t evict_occupied_;  // kDramMetaOccupied
   std::vector<std::unique_ptr<Table>> tables_;
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;
