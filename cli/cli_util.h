@@ -138,7 +138,9 @@ inline CLI::Option* AddUnsignedList(CLI::App* command, const std::string& name, 
             if (!items.ok()) return "empty item in '" + value + "'";
             std::string canonical;
             for (std::string& item : *items) {
-              if (std::string why = CheckUnsigned(item, min, max); !why.empty()) return why;
+              if (std::string why = CheckUnsigned(item, min, max); !why.empty()) {
+                return items->size() == 1 ? why : why + " (in '" + value + "')";
+              }
               canonical += (canonical.empty() ? "" : ",") + item;
             }
             value = canonical;
