@@ -217,6 +217,60 @@ TEST_F(DramCacheTest, VictimIsAlwaysTheFarthestNextUseAgainstModel) {
   }
 }
 
+// Rows that come to outrank the front of the queue faster than it drains
+// drop both queues (late_ outgrows the front); the next sweep must find them
+// all again, and a row the sweep skipped (pinned) must be queued when it
+// becomes a victim again, so the order stays exact through the drop.
+TEST_F(DramCacheTest, QueuesDroppedByManyRisingRowsKeepTheExactOrder) {
+  constexpr uint64_t kRows = 4096;  // a front of 1024 rows
+  auto c = MakeCache(kRows);
+  std::map<Clock, Key> model;  // next use -> key; the farthest leaves first
+  std::vector<Key> keys;
+  std::vector<Clock> next;
+  for (Key k = 0; k < kRows; ++k) {
+    keys.push_back(k);
+    next.push_back(static_cast<Clock>(k));
+    model[static_cast<Clock>(k)] = k;
+  }
+  ASSERT_TRUE(Put(*c, keys, 1, next).ok());
+  Key fresh = 1'000'000;
+  auto insert_fresh = [&](uint64_t n) {
+    std::vector<Key> batch;
+    for (uint64_t i = 0; i < n; ++i) {
+      batch.push_back(fresh++);
+      model.erase(std::prev(model.end()));
+    }
+    // Clock -1 ranks below every other row: none of the new rows leaves.
+    ASSERT_TRUE(Put(*c, batch, 1, std::vector<Clock>(n, -1)).ok());
+  };
+  insert_fresh(1);  // a sweep: the front holds the 1024 farthest
+  // 2000 of the nearest rows now rank above every queued one.
+  std::vector<Key> rising;
+  std::vector<Clock> rising_next;
+  for (Key k = 0; k < 2000; ++k) {
+    rising.push_back(k);
+    rising_next.push_back(static_cast<Clock>(10'000 + k));
+    model.erase(static_cast<Clock>(k));
+    model[static_cast<Clock>(10'000 + k)] = k;
+  }
+  ASSERT_TRUE(c->SetNextUse(kTable, rising, rising_next).ok());
+  // Key 1000 was queued before the drop; pinned through the next sweep, it
+  // is in no queue when its move up ends, and must be queued then (it ranks
+  // above the new front's smallest).
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, std::vector<Key>{1000}, &move).ok());
+  ASSERT_NO_FATAL_FAILURE(insert_fresh(1));
+  ASSERT_TRUE(c->EndMoveUp(kTable, std::vector<Key>{1000}, &move, /*moved=*/false).ok());
+  for (int b = 0; b < 30; ++b) {
+    ASSERT_NO_FATAL_FAILURE(insert_fresh(100));
+    std::vector<Key> expected;
+    for (auto [clock, k] : model) expected.push_back(k);
+    for (Key k = 1'000'000; k < fresh; ++k) expected.push_back(k);
+    std::sort(expected.begin(), expected.end());
+    ASSERT_EQ(ResidentKeys(*c, kTable), expected) << "after batch " << b;
+  }
+}
+
 TEST_F(DramCacheTest, RowsMovingUpAreNeverEvicted) {
   auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {kClockNever, 9, 9, 9}).ok());
