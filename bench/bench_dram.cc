@@ -2,23 +2,23 @@
 // side by side in one run with a plain memcpy of the same bytes and with a
 // std::unordered_map + std::mutex baseline.
 //
-//   strata bench dram --rows N --dim 64 --threads T --batch 4096 [--json]
+//   strata bench dram --rows N --dim 64 --threads T[,T2,...] --batch 4096 [--json]
 //
 // Rows are `dim` float32 values (row_bytes = 4 * dim). The cache is filled
-// with N rows (capacity exactly N rows, no evictions), then each thread looks
-// up `--batches` batches of keys drawn uniformly from the N (drawn before
-// timing). memcpy: each thread copies the same number of bytes in chunks of
-// one batch from random batch-aligned offsets of an N-row buffer. Baseline:
-// one unordered_map key -> row offset under one mutex, locked once per batch.
-// Gather (a reference, not a competitor): the same rows copied from an N-row
-// buffer by known offsets with the same prefetch distance, no index at all:
-// what this machine's random DRAM access allows. The four run in `--rounds`
-// interleaved rounds so that load from other processes hits them alike.
+// with N rows (capacity exactly N rows, no evictions), then, for each thread
+// count in turn, each thread looks up `--batches` batches of keys drawn
+// uniformly from the N (drawn before timing). memcpy: each thread copies the same number of bytes
+// in chunks of one batch from random batch-aligned offsets of an N-row buffer. Baseline: one
+// unordered_map key -> row offset under one mutex, locked once per batch. Gather (a reference, not
+// a competitor): the same rows copied from an N-row buffer by known offsets with the same prefetch
+// distance, no index at all: what this machine's random DRAM access allows. The four run in
+// `--rounds` interleaved rounds so that load from other processes hits them alike.
 // `--writers W` adds W threads overwriting rows through the rounds (the
 // index's lock stripes matter when writers hold them); `--stripes` sets the
-// stripe count so the two can be compared. Last, N/4 fresh rows are inserted
-// into the full cache (each evicts one): steady-state insert throughput;
-// index bytes per row are reported before and after it.
+// stripe count so the two can be compared. Last, for each thread count,
+// N/4 fresh rows are inserted into the full cache (each evicts one), split
+// over the threads: steady-state insert throughput; index bytes per row are
+// reported before and after these evictions.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,6 +27,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -41,10 +42,12 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+inline constexpr uint64_t kDramBenchThreadsMax = 1024;  // per count of --threads
+
 struct DramBenchArgs {
   uint64_t rows = 1 << 20;
   uint32_t dim = 64;
-  uint32_t threads = 1;
+  std::string threads = "1";  // a list: each count in turn
   uint32_t batch = 4096;
   uint32_t batches = 0;  // per thread; 0: enough to read every row twice
   uint32_t stripes = 64;
@@ -78,12 +81,32 @@ double RunTimed(uint32_t threads, Body body) {
   return std::chrono::duration<double>(end - start).count();
 }
 
+// What one thread count measured.
+struct DramBenchRun {
+  uint32_t threads = 0;
+  uint32_t batches = 0;  // per thread
+  uint32_t rounds = 0;
+  uint64_t lookup_rows = 0;  // over all threads
+  double lookup_s = 0, memcpy_s = 0, gather_s = 0, baseline_s = 0, rounds_s = 0;
+  uint64_t misses = 0, written = 0;
+  uint64_t evict_rows = 0;
+  double evict_s = 0;
+};
+
 int RunDramBench(const DramBenchArgs& a) {
   using storage::DramCache;
+  auto counts = ParseUints(a.threads, "--threads", 1, kDramBenchThreadsMax);
+  if (!counts.ok()) {
+    std::fprintf(stderr, "strata bench dram: %s\n", counts.status().ToString().c_str());
+    return 2;
+  }
   const uint32_t rb = a.dim * 4;
-  const uint32_t batches =
-      a.batches ? a.batches
-                : static_cast<uint32_t>(std::max<uint64_t>(8, 2 * a.rows / a.batch / a.threads));
+  auto batches_of = [&](uint64_t threads) {
+    return a.batches ? a.batches
+                     : static_cast<uint32_t>(std::max<uint64_t>(8, 2 * a.rows / a.batch / threads));
+  };
+  const uint32_t threads_max =
+      static_cast<uint32_t>(*std::max_element(counts->begin(), counts->end()));
   std::vector<Key> keys(a.rows);
   for (uint64_t i = 0; i < a.rows; ++i) keys[i] = KeyOf(i);
 
@@ -108,21 +131,24 @@ int RunDramBench(const DramBenchArgs& a) {
   }
   double insert_s = std::chrono::duration<double>(SteadyClock::now() - insert_start).count();
 
-  // Queries drawn before timing: batches * batch keys per thread.
-  std::vector<std::vector<Key>> queries(a.threads);
-  std::vector<std::vector<uint32_t>> query_rows(a.threads);
-  for (uint32_t t = 0; t < a.threads; ++t) {
+  // Queries drawn before timing: thread t draws the most batches any count
+  // with more than t threads gives it.
+  std::vector<std::vector<Key>> queries(threads_max);
+  std::vector<std::vector<uint32_t>> query_rows(threads_max);
+  for (uint32_t t = 0; t < threads_max; ++t) {
+    uint64_t batches = 0;
+    for (uint64_t c : *counts) {
+      if (c > t) batches = std::max<uint64_t>(batches, batches_of(c));
+    }
     std::mt19937_64 rng(t + 1);
-    queries[t].resize(uint64_t{batches} * a.batch);
+    queries[t].resize(batches * a.batch);
     query_rows[t].resize(queries[t].size());
     for (uint64_t q = 0; q < queries[t].size(); ++q) {
       query_rows[t][q] = static_cast<uint32_t>(rng() % a.rows);
       queries[t][q] = keys[query_rows[t][q]];
     }
   }
-  std::vector<std::vector<std::byte>> out(a.threads, std::vector<std::byte>(fill.size()));
-  const uint64_t total_rows = uint64_t{batches} * a.batch * a.threads;
-  const double total_gb = double(total_rows) * rb / 1e9;
+  std::vector<std::vector<std::byte>> out(threads_max, std::vector<std::byte>(fill.size()));
 
   // The four methods run in interleaved rounds, so that load from other
   // processes on a shared machine falls on all of them alike.
@@ -195,89 +221,132 @@ int RunDramBench(const DramBenchArgs& a) {
       }
     });
   }
-  double lookup_s = 0, memcpy_s = 0, gather_s = 0, baseline_s = 0;
-  const uint32_t rounds = std::min(a.rounds, batches);
-  auto rounds_start = SteadyClock::now();
-  for (uint32_t r = 0; r < rounds; ++r) {
-    const uint32_t b0 = batches * r / rounds, b1 = batches * (r + 1) / rounds;
-    lookup_s += RunTimed(a.threads, [&](uint32_t t) { lookup(t, b0, b1); });
-    memcpy_s += RunTimed(a.threads, [&](uint32_t t) { copy(t, b0, b1); });
-    gather_s += RunTimed(a.threads, [&](uint32_t t) { gather(t, b0, b1); });
-    baseline_s += RunTimed(a.threads, [&](uint32_t t) { baseline(t, b0, b1); });
+  std::vector<DramBenchRun> runs;
+  for (uint64_t count : *counts) {
+    DramBenchRun r;
+    r.threads = static_cast<uint32_t>(count);
+    r.batches = batches_of(count);
+    r.lookup_rows = uint64_t{r.batches} * a.batch * r.threads;
+    r.rounds = std::min(a.rounds, r.batches);
+    const uint64_t misses_before = misses.load(), written_before = written.load();
+    auto rounds_start = SteadyClock::now();
+    for (uint32_t k = 0; k < r.rounds; ++k) {
+      const uint32_t b0 = r.batches * k / r.rounds, b1 = r.batches * (k + 1) / r.rounds;
+      r.lookup_s += RunTimed(r.threads, [&](uint32_t t) { lookup(t, b0, b1); });
+      r.memcpy_s += RunTimed(r.threads, [&](uint32_t t) { copy(t, b0, b1); });
+      r.gather_s += RunTimed(r.threads, [&](uint32_t t) { gather(t, b0, b1); });
+      r.baseline_s += RunTimed(r.threads, [&](uint32_t t) { baseline(t, b0, b1); });
+    }
+    r.rounds_s = std::chrono::duration<double>(SteadyClock::now() - rounds_start).count();
+    r.misses = misses.load() - misses_before;
+    r.written = written.load() - written_before;
+    runs.push_back(r);
   }
   rounds_done = true;
   for (auto& w : writers) w.join();
-  const double rounds_s = std::chrono::duration<double>(SteadyClock::now() - rounds_start).count();
   const storage::DramCacheStats stats = cache.Stats();
 
-  // Steady-state inserts into the full cache: every new row evicts one.
+  // Steady-state inserts into the full cache, for each thread count: N/4
+  // fresh rows split over the threads, every new row evicting one. Keys
+  // are made before timing.
   const uint64_t fresh = std::max<uint64_t>(a.batch, a.rows / 4);
-  auto evict_start = SteadyClock::now();
-  for (uint64_t i = 0; i < fresh; i += a.batch) {
-    std::vector<Key> batch_keys(std::min<uint64_t>(a.batch, fresh - i));
-    for (uint64_t j = 0; j < batch_keys.size(); ++j) batch_keys[j] = KeyOf(a.rows + i + j);
-    Status s = cache.Insert(1, batch_keys, {fill.data(), batch_keys.size() * rb}, {}, {});
-    if (!s.ok()) {
-      std::fprintf(stderr, "strata bench dram: insert with eviction: %s\n", s.ToString().c_str());
-      return 1;
+  uint64_t next_key = a.rows;
+  for (DramBenchRun& r : runs) {
+    std::vector<std::vector<Key>> fresh_keys(r.threads);
+    for (uint32_t t = 0; t < r.threads; ++t) {
+      const uint64_t begin = fresh * t / r.threads, end = fresh * (t + 1) / r.threads;
+      for (uint64_t i = begin; i < end; ++i) fresh_keys[t].push_back(KeyOf(next_key + i));
     }
+    next_key += fresh;
+    std::atomic<bool> failed{false};
+    r.evict_s = RunTimed(r.threads, [&](uint32_t t) {
+      const std::vector<Key>& mine = fresh_keys[t];
+      for (uint64_t i = 0; i < mine.size(); i += a.batch) {
+        const uint64_t n = std::min<uint64_t>(a.batch, mine.size() - i);
+        Status s = cache.Insert(1, {mine.data() + i, n}, {fill.data(), n * rb}, {}, {});
+        if (!s.ok()) {
+          std::fprintf(stderr, "strata bench dram: insert with eviction: %s\n",
+                       s.ToString().c_str());
+          failed = true;
+          return;
+        }
+      }
+    });
+    if (failed) return 1;
+    r.evict_rows = fresh;
   }
-  double evict_s = std::chrono::duration<double>(SteadyClock::now() - evict_start).count();
   const storage::DramCacheStats evicted_stats = cache.Stats();  // queues in use now
 
+  const double row_gb = double(rb) / 1e9;
+  auto measures = [&](const DramBenchRun& r) {
+    const double lookup_rows_per_s = r.lookup_rows / r.lookup_s;
+    const double evict_rows_per_s = r.evict_rows / r.evict_s;
+    return nlohmann::json{
+        {"threads", r.threads},
+        {"batches_per_thread", r.batches},
+        {"rounds", r.rounds},
+        {"lookup_rows_per_s", lookup_rows_per_s},
+        {"lookup_gbps", r.lookup_rows * row_gb / r.lookup_s},
+        {"lookup_misses", r.misses},
+        {"memcpy_gbps", r.lookup_rows * row_gb / r.memcpy_s},
+        {"baseline_rows_per_s", r.lookup_rows / r.baseline_s},
+        {"baseline_gbps", r.lookup_rows * row_gb / r.baseline_s},
+        {"lookup_vs_memcpy", r.memcpy_s / r.lookup_s},
+        {"gather_gbps", r.lookup_rows * row_gb / r.gather_s},
+        {"lookup_vs_gather", r.gather_s / r.lookup_s},
+        {"writer_rows_per_s", r.written / r.rounds_s},
+        {"insert_evict_rows_per_s", evict_rows_per_s},
+        {"insert_evict_vs_lookup", evict_rows_per_s / lookup_rows_per_s},
+    };
+  };
+  uint64_t misses_total = 0;
+  nlohmann::json by_threads = nlohmann::json::array();
+  for (const DramBenchRun& r : runs) {
+    by_threads.push_back(measures(r));
+    misses_total += r.misses;
+  }
   nlohmann::json j = {
       {"rows", a.rows},
       {"dim", a.dim},
       {"row_bytes", rb},
-      {"threads", a.threads},
+      {"threads", *counts},
       {"batch", a.batch},
-      {"batches_per_thread", batches},
       {"stripes", a.stripes},
       {"writers", a.writers},
-      {"rounds", rounds},
-      {"lookup_rows_per_s", total_rows / lookup_s},
-      {"lookup_gbps", total_gb / lookup_s},
-      {"lookup_misses", misses.load()},
-      {"memcpy_gbps", total_gb / memcpy_s},
-      {"baseline_rows_per_s", total_rows / baseline_s},
-      {"baseline_gbps", total_gb / baseline_s},
-      {"lookup_vs_memcpy", memcpy_s / lookup_s},
-      {"gather_gbps", total_gb / gather_s},
-      {"lookup_vs_gather", gather_s / lookup_s},
-      {"writer_rows_per_s", written.load() / rounds_s},
       {"insert_rows_per_s", a.rows / insert_s},
-      {"insert_evict_rows_per_s", fresh / evict_s},
-      {"insert_evict_vs_lookup", (fresh / evict_s) / (total_rows / lookup_s)},
       {"index_bytes_per_row", double(stats.index_bytes) / double(stats.rows)},
       {"index_bytes_per_row_after_evict",
        double(evicted_stats.index_bytes) / double(evicted_stats.rows)},
       {"numa_interleaved", cache.numa_interleaved()},
+      {"by_threads", by_threads},
   };
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
-        "strata bench dram: %llu rows x %u B, %u threads, batch %u, %u batches/thread, "
-        "%u stripes, %u writers, NUMA interleaved: %s\n",
-        static_cast<unsigned long long>(a.rows), rb, a.threads, a.batch, batches, a.stripes,
+        "strata bench dram: %llu rows x %u B, threads %s, batch %u, %u stripes, %u writers, "
+        "NUMA interleaved: %s\n",
+        static_cast<unsigned long long>(a.rows), rb, a.threads.c_str(), a.batch, a.stripes,
         a.writers, cache.numa_interleaved() ? "yes" : "no");
-    std::printf("%-28s %14s %10s\n", "operation", "rows/s", "GB/s");
-    std::printf("%-28s %14.3e %10.2f\n", "dram cache lookup+copy", total_rows / lookup_s,
-                total_gb / lookup_s);
-    std::printf("%-28s %14s %10.2f\n", "memcpy (same bytes)", "-", total_gb / memcpy_s);
-    std::printf("%-28s %14.3e %10.2f\n", "gather by offset (no index)", total_rows / gather_s,
-                total_gb / gather_s);
-    std::printf("%-28s %14.3e %10.2f\n", "unordered_map + mutex", total_rows / baseline_s,
-                total_gb / baseline_s);
-    std::printf("lookup / memcpy bandwidth: %.2f; lookup / gather: %.2f\n", memcpy_s / lookup_s,
-                gather_s / lookup_s);
+    std::printf("%7s %9s %12s %9s %9s %9s %9s %13s %13s %12s %9s\n", "threads", "batches",
+                "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s", "map GB/s",
+                "lookup/gather", "insert-evict rows/s", "evict/lookup", "writers rows/s");
+    for (const DramBenchRun& r : runs) {
+      const double lookup_rows_per_s = r.lookup_rows / r.lookup_s;
+      const double evict_rows_per_s = r.evict_rows / r.evict_s;
+      std::printf("%7u %9u %12.3e %11.2f %11.2f %11.2f %9.2f %13.2f %19.3e %12.2f %14.3e\n",
+                  r.threads, r.batches, lookup_rows_per_s, r.lookup_rows * row_gb / r.lookup_s,
+                  r.lookup_rows * row_gb / r.memcpy_s, r.lookup_rows * row_gb / r.gather_s,
+                  r.lookup_rows * row_gb / r.baseline_s, r.gather_s / r.lookup_s, evict_rows_per_s,
+                  evict_rows_per_s / lookup_rows_per_s, r.written / r.rounds_s);
+    }
     std::printf(
-        "insert into empty cache %.3e rows/s; insert evicting %.3e rows/s; "
-        "index+metadata %.1f B/row (%.1f after the evictions); writers %.3e rows/s\n",
-        a.rows / insert_s, fresh / evict_s, double(stats.index_bytes) / double(stats.rows),
-        double(evicted_stats.index_bytes) / double(evicted_stats.rows), written.load() / rounds_s);
+        "insert into empty cache %.3e rows/s; index+metadata %.1f B/row (%.1f after the "
+        "evictions)\n",
+        a.rows / insert_s, double(stats.index_bytes) / double(stats.rows),
+        double(evicted_stats.index_bytes) / double(evicted_stats.rows));
   }
-  return misses.load() == 0 ? 0 : 1;
+  return misses_total == 0 ? 0 : 1;
 }
 
 CommandRegistrar reg{
@@ -288,7 +357,9 @@ CommandRegistrar reg{
                                          "and an unordered_map+mutex baseline");
       AddUnsigned<uint64_t>(c, "--rows", args->rows, "rows in the cache", 1, uint64_t{1} << 32);
       AddUnsigned<uint32_t>(c, "--dim", args->dim, "float32 values per row", 1, 65536);
-      AddUnsigned<uint32_t>(c, "--threads", args->threads, "lookup threads", 1, 1024);
+      AddUnsignedList(c, "--threads", args->threads,
+                      "thread counts, each measured in turn: 1 or 1,2,...", 1,
+                      kDramBenchThreadsMax);
       AddUnsigned<uint32_t>(c, "--batch", args->batch, "keys per lookup", 1, 1 << 20);
       AddUnsigned(c, "--batches", args->batches, "batches per thread (0: read every row twice)");
       AddUnsigned<uint32_t>(c, "--stripes", args->stripes, "index lock stripes", 1, 4096);

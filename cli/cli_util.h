@@ -125,6 +125,30 @@ CLI::Option* AddUnsigned(CLI::App* command, const std::string& name, T& value,
                          range, kNumberCheck));
 }
 
+// Adds an option taking "1" or "1,2,..." of decimal integers in [min, max]
+// (each checked as by AddUnsigned: a bad item is a usage error naming it);
+// read the text with ParseUints.
+inline CLI::Option* AddUnsignedList(CLI::App* command, const std::string& name, std::string& text,
+                                    const std::string& help, uint64_t min, uint64_t max) {
+  const std::string range = "list in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return command->add_option(name, text, help)
+      ->transform(CLI::Validator(
+          [min, max](std::string& value) -> std::string {
+            auto items = SplitList(value, "list");
+            if (!items.ok()) return "empty item in '" + value + "'";
+            std::string canonical;
+            for (std::string& item : *items) {
+              if (std::string why = CheckUnsigned(item, min, max); !why.empty()) {
+                return items->size() == 1 ? why : why + " (in '" + value + "')";
+              }
+              canonical += (canonical.empty() ? "" : ",") + item;
+            }
+            value = canonical;
+            return "";
+          },
+          range));
+}
+
 // A closed or half-open interval of doubles.
 struct RealRange {
   double min = 0;

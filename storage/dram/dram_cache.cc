@@ -18,7 +18,12 @@
 namespace strata::storage {
 
 DramCache::DramCache(const DramCacheOptions& options, RowStore* backing)
-    : options_(options), backing_(backing), front_min_(kDramNoFront) {}
+    : options_(options),
+      backing_(backing),
+      evict_mask_(kDramMetaOccupied | kDramMetaCleaning | kDramMetaHold | kDramMetaPinned |
+                  (backing == nullptr ? kDramMetaDirty : 0u)),
+      evict_occupied_(kDramMetaOccupied),
+      front_min_(kDramNoFront) {}
 
 DramCache::~DramCache() = default;
 
@@ -255,72 +260,16 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
 
 // ---- Pins, flags, next uses ------------------------------------------------
 
-Status DramCache::PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                          std::span<const std::byte*> row_ptrs, std::string_view op) {
-  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, op));
-  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, op, keys.size(), found.size(), "found", false));
-  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, op, keys.size(), row_ptrs.size(), "row_ptrs", true));
+Status DramCache::Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) {
   base::MutexLock lock(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
-    uint32_t slot = FindSlot(*t, keys[i]);
+    uint32_t slot = FindSlot(t, keys[i]);
     found[i] = slot != kDramNoSlot;
-    if (!row_ptrs.empty()) row_ptrs[i] = found[i] ? t->Row(slot) : nullptr;
     if (slot == kDramNoSlot) continue;
-    uint32_t& pins = slots_[t->pos].pins[slot];
+    uint32_t& pins = slots_[t.pos].pins[slot];
     STRATA_ASSERT(pins < UINT32_MAX, "dram cache: pin count overflow");
     ++pins;
-    Meta(t->pos, slot) |= kDramMetaPinned;  // a queued entry is skipped while pinned
-  }
-  return Status::Ok();
-}
-
-Status DramCache::Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found) {
-  return PinImpl(table, keys, found, {}, "Pin");
-}
-
-Status DramCache::PinRows(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                          std::span<const std::byte*> row_ptrs) {
-  if (row_ptrs.size() != keys.size()) {
-    return Status::InvalidArgument("dram cache PinRows of table id " + std::to_string(table) +
-                                   ": row_ptrs has " + std::to_string(row_ptrs.size()) +
-                                   " entries for " + std::to_string(keys.size()) + " keys");
-  }
-  return PinImpl(table, keys, found, row_ptrs, "PinRows");
-}
-
-Status DramCache::Unpin(TableId table, std::span<const Key> keys) {
-  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Unpin"));
-  base::MutexLock lock(&mu_);
-  std::unordered_map<uint32_t, uint32_t>& pins = slots_[t->pos].pins;
-  std::unordered_map<uint32_t, uint32_t> releases;  // slot -> pins this call releases
-  for (Key key : keys) {
-    uint32_t slot = FindSlot(*t, key);
-    if (slot == kDramNoSlot) continue;
-    auto it = pins.find(slot);
-    const uint32_t has = it == pins.end() ? 0 : it->second;
-    if (++releases[slot] > has) {
-      return Status::FailedPrecondition("dram cache Unpin of " + t->Name() + ": key " +
-                                        std::to_string(key) + " has " + std::to_string(has) +
-                                        " pins, fewer than this call releases");
-    }
-  }
-  for (auto [slot, count] : releases) {
-    auto it = pins.find(slot);
-    it->second -= count;
-    if (it->second > 0) continue;
-    pins.erase(it);
-    Meta(t->pos, slot) &= ~kDramMetaPinned;
-    File(t->pos, slot);
-  }
-  return Status::Ok();
-}
-
-Status DramCache::MarkDirty(TableId table, std::span<const Key> keys) {
-  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "MarkDirty"));
-  base::MutexLock lock(&mu_);
-  for (Key key : keys) {
-    uint32_t slot = FindSlot(*t, key);
-    if (slot != kDramNoSlot) SetDirtyLocked(*t, slot, true);
+    Meta(t.pos, slot) |= kDramMetaPinned;  // a queued entry is skipped while pinned
   }
   return Status::Ok();
 }

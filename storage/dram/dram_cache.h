@@ -14,8 +14,8 @@
 // fallback_end) are the caller's fallback order (LRU or LFU scores), above
 // every real clock. Next uses are kept as 26-bit codes, exact up to 2^18
 // clocks (and fallback scores) and to 4 parts in a million beyond; equal
-// codes leave in no particular order. Neither a Lookup nor Pin is a use.
-// Pinned rows are never evicted; with no backing store dirty rows are never
+// codes leave in no particular order. A Lookup is no use. Rows moving up
+// (BeginMoveUp to EndMoveUp) are never evicted; with no backing store dirty rows are never
 // evicted either; rows CleanAhead is writing are evicted once their write is
 // done (an Insert that needs them waits for it). Dirty victims are written
 // to `backing` in one MultiPut per table before their slots are reused; if a
@@ -27,8 +27,8 @@
 // Thread safety: every method may be called from any thread. Lookup takes
 // only the read locks of the stripes it touches and writes nothing shared
 // but counters, so lookups run in parallel with each other and with
-// mutations of other stripes. Mutations (Insert, Erase, Pin, Unpin,
-// MarkDirty, SetNextUse, FlushDirty, ForEach) serialise on one mutex because
+// mutations of other stripes. Mutations (Insert, Erase, BeginMoveUp,
+// EndMoveUp, SetNextUse, FlushDirty, ForEach) serialise on one mutex because
 // the eviction order is global; they hold it while writing victims back,
 // which blocks other mutations (never lookups). Erase, and an Insert short of
 // room, may wait (the mutex released) for a CleanAhead write to finish.
@@ -153,20 +153,6 @@ class DramCache {
   // Sets the next intended use (kClockNever: none); missing keys ignored.
   [[nodiscard]] Status SetNextUse(TableId table, std::span<const Key> keys,
                                   std::span<const Clock> next_use) EXCLUDES(mu_);
-  // Pins present keys (found[i] = 1) so they are never evicted; pins count
-  // (a key pinned twice needs two Unpins).
-  [[nodiscard]] Status Pin(TableId table, std::span<const Key> keys, std::span<uint8_t> found)
-      EXCLUDES(mu_);
-  // Pin that also returns a pointer to each present row's slot, stable until
-  // the matching Unpin (null for missing keys). The bytes may change under an
-  // Insert that overwrites the key.
-  [[nodiscard]] Status PinRows(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                               std::span<const std::byte*> row_ptrs) EXCLUDES(mu_);
-  // Missing keys ignored; FailedPrecondition (nothing changed) when a present
-  // key has fewer pins than the call releases.
-  [[nodiscard]] Status Unpin(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
-  // Missing keys ignored.
-  [[nodiscard]] Status MarkDirty(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
   // Writes every dirty row to backing (MultiPuts of at most
   // kDramFlushBatchRowsMax rows) and marks it clean. On error the rows not
   // yet written stay dirty. FailedPrecondition when dirty rows exist and
@@ -218,15 +204,20 @@ class DramCache {
 
   // Eviction order (dram_order.cc).
   uint32_t CodeOf(Clock next_use) const;  // larger: evicted first
-  bool Evictable(uint32_t meta) const;
+  // Occupied and none of the flags in evict_mask_ (cleaning, hold, pinned;
+  // dirty too without a backing store): one mask test, so a sweep's passes
+  // over the metadata run at memory speed.
+  bool Evictable(uint32_t meta) const { return (meta & evict_mask_) == evict_occupied_; }
   // Queues the row when it is evictable, unqueued, and ranks above the front.
   void File(uint32_t table, uint32_t slot) REQUIRES(mu_);
   void SetCode(uint32_t table, uint32_t slot, uint32_t code) REQUIRES(mu_);
   // Forgets both queues (the next PopVictim sweeps again).
   void DropQueues() REQUIRES(mu_);
   // The code at or above which `quota` evictable rows rank (*take: how many
-  // of those with exactly that code count); false when no row is evictable.
-  bool Threshold(uint64_t quota, uint32_t* code, uint64_t* take) const REQUIRES(mu_);
+  // of those with exactly that code count; *count: min(quota, evictable
+  // rows)); false when no row is evictable.
+  bool Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64_t* count) const
+      REQUIRES(mu_);
   // Refills front_ with the next front_rows_max_ victims; false when none.
   bool Sweep() REQUIRES(mu_);
   // The next victim (unqueued), or false when no row is evictable.
@@ -241,6 +232,7 @@ class DramCache {
   Status MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
                   std::span<uint32_t> slots) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
+  void Release(const Victim& v, uint64_t hash) REQUIRES(mu_);  // hash: of the victim's key
 
   // The metadata word of slot `slot` of the table at position `table`.
   uint32_t& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
@@ -251,12 +243,15 @@ class DramCache {
   void SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file = true) REQUIRES(mu_);
   // True when a row of `keys` is being written by CleanAhead.
   bool AnyCleaning(const Table& t, std::span<const Key> keys) const REQUIRES(mu_);
-  Status PinImpl(TableId table, std::span<const Key> keys, std::span<uint8_t> found,
-                 std::span<const std::byte*> row_ptrs, std::string_view op) EXCLUDES(mu_);
+  // Pins the present keys (found[i] = 1) so they are never evicted; pins
+  // count (a key pinned by two moves up needs both EndMoveUps).
+  Status Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) EXCLUDES(mu_);
 
   // Constant after construction.
   const DramCacheOptions options_;
   RowStore* const backing_;
+  const uint32_t evict_mask_;      // see Evictable
+  const uint32_t evict_occupied_;  // kDramMetaOccupied
   std::vector<std::unique_ptr<Table>> tables_;
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;

@@ -73,16 +73,20 @@ Status DramCache::WriteBack(std::vector<Victim>& victims) {
 }
 
 void DramCache::Release(const Victim& v) {
+  Release(v, DramKeyHash(tables_[v.table]->KeyAt(v.slot)));
+}
+
+void DramCache::Release(const Victim& v, uint64_t hash) {
   Table& t = *tables_[v.table];
-  const uint64_t hash = DramKeyHash(t.KeyAt(v.slot));
   {
     DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
     base::WriterLock lock(&stripe.mu);
     bool erased = stripe.map.Erase(hash, v.slot);
     STRATA_ASSERT(erased, "dram cache: released row missing from the index");
   }
-  Meta(t.pos, v.slot) = 0;  // any queue entry goes stale
-  slots_[t.pos].pins.erase(v.slot);
+  uint32_t& meta = Meta(t.pos, v.slot);
+  if ((meta & kDramMetaPinned) != 0) slots_[t.pos].pins.erase(v.slot);
+  meta = 0;  // any queue entry goes stale
   // Out of the index (no lookup reads the key any more): the key field
   // links the free slots, reused last in, first out.
   t.Header(v.slot).key = slots_[t.pos].free_head;
@@ -112,32 +116,36 @@ Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const 
     // that did not happen: then this Insert evicts down to it).
     const uint64_t limit = options_.dram_bytes_max + leaving_bytes_;
     if (bytes_used_ + bytes_new <= limit) return Status::Ok();
-    std::vector<Victim> victims;
+    thread_local std::vector<Victim> victims;  // no allocation once warm
+    victims.clear();
     Status s = SelectVictims(t, bytes_used_ + bytes_new - limit, &victims);
     if (s.ok()) s = WriteBack(victims);
     if (s.ok()) {
-      // Each victim's key (in its slot) and then its index bucket and the
-      // rest of its slot are fetched kDramPrefetchRows victims ahead.
-      for (size_t k = 0; k < victims.size() && k < kDramPrefetchRows; ++k) {
-        __builtin_prefetch(tables_[victims[k].table]->rows->Slot(victims[k].slot));
-      }
+      // Two passes, so that no prefetch address waits for a load: the
+      // victims' keys (their slots' first lines fetched kDramPrefetchRows
+      // ahead), then the index erases, each victim's buckets and the rest of
+      // its slot (the new rows go there next: for writing) fetched ahead.
+      thread_local std::vector<uint64_t> hashes;
+      hashes.resize(victims.size());
       for (size_t k = 0; k < victims.size(); ++k) {
-        if (k + 2 * kDramPrefetchRows < victims.size()) {
-          const Victim& w = victims[k + 2 * kDramPrefetchRows];
+        if (k + kDramPrefetchRows < victims.size()) {
+          const Victim& w = victims[k + kDramPrefetchRows];
           __builtin_prefetch(tables_[w.table]->rows->Slot(w.slot));
         }
+        hashes[k] = DramKeyHash(tables_[victims[k].table]->KeyAt(victims[k].slot));
+      }
+      for (size_t k = 0; k < victims.size(); ++k) {
         if (k + kDramPrefetchRows < victims.size()) {
           const Victim& w = victims[k + kDramPrefetchRows];
           const Table& wt = *tables_[w.table];
-          wt.PrefetchBucket(wt.KeyAt(w.slot));
-          // The new rows go to these slots next: their lines, for writing.
+          wt.PrefetchRun(hashes[k + kDramPrefetchRows]);
           const uint32_t slot_bytes = DramSlotBytes(wt.spec.row_bytes);
           const std::byte* line = wt.rows->Slot(w.slot);
           for (uint32_t off = 64; off < std::min<uint32_t>(slot_bytes, 1024); off += 64) {
             __builtin_prefetch(line + off, 1);
           }
         }
-        Release(victims[k]);
+        Release(victims[k], hashes[k]);
       }
       evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
       return Status::Ok();
@@ -179,14 +187,15 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
     return last[at];
   };
   for (size_t i = 0; i < n; ++i) position(keys[i]) = static_cast<uint32_t>(i + 1);
-  std::vector<uint32_t> picks;
-  picks.reserve(n);
+  thread_local std::vector<uint32_t> picks;  // no allocation once warm
+  picks.clear();
   for (size_t i = 0; i < n; ++i) {
     if (position(keys[i]) == i + 1) picks.push_back(static_cast<uint32_t>(i));
   }
 
   base::MutexLock lock(&mu_);
-  std::vector<uint32_t> slots(picks.size());
+  thread_local std::vector<uint32_t> slots;
+  slots.resize(picks.size());
   STRATA_RETURN_IF_ERROR(MakeRoom(*t, keys, picks, slots));
 
   for (size_t k = 0; k < picks.size(); ++k) {
@@ -283,7 +292,7 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "BeginMoveUp"));
   move->pinned.assign(keys.size(), 0);
   move->bytes = 0;
-  STRATA_RETURN_IF_ERROR(PinImpl(table, keys, move->pinned, {}, "BeginMoveUp"));
+  STRATA_RETURN_IF_ERROR(Pin(*t, keys, move->pinned));
   base::MutexLock lock(&mu_);
   const uint64_t rb = t->spec.row_bytes;
   for (uint8_t pinned : move->pinned) {
@@ -402,8 +411,8 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     // The dirty rows among the next window_rows victims, nearest first.
     std::vector<QueueEntry> picked;
     uint32_t min_code = 0;
-    uint64_t take = 0;
-    if (Threshold(window_rows, &min_code, &take)) {
+    uint64_t take = 0, count = 0;
+    if (Threshold(window_rows, &min_code, &take, &count)) {
       for (const auto& t : tables_) {
         const TableSlots& ts = slots_[t->pos];
         for (uint64_t s = 0; s < ts.touched; ++s) {

@@ -21,6 +21,7 @@
 #include "storage/dram/dram_arena.h"
 #include "storage/dram/dram_cache.h"
 #include "storage/dram/dram_index.h"
+#include "storage/dram/limits.h"
 
 namespace strata::storage {
 
@@ -72,12 +73,13 @@ struct DramCache::Table {
   }
   Key KeyAt(uint32_t slot) const { return Header(slot).key; }
   std::byte* Row(uint32_t slot) const { return rows->Slot(slot) + kDramSlotHeaderBytes; }
-  // Prefetches the index bucket of `key`. Reads no entry, so it needs no
-  // stripe lock (the caller holds mu_, so no map grows meanwhile).
-  void PrefetchBucket(Key key) const NO_THREAD_SAFETY_ANALYSIS {
-    const uint64_t hash = DramKeyHash(key);
-    index->stripe(index->StripeOf(hash)).map.Prefetch(hash);
+  // Prefetches the index buckets a change for the key of `hash` (or an
+  // absent key's probe) walks. Reads no entry, so it needs no stripe lock
+  // (the caller holds mu_, so no map grows meanwhile).
+  void PrefetchRun(uint64_t hash) const NO_THREAD_SAFETY_ANALYSIS {
+    index->stripe(index->StripeOf(hash)).map.PrefetchRun(hash, kDramPrefetchRunLines);
   }
+  void PrefetchBucket(Key key) const { PrefetchRun(DramKeyHash(key)); }
 
   std::string Name() const {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";

@@ -103,6 +103,14 @@ class DramHashMap {
   // run at high load often ends, made lookups slower: more lines in flight
   // for the row copies to wait behind.)
   void Prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[Home(TagOf(hash))]); }
+  // For a change (insert, erase, or a probe for an absent key): an absent
+  // key's probe and an insert end at the next empty bucket, an erase shifts
+  // entries back up to it, which at load 7/8 lies 10 to 20 buckets on, so
+  // the home bucket's line and the `lines - 1` after it, for writing.
+  void PrefetchRun(uint64_t hash, uint32_t lines) const {
+    const char* at = reinterpret_cast<const char*>(&buckets_[Home(TagOf(hash))]);
+    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(at + 64 * l, 1);
+  }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's buckets, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);

@@ -55,12 +55,6 @@ uint32_t DramCache::CodeOf(Clock next_use) const {
   return kClassClock << kValueBits | Encode(static_cast<uint64_t>(next_use));
 }
 
-bool DramCache::Evictable(uint32_t meta) const {
-  if ((meta & kDramMetaOccupied) == 0) return false;
-  if ((meta & (kDramMetaCleaning | kDramMetaHold | kDramMetaPinned)) != 0) return false;
-  return backing_ != nullptr || (meta & kDramMetaDirty) == 0;
-}
-
 void DramCache::File(uint32_t table, uint32_t slot) {
   uint32_t& meta = Meta(table, slot);
   if ((meta & kDramMetaQueued) != 0 || !Evictable(meta)) return;
@@ -85,31 +79,68 @@ void DramCache::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
 }
 
 void DramCache::DropQueues() {
-  // Queued flags stay set until the next sweep resets them all; until then
-  // nothing is filed (front_min_ is kDramNoFront).
+  // Every row with the queued flag has an entry in one of the queues (stale
+  // entries included), so clearing the flag of each entry's row clears them
+  // all without a pass over the metadata. Afterwards nothing is filed
+  // (front_min_ is kDramNoFront) until the next sweep.
+  for (const QueueEntry& e : front_) Meta(e.table, e.slot) &= ~kDramMetaQueued;
+  for (const QueueEntry& e : late_) Meta(e.table, e.slot) &= ~kDramMetaQueued;
   front_.clear();
   late_.clear();
   front_min_ = kDramNoFront;
 }
 
-bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take) const {
+bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64_t* count) const {
+  // Pass 1: histogram of the evictable codes' top kDramCoarseBits. Counted
+  // by runs of equal codes (rows next to each other with the same code, the
+  // common case, cost one add per run rather than a chain of increments of
+  // one counter through memory); a run's code also tells whether its bin
+  // holds more than one code.
+  constexpr uint32_t kNoCode = UINT32_MAX;
   std::vector<uint64_t> coarse(uint64_t{1} << kDramCoarseBits, 0);
+  std::vector<uint32_t> only(uint64_t{1} << kDramCoarseBits, kNoCode);  // kNoCode - 1: mixed
   uint64_t total = 0;
+  auto end_run = [&](uint32_t run_code, uint64_t run) {
+    if (run == 0) return;
+    const uint32_t bin = run_code >> kFineBits;
+    coarse[bin] += run;
+    total += run;
+    if (only[bin] == kNoCode) {
+      only[bin] = run_code;
+    } else if (only[bin] != run_code) {
+      only[bin] = kNoCode - 1;
+    }
+  };
   for (const auto& t : tables_) {
     const TableSlots& ts = slots_[t->pos];
+    uint32_t run_code = 0;
+    uint64_t run = 0;
     for (uint64_t s = 0; s < ts.touched; ++s) {
       const uint32_t meta = ts.meta[s];
       if (!Evictable(meta)) continue;
-      ++coarse[DramMetaCode(meta) >> kFineBits];
-      ++total;
+      const uint32_t c = DramMetaCode(meta);
+      if (c != run_code) {
+        end_run(run_code, run);
+        run = 0;
+        run_code = c;
+      }
+      ++run;
     }
+    end_run(run_code, run);
   }
   if (total == 0) return false;
   quota = std::min(quota, total);
+  *count = quota;
   uint64_t above = 0;
   uint32_t bin = static_cast<uint32_t>(coarse.size());
   while (bin > 0 && above + coarse[bin - 1] < quota) above += coarse[--bin];
-  --bin;  // the bin where the quota is reached
+  --bin;                          // the bin where the quota is reached
+  if (only[bin] < kNoCode - 1) {  // one code in the bin: no second pass
+    *code = only[bin];
+    *take = quota - above;
+    return true;
+  }
+  // Pass 2: the remaining bits of the codes in that bin.
   std::vector<uint64_t> fine(uint64_t{1} << kFineBits, 0);
   for (const auto& t : tables_) {
     const TableSlots& ts = slots_[t->pos];
@@ -132,14 +163,15 @@ bool DramCache::Sweep() {
   ++sweeps_;
   DropQueues();
   uint32_t min_code = 0;
-  uint64_t take = 0;
-  const bool any = Threshold(front_rows_max_, &min_code, &take);
+  uint64_t take = 0, count = 0;
+  if (!Threshold(front_rows_max_, &min_code, &take, &count)) return false;
+  // The rows above min_code and the first `take` at it (in table and slot
+  // order): `count` rows, so the pass ends once it has them all.
   for (const auto& t : tables_) {
     TableSlots& ts = slots_[t->pos];
-    for (uint64_t s = 0; s < ts.touched; ++s) {
+    for (uint64_t s = 0; s < ts.touched && front_.size() < count; ++s) {
       uint32_t& meta = ts.meta[s];
-      meta &= ~kDramMetaQueued;
-      if (!any || !Evictable(meta)) continue;
+      if (!Evictable(meta)) continue;
       const uint32_t code = DramMetaCode(meta);
       if (code < min_code) continue;
       if (code == min_code) {
@@ -150,13 +182,18 @@ bool DramCache::Sweep() {
       meta |= kDramMetaQueued;
     }
   }
-  if (!any) return false;
-  // Back = next victim; among equal codes the lower slot first.
-  std::sort(front_.begin(), front_.end(), [](const QueueEntry& a, const QueueEntry& b) {
-    if (a.code != b.code) return a.code < b.code;
-    if (a.table != b.table) return a.table > b.table;
-    return a.slot > b.slot;
-  });
+  // Back = next victim; among equal codes the lower slot (of the lower
+  // table) first. Taken in table and slot order, so reversed they are in
+  // order already when the codes are (all equal, say).
+  std::reverse(front_.begin(), front_.end());
+  auto code_less = [](const QueueEntry& a, const QueueEntry& b) { return a.code < b.code; };
+  if (!std::is_sorted(front_.begin(), front_.end(), code_less)) {
+    std::sort(front_.begin(), front_.end(), [](const QueueEntry& a, const QueueEntry& b) {
+      if (a.code != b.code) return a.code < b.code;
+      if (a.table != b.table) return a.table > b.table;
+      return a.slot > b.slot;
+    });
+  }
   front_min_ = min_code;
   return true;
 }

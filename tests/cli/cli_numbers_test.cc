@@ -117,6 +117,10 @@ TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--rows", "-1", ssd);
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--dim", "-1", ssd);
   ExpectUsageError("bench dram", "bench dram", "--batches", "-1", "");
+  // --threads takes a list of counts: every item is checked.
+  ExpectUsageError("bench dram", "bench dram", "--threads", "0", "");
+  ExpectUsageError("bench dram", "bench dram", "--threads", "-1", "");
+  ExpectUsageError("bench dram", "bench dram", "--threads", "1,x", "");
   ExpectUsageError("bench table", "bench table", "--capacity", "-1", "");
 }
 

@@ -19,8 +19,10 @@ TEST_F(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
   MemoryRowStore store(OneTable());
   auto c = MakeCache(2, &store);
   ASSERT_TRUE(Put(*c, {1, 2}, 1, {}, {1, 1}).ok());
-  std::vector<uint8_t> found(2);
-  ASSERT_TRUE(c->Pin(kTable, std::vector<Key>{1, 2}, found).ok());
+  // Rows moving up (pinned) are no victims.
+  DramCache::MoveUp move1, move2;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, std::vector<Key>{1}, &move1).ok());
+  ASSERT_TRUE(c->BeginMoveUp(kTable, std::vector<Key>{2}, &move2).ok());
   DramCacheStats before = c->Stats();
   Status s = Put(*c, {3});
   ASSERT_TRUE(s.IsResourceExhausted()) << s.ToString();
@@ -30,12 +32,12 @@ TEST_F(DramCacheTest, AllPinnedInsertIsResourceExhaustedAndChangesNothing) {
   EXPECT_EQ(after.evictions, before.evictions);
   EXPECT_EQ(after.bytes_used, before.bytes_used);
   EXPECT_EQ(store.put_calls(), 0u);
-  // One pin released: the other row is still protected.
-  ASSERT_TRUE(c->Unpin(kTable, std::vector<Key>{2}).ok());
+  // One move ended: the other row is still protected.
+  ASSERT_TRUE(c->EndMoveUp(kTable, std::vector<Key>{2}, &move2, /*moved=*/false).ok());
   ASSERT_TRUE(Put(*c, {3}).ok());
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
   // A batch larger than the whole capacity cannot fit either.
-  ASSERT_TRUE(c->Unpin(kTable, std::vector<Key>{1}).ok());
+  ASSERT_TRUE(c->EndMoveUp(kTable, std::vector<Key>{1}, &move1, /*moved=*/false).ok());
   EXPECT_TRUE(Put(*c, {7, 8, 9}).IsResourceExhausted());
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3}));
 }
@@ -113,7 +115,7 @@ TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {
   ASSERT_TRUE(Put(*c, {1, 2, 3}, 1, {}, {1, 0, 1}).ok());
   ASSERT_TRUE(Put(*c, {4}).ok());  // 2 is the only clean row
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 3, 4}));
-  ASSERT_TRUE(c->MarkDirty(kTable, std::vector<Key>{4, 42}).ok());
+  ASSERT_TRUE(Put(*c, {4}, 1, {}, {1}).ok());  // now dirty too
   EXPECT_TRUE(Put(*c, {5}).IsResourceExhausted());
   EXPECT_TRUE(c->FlushDirty().IsFailedPrecondition());
   // Overwriting a dirty row with a clean copy makes it evictable again.

@@ -30,7 +30,7 @@ Key KeyOf(uint64_t i) { return i * 0x9e3779b97f4a7c15ull; }  // KeyOf(0) == 0
 
 class DramConcurrencyTest : public ::testing::TestWithParam<uint32_t> {};
 
-TEST_P(DramConcurrencyTest, LookupsInsertsEvictionsAndPinsInParallel) {
+TEST_P(DramConcurrencyTest, LookupsInsertsEvictionsAndMovesUpInParallel) {
   const std::vector<TableSpec> tables = {{kTable, "emb", kRowBytes}};
   MemoryRowStore store(tables);
   DramCacheOptions o;
@@ -95,28 +95,18 @@ TEST_P(DramConcurrencyTest, LookupsInsertsEvictionsAndPinsInParallel) {
       }
     });
   }
-  // This thread: pins, next uses, dirty marks, flushes, stats, store faults.
+  // This thread: moves up, next uses, flushes, stats, store faults.
   {
     std::mt19937_64 rng(7);
     start.arrive_and_wait();
     for (int b = 0; b < kBatches; ++b) {
       std::vector<Key> keys = {KeyOf(rng() % kKeySpace), KeyOf(rng() % kKeySpace)};
-      std::vector<uint8_t> found(2);
-      std::vector<const std::byte*> ptrs(2);
-      ASSERT_TRUE(cache.PinRows(kTable, keys, found, ptrs).ok());
-      for (size_t i = 0; i < 2; ++i) {
-        if (found[i]) {
-          EXPECT_NE(ptrs[i], nullptr);
-        }
-      }
+      // Moves up that do not happen: the rows stay pinned, then unpinned.
+      DramCache::MoveUp move;
+      ASSERT_TRUE(cache.BeginMoveUp(kTable, keys, &move).ok());
       std::vector<Clock> next = {static_cast<Clock>(rng() % 1000), kClockNever};
       ASSERT_TRUE(cache.SetNextUse(kTable, keys, next).ok());
-      ASSERT_TRUE(cache.MarkDirty(kTable, keys).ok());
-      std::vector<Key> pinned;
-      for (size_t i = 0; i < 2; ++i) {
-        if (found[i]) pinned.push_back(keys[i]);
-      }
-      ASSERT_TRUE(cache.Unpin(kTable, pinned).ok());
+      ASSERT_TRUE(cache.EndMoveUp(kTable, keys, &move, /*moved=*/false).ok());
       if (b % 50 == 0) store.FailNextPuts(1 + rng() % 3);
       if (b % 64 == 0) {
         Status s = cache.FlushDirty();

@@ -23,9 +23,9 @@ constexpr Key kKeySpace = 48;
 const std::vector<TableSpec> kTables = {{1, "a", 16}, {2, "b", 40}};
 
 struct TableModel {
-  std::unordered_map<Key, uint64_t> newest;  // key -> version: the model
-  std::unordered_map<Key, uint64_t> above;   // rows moved up to the tier above (T0)
-  std::map<Key, int> pins;                   // pins this test holds
+  std::unordered_map<Key, uint64_t> newest;    // key -> version: the model
+  std::unordered_map<Key, uint64_t> above;     // rows moved up to the tier above (T0)
+  std::multimap<Key, DramCache::MoveUp> pins;  // moves up begun and not ended
 };
 
 // Keys span both ends of the 64-bit range.
@@ -61,7 +61,7 @@ class DramModelTest : public ::testing::TestWithParam<bool> {
                                 })
                       .ok());
       auto stored = store_.Rows(t.id);
-      for (auto& [k, pins] : m.pins) EXPECT_TRUE(cached.count(k)) << "pinned key " << k << " lost";
+      for (auto& [k, move] : m.pins) EXPECT_TRUE(cached.count(k)) << "pinned key " << k << " lost";
       for (uint64_t i = 0; i < kKeySpace; ++i) {
         Key k = KeyOf(i);
         int64_t got = -1;
@@ -163,28 +163,34 @@ TEST_P(DramModelTest, RandomOperationsMatchModel) {
         ASSERT_TRUE(cache_->Erase(t.id, std::span<const Key>(&k, 1)).ok());
         break;
       }
-      case 6: {  // pin (at most two rows per table) or unpin
+      case 6: {  // begin a move up (at most two per table), or end one: moved or not
         if (m.pins.size() < 2 && rng() % 2) {
           Key k = pick();
-          std::vector<uint8_t> found(1);
-          ASSERT_TRUE(cache_->Pin(t.id, std::span<const Key>(&k, 1), found).ok());
-          if (found[0]) ++m.pins[k];
+          DramCache::MoveUp move;
+          ASSERT_TRUE(cache_->BeginMoveUp(t.id, std::span<const Key>(&k, 1), &move).ok());
+          if (move.pinned[0]) m.pins.emplace(k, std::move(move));
         } else if (!m.pins.empty()) {
           auto it = m.pins.begin();
           Key k = it->first;
-          ASSERT_TRUE(cache_->Unpin(t.id, std::span<const Key>(&k, 1)).ok());
-          if (--it->second == 0) m.pins.erase(it);
+          const bool moved = m.pins.count(k) == 1 && rng() % 2;
+          if (moved) {  // the tier above holds it now: copy it there first
+            std::vector<std::byte> out(rb);
+            std::vector<uint8_t> found(1);
+            ASSERT_TRUE(cache_->Lookup(t.id, std::span<const Key>(&k, 1), out, found, {}).ok());
+            ASSERT_EQ(found[0], 1) << "key " << k << " left while moving up";
+            m.above[k] = static_cast<uint64_t>(testing::RowVersion(k, out));
+          }
+          ASSERT_TRUE(
+              cache_->EndMoveUp(t.id, std::span<const Key>(&k, 1), &it->second, moved).ok());
+          m.pins.erase(it);
         }
         break;
       }
-      case 7: {  // next uses and dirty marks
+      case 7: {  // next uses
         std::vector<Key> keys = {pick(), pick()};
         std::vector<Clock> next = {static_cast<Clock>(rng() % 2 ? rng() % 50 : 1000 + rng() % 1000),
                                    kClockNever};
         ASSERT_TRUE(cache_->SetNextUse(t.id, keys, next).ok());
-        if (rng() % 2) {
-          ASSERT_TRUE(cache_->MarkDirty(t.id, keys).ok());
-        }
         break;
       }
       case 8: {  // checkpoint
