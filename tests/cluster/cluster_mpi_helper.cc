@@ -8,8 +8,9 @@
 //                    rows equal; a checkpoint, close and reopen half-way;
 //                    every shard holds only rows it owns, equal to the model
 //   bad_input DIR    errors that must be the same on every rank: mismatched
-//                    tables at Open, a missing table on one rank, ranks
-//                    naming different tables; then a good Pull still works
+//                    tables or align_exchanges at Open, a missing table on
+//                    one rank, ranks naming different tables; then a good
+//                    Pull still works
 //   stall DIR        the last rank stops: the others fail within the timeout
 //   create DIR       a cluster at generation 1 (one batch, a checkpoint)
 //   reopen DIR       Open on an existing cluster directory; prints the Status
@@ -291,6 +292,13 @@ void BadInput(const std::string& dir) {
         Cluster::Open(options, Tables(g_rank == last ? 6 : 4), MPI_COMM_WORLD);
     ExpectError(c.status(), StatusCode::kInvalidArgument, {last_name + "'s table 1", "'b'"},
                 "mismatched tables");
+    // The last rank alone asks for aligned exchanges: its barriers would
+    // wait for calls the others never make.
+    options.store = SmallStore(dir + "/bad-align");
+    options.align_exchanges = g_rank == last;
+    c = Cluster::Open(options, Tables(4), MPI_COMM_WORLD);
+    ExpectError(c.status(), StatusCode::kInvalidArgument, {last_name, "align_exchanges"},
+                "mismatched align_exchanges");
   }
   std::unique_ptr<Cluster> cluster = OpenCluster(dir, "bad_input");
   Result<WorkerId> w = cluster->RegisterWorker();
