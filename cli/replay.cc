@@ -103,6 +103,10 @@ Status ParseWords(ReplayArgs* a) {
   a->options.intents = !a->no_intents;
   a->options.use_gpu = !a->no_gpu;
   STRATA_ASSIGN_OR_RETURN(a->options.faults, ParseFaultOptions(a->faults));
+  if (a->cluster && a->options.checkpoint_at_end) {
+    return Status::InvalidArgument(
+        "--checkpoint is not taken with --cluster (a cluster replay reports no SSD write counts)");
+  }
   return Status::Ok();
 }
 

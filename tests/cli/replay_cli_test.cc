@@ -95,6 +95,41 @@ TEST_F(ReplayCliTest, CorruptTraceFailsNamingTheOffsetAndCreatesNoStore) {
   EXPECT_FALSE(std::filesystem::exists(dir_.File("s")));
 }
 
+// The SSD tier's write counts: with --checkpoint the log's merges are paid
+// inside the run; the log writes fewer device bytes than leaf rewrites of
+// the same rows. Bad values of the new flags change nothing.
+TEST_F(ReplayCliTest, SsdWriteCountsWithAndWithoutTheWriteLog) {
+  double bytes[2] = {0, 0};
+  for (int with_log = 0; with_log < 2; ++with_log) {
+    auto j = RunJson("replay " + trace_ + " --dir " + dir_.File("w" + std::to_string(with_log)) +
+                     " --device-rows 300 --dram-rows 400 --dim 8 --no-intents --checkpoint " +
+                     "--ssd-write-log-fraction " + (with_log ? "0.25" : "0"));
+    ASSERT_FALSE(j.empty());
+    EXPECT_EQ(j["checkpoint_at_end"], true);
+    const double user = j["ssd_user_bytes_written"].get<double>();
+    bytes[with_log] = j["ssd_bytes_written"].get<double>();
+    ASSERT_GT(user, 0);
+    EXPECT_GE(bytes[with_log], user);
+    EXPECT_DOUBLE_EQ(j["ssd_write_amp"].get<double>(), bytes[with_log] / user);
+  }
+  EXPECT_LT(bytes[1], bytes[0]) << "log " << bytes[1] << ", leaves " << bytes[0];
+  for (const char* bad : {"--ssd-write-log-fraction -1", "--ssd-write-log-fraction 17",
+                          "--ssd-write-log-fraction abc", "--checkpoint --cluster"}) {
+    std::string out;
+    EXPECT_NE(RunCli("replay " + trace_ + " --dir " + dir_.File("bad") +
+                         " --device-rows 300 --dram-rows 400 " + bad,
+                     &out),
+              0)
+        << bad;
+    EXPECT_NE(
+        out.find(std::string(bad).find("fraction") != std::string::npos ? "--ssd-write-log-fraction"
+                                                                        : "--checkpoint"),
+        std::string::npos)
+        << bad << ": " << out;
+    EXPECT_FALSE(std::filesystem::exists(dir_.File("bad"))) << bad;
+  }
+}
+
 // A tiny T0 (128 rows) under injected read and write errors: the final
 // check's Pulls of 4096 keys are done by the engine in ~37 chunks and fail
 // whole on one chunk's error, so the replay gave up after 1000 attempts with
