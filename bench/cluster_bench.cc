@@ -427,6 +427,10 @@ int RunClusterBench(const ClusterBenchArgs& a) {
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (a.dir.empty()) {  // every rank sees the same flags, so all stop here
+    if (rank == 0) std::fprintf(stderr, "strata bench cluster: --dir must not be empty\n");
+    return 2;
+  }
   return Run(a, rank, world);
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/cli_util.h"
+#include "engine/limits.h"
 #include "strata/options.h"
 
 namespace strata::bench {
@@ -37,10 +38,11 @@ inline void AddClusterBenchFlags(CLI::App* app, ClusterBenchArgs* a) {
   cli::AddUnsigned<uint64_t>(app, "--batches", a->batches,
                              "measured batches (after as many to warm up)", 1, uint64_t{1} << 30);
   cli::AddUnsigned<uint64_t>(app, "--keys", a->keys, "keys per rank per batch", 1,
-                             uint64_t{1} << 24);
+                             engine::kBatchKeysMax);
   cli::AddUnsigned<uint32_t>(app, "--dim", a->dim, "embedding floats per row", 1, kTableDimMax);
   cli::AddUnsigned<uint64_t>(app, "--key-space", a->key_space,
-                             "keys drawn uniformly from [0, this)", 1, uint64_t{1} << 40);
+                             "keys drawn uniformly from [0, this) (T0 holds twice as many rows)", 1,
+                             kTierRowsMax / 2);
   cli::AddUnsigned<uint32_t>(app, "--rounds", a->rounds,
                              "one rank: alternating Store and Cluster rounds", 1, 1000);
   cli::AddUnsigned<uint64_t>(app, "--collective-timeout-ms", a->timeout_ms,

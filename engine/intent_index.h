@@ -83,10 +83,6 @@ class IntentIndex {
   Clock NextUse(TableId table, Key key) const;
   // Acted-and-unexpired windows holding the key.
   uint32_t ActedCount(TableId table, Key key) const;
-  // The window with this id; null once expired (until the id is reused).
-  IntentWindow* Window(IntentWindowId id) {
-    return id < windows_.size() ? windows_[id].get() : nullptr;
-  }
   size_t PendingWindows() const { return windows_.size() - free_windows_.size(); }
   size_t TrackedKeys() const;
   // (key, window) pairs of the unexpired windows.

@@ -1,6 +1,7 @@
 #include "engine/intent_key_table.h"
 
 #include "base/assert.h"
+#include "base/hash.h"
 
 namespace strata::engine {
 namespace {
@@ -10,18 +11,10 @@ constexpr size_t kSlotsMin = 16;
 constexpr size_t kLoadNum = 4;
 constexpr size_t kLoadDen = 5;
 
-// splitmix64's finalizer: every bit of the key moves the slot.
-uint64_t Mix(Key key) {
-  key ^= key >> 30;
-  key *= 0xbf58476d1ce4e5b9ull;
-  key ^= key >> 27;
-  key *= 0x94d049bb133111ebull;
-  return key ^ (key >> 31);
-}
-
 }  // namespace
 
-size_t IntentKeyTable::Home(Key key) const { return Mix(key) & (slots_.size() - 1); }
+// splitmix64's finalizer: every bit of the key moves the slot.
+size_t IntentKeyTable::Home(Key key) const { return MixSplit64(key) & (slots_.size() - 1); }
 
 uint32_t IntentKeyTable::Find(Key key) const {
   if (slots_.empty()) return kNone;
