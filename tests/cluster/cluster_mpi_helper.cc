@@ -332,13 +332,18 @@ void BadInput(const std::string& dir) {
 
 // The last rank stops (SIGSTOP) before a Pull: the others' Pull returns
 // Unavailable after the collective timeout, and so does their next call.
-// Then rank 0 kills the stopped rank and the others leave without
+// Each survivor writes its line to DIR/stall-<rank>.txt too: once one rank
+// leaves without MPI_Finalize, mpirun kills the rest, whose stdout may not
+// have reached it. The survivors wait for each other on a communicator of
+// their own; then rank 0 kills the stopped rank and they leave without
 // MPI_Finalize (which would wait for it); mpirun reports the job as failed.
 void Stall(const std::string& dir) {
   const int last = g_world - 1;
   std::vector<int> pids(g_world);
   const int pid = static_cast<int>(::getpid());
   MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Comm survivors = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, g_rank == last ? MPI_UNDEFINED : 0, g_rank, &survivors);
   ClusterOptions options;
   options.store = SmallStore(dir + "/cluster");
   options.collective_timeout_ms = 5000;  // well above a loaded machine's collective
@@ -360,9 +365,17 @@ void Stall(const std::string& dir) {
   HELPER_CHECK("stall", waited_s >= 5.0, std::to_string(waited_s) + " s");
   const Status next = cluster.Push(*w, 0, keys, out.data());
   HELPER_CHECK("stall", next.IsUnavailable(), "the next call: " + next.ToString());
-  std::printf("cluster-helper rank %d/%d PASS stall: %s (after %.1f s)\n", g_rank, g_world,
-              st.ToString().c_str(), waited_s);
+  char line[1024];
+  std::snprintf(line, sizeof(line), "cluster-helper rank %d/%d PASS stall: %s (after %.1f s)\n",
+                g_rank, g_world, st.ToString().c_str(), waited_s);
+  std::fputs(line, stdout);
   std::fflush(stdout);
+  const std::string file = dir + "/stall-" + std::to_string(g_rank) + ".txt";
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  HELPER_CHECK("stall", f != nullptr, "cannot create " + file);
+  const bool written = std::fputs(line, f) >= 0;
+  HELPER_CHECK("stall", std::fclose(f) == 0 && written, "cannot write " + file);
+  MPI_Barrier(survivors);
   if (g_rank == 0) ::kill(pids[last], SIGKILL);
   std::_Exit(0);
 }
