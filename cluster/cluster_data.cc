@@ -20,10 +20,10 @@
 #include "engine/limits.h"
 
 namespace strata::cluster {
-uint64_t MicrosSince(std::chrono::steady_clock::time_point start) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count());
+uint64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
 }
 
 Status NotRetriable(const Status& served) {
@@ -109,19 +109,19 @@ Status ClusterImpl::BeginExchange(std::chrono::steady_clock::time_point* start) 
   if (options_.align_exchanges) {
     const auto wait = std::chrono::steady_clock::now();
     STRATA_RETURN_IF_ERROR(comm_->Barrier());
-    counters_.align_wait_us.fetch_add(MicrosSince(wait), std::memory_order_relaxed);
+    counters_.align_wait_ns.fetch_add(NanosSince(wait), std::memory_order_relaxed);
   }
   *start = std::chrono::steady_clock::now();
   return Status::Ok();
 }
 
 Status ClusterImpl::EndExchange(std::chrono::steady_clock::time_point start) {
-  counters_.exchange_us.fetch_add(MicrosSince(start), std::memory_order_relaxed);
+  counters_.exchange_ns.fetch_add(NanosSince(start), std::memory_order_relaxed);
   counters_.exchange_calls.fetch_add(1, std::memory_order_relaxed);
   if (!options_.align_exchanges) return Status::Ok();
   const auto wait = std::chrono::steady_clock::now();
   STRATA_RETURN_IF_ERROR(comm_->Barrier());
-  counters_.align_wait_us.fetch_add(MicrosSince(wait), std::memory_order_relaxed);
+  counters_.align_wait_ns.fetch_add(NanosSince(wait), std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -196,36 +196,51 @@ Status ClusterImpl::Push(WorkerId worker, TableId table, std::span<const Key> ke
     counters_.push_calls.fetch_add(1, std::memory_order_relaxed);
     return ServeRetried([&] { return shard_->Push(worker, table, keys, grads); });
   }
+  // Keys and summed gradients travel together, one item per distinct key:
+  // the key's 8 bytes (as two floats) then its `dim` floats. One all-to-all
+  // after the headers instead of one for the keys and one for the rows.
   const uint32_t dim = local.ok() ? tables_[table].dim : 0;
+  const size_t stride = kKeyFloats + dim;
   if (local.ok()) {
     router_.Route(table, keys, static_cast<uint32_t>(world_size()));
-    batch_rows_.assign(router_.grouped().size() * dim, 0.0f);
+    const std::span<const Key> grouped = router_.grouped();
+    batch_rows_.assign(grouped.size() * stride, 0.0f);
+    for (size_t u = 0; u < grouped.size(); ++u) {
+      std::memcpy(batch_rows_.data() + u * stride, &grouped[u], sizeof(Key));
+    }
     const std::span<const uint32_t> slots = router_.slots();
     for (size_t i = 0; i < keys.size(); ++i) {
-      float* sum = batch_rows_.data() + uint64_t{slots[i]} * dim;
+      float* sum = batch_rows_.data() + uint64_t{slots[i]} * stride + kKeyFloats;
       const float* g = grads + i * dim;
       for (uint32_t d = 0; d < dim; ++d) sum[d] += g[d];
     }
   }
   std::vector<int>& recv_counts = recv_counts_;
   STRATA_RETURN_IF_ERROR(ExchangeHeaders(local, worker, table, "Cluster::Push", &recv_counts));
-  STRATA_RETURN_IF_ERROR(SendKeys(recv_counts));
-  owner_rows_.resize(recv_keys_.size() * dim);
-  CountBytes(router_.counts(), recv_counts, dim * sizeof(float));
+  uint64_t total = 0;
+  for (int c : recv_counts) total += c;
+  owner_rows_.resize(total * stride);
+  counters_.keys_sent.fetch_add(RemoteItems(router_.counts()), std::memory_order_relaxed);
+  counters_.keys_served.fetch_add(RemoteItems(recv_counts), std::memory_order_relaxed);
+  CountBytes(router_.counts(), recv_counts, stride * sizeof(float));
   std::chrono::steady_clock::time_point start;
   STRATA_RETURN_IF_ERROR(BeginExchange(&start));
   STRATA_RETURN_IF_ERROR(Exchange(batch_rows_.data(), router_.counts(), owner_rows_.data(),
-                                  recv_counts, dim * sizeof(float)));
+                                  recv_counts, stride * sizeof(float)));
   STRATA_RETURN_IF_ERROR(EndExchange(start));
 
   // The owner's part: sum what several ranks sent for one key, so each key is
   // pushed once even when the keys take several shard calls.
+  recv_keys_.resize(total);
+  for (size_t i = 0; i < total; ++i) {
+    std::memcpy(&recv_keys_[i], owner_rows_.data() + i * stride, sizeof(Key));
+  }
   owner_router_.Route(table, recv_keys_, 1);
   owner_sums_.assign(owner_router_.grouped().size() * dim, 0.0f);
   const std::span<const uint32_t> slots = owner_router_.slots();
-  for (size_t i = 0; i < recv_keys_.size(); ++i) {
+  for (size_t i = 0; i < total; ++i) {
     float* sum = owner_sums_.data() + uint64_t{slots[i]} * dim;
-    const float* g = owner_rows_.data() + i * dim;
+    const float* g = owner_rows_.data() + i * stride + kKeyFloats;
     for (uint32_t d = 0; d < dim; ++d) sum[d] += g[d];
   }
   const std::span<const Key> unique = owner_router_.grouped();

@@ -49,10 +49,18 @@ struct ExchangeCounters {
   std::atomic<uint64_t> pull_calls{0}, push_calls{0};
   std::atomic<uint64_t> keys_sent{0}, keys_served{0};
   std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
-  std::atomic<uint64_t> intents_sent{0}, exchange_us{0};
+  std::atomic<uint64_t> intents_sent{0};
+  // Nanoseconds, so that short calls do not each round away a part of a
+  // microsecond; Stats() reports microseconds.
+  std::atomic<uint64_t> exchange_ns{0};
   std::atomic<uint64_t> bytes_forwarded{0};
-  std::atomic<uint64_t> exchange_calls{0}, align_wait_us{0};
+  std::atomic<uint64_t> exchange_calls{0}, align_wait_ns{0};
 };
+
+// Push sends each key with its gradients in one item: the key's bytes as
+// this many floats, then the row.
+constexpr size_t kKeyFloats = sizeof(Key) / sizeof(float);
+static_assert(kKeyFloats * sizeof(float) == sizeof(Key));
 
 // A shard call failing with IOError or ResourceExhausted (an SSD error, a
 // tier full for the moment) is retried by the owner itself, at most
@@ -78,7 +86,7 @@ Status ServeRetried(Fn&& fn) {
 }
 
 // Microseconds since `start`.
-uint64_t MicrosSince(std::chrono::steady_clock::time_point start);
+uint64_t NanosSince(std::chrono::steady_clock::time_point start);
 // `served`, an owner's failed part of a Push after ServeRetried: an IOError
 // or ResourceExhausted becomes FailedPrecondition, since other owners may
 // have applied their parts and a retry of the whole Push would apply them
@@ -222,9 +230,9 @@ class ClusterImpl final : public Cluster {
 
   // Each all-to-all of Pull and Push (headers, keys, rows, gradients) runs
   // between BeginExchange, which sets *start, and EndExchange, which counts
-  // the time since *start in exchange_us; under
+  // the time since *start in exchange_ns; under
   // ClusterOptions::align_exchanges each adds a barrier (before *start, and
-  // after the count), timed in align_wait_us.
+  // after the count), timed in align_wait_ns.
   Status BeginExchange(std::chrono::steady_clock::time_point* start);
   Status EndExchange(std::chrono::steady_clock::time_point start);
 
@@ -249,9 +257,10 @@ class ClusterImpl final : public Cluster {
   uint64_t generation_ GUARDED_BY(collective_mu_) = 0;  // the last cluster checkpoint's
   KeyRouter router_ GUARDED_BY(collective_mu_);
   std::vector<Key> recv_keys_ GUARDED_BY(collective_mu_);
-  // Rows of this rank's distinct keys (Pull: back from the owners; Push: the
-  // summed gradients going out), and rows at the owner (Pull: read from the
-  // shard for the ranks; Push: the gradients the ranks sent).
+  // Rows of this rank's distinct keys (Pull: back from the owners; Push: each
+  // key then its summed gradients, kKeyFloats + dim floats, going out), and
+  // rows at the owner (Pull: read from the shard for the ranks; Push: the keys
+  // and gradients the ranks sent, in the same items).
   std::vector<float> batch_rows_ GUARDED_BY(collective_mu_);
   std::vector<float> owner_rows_ GUARDED_BY(collective_mu_);
   KeyRouter owner_router_ GUARDED_BY(collective_mu_);         // Push: the owner's distinct keys

@@ -45,10 +45,10 @@ ClusterStats ClusterImpl::Stats() const {
   e.bytes_sent = counters_.bytes_sent.load(std::memory_order_relaxed);
   e.bytes_received = counters_.bytes_received.load(std::memory_order_relaxed);
   e.intents_sent = counters_.intents_sent.load(std::memory_order_relaxed);
-  e.exchange_us = counters_.exchange_us.load(std::memory_order_relaxed);
+  e.exchange_us = counters_.exchange_ns.load(std::memory_order_relaxed) / 1000;
   e.bytes_forwarded = counters_.bytes_forwarded.load(std::memory_order_relaxed);
   e.exchange_calls = counters_.exchange_calls.load(std::memory_order_relaxed);
-  e.align_wait_us = counters_.align_wait_us.load(std::memory_order_relaxed);
+  e.align_wait_us = counters_.align_wait_ns.load(std::memory_order_relaxed) / 1000;
   return s;
 }
 

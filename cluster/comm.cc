@@ -41,8 +41,8 @@ Status Comm::AgreeOn(const Status& local) {
 
 Status Comm::Barrier() {
   const uint8_t mine = 0;
-  std::vector<uint8_t> all(size());
-  return AllGather(&mine, all.data(), sizeof(mine));
+  barrier_bytes_.resize(size());
+  return AllGather(&mine, barrier_bytes_.data(), sizeof(mine));
 }
 
 Status Comm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local) {

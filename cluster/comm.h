@@ -78,7 +78,8 @@ class Comm {
   virtual Status CheckUsable() const = 0;
 
  private:
-  std::vector<int32_t> agree_codes_;  // AgreeOn's scratch: every rank's code
+  std::vector<int32_t> agree_codes_;    // AgreeOn's scratch: every rank's code
+  std::vector<uint8_t> barrier_bytes_;  // Barrier's scratch: a byte per rank
 };
 
 }  // namespace strata::cluster

@@ -10,7 +10,7 @@ namespace {
 
 // A collective's wait (MpiComm::Wait): MPI_Test and a yield for the first
 // kWaitSpin, then MPI_Test every kWaitPoll (the latency a long wait gains).
-constexpr auto kWaitSpin = std::chrono::microseconds(500);
+constexpr auto kWaitSpin = std::chrono::microseconds(3000);
 constexpr auto kWaitPoll = std::chrono::microseconds(50);
 
 }  // namespace
