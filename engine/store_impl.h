@@ -37,6 +37,8 @@
 //
 // Locking, outermost first:
 //   close_.mu            held by Close throughout
+//   apply_mu_            ApplyWaitingIntents (a Pull, before its table's
+//                        lock; the planner's round)
 //   Table::mu            a table's T0, its staging and every move of its rows
 //                        between tiers; one at a time, except Checkpoint
 //                        (every table, ascending ids)
@@ -309,8 +311,14 @@ class StoreImpl final : public Store {
   Result<bool> PlannerRound() EXCLUDES(intent_mu_);  // true: due work is left for another round
   // Moves the inboxes into the index; appends each new window's keys to
   // (*added_keys)[table].
-  void DrainInboxes(std::vector<std::vector<Key>>* added_keys) EXCLUDES(intent_mu_);
-  Status ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) EXCLUDES(intent_mu_);
+  void DrainInboxes(std::vector<std::vector<Key>>* added_keys) REQUIRES(apply_mu_)
+      EXCLUDES(intent_mu_);
+  // DrainInboxes and ApplyNewIntents now, on the caller's thread, when any
+  // intent waits in an inbox: a Pull's eviction then sees every intent given
+  // before it, not only those the planner's last round took.
+  Status ApplyWaitingIntents() EXCLUDES(apply_mu_, intent_mu_);
+  Status ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) REQUIRES(apply_mu_)
+      EXCLUDES(intent_mu_);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates) EXCLUDES(intent_mu_);
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
       EXCLUDES(table.mu, intent_mu_);
@@ -332,6 +340,12 @@ class StoreImpl final : public Store {
   std::unique_ptr<storage::DramCache> dram_;
 
   Workers workers_;
+
+  // Inbox entries not drained yet (Intent adds, DrainInboxes subtracts,
+  // both under the worker's inbox_mu).
+  std::atomic<uint64_t> intents_waiting_{0};
+  base::Mutex apply_mu_ ACQUIRED_BEFORE(Table::mu);
+  std::vector<std::vector<Key>> apply_keys_ GUARDED_BY(apply_mu_);  // new keys per table
 
   base::Mutex intent_mu_ ACQUIRED_AFTER(Table::mu);
   IntentIndex intents_ GUARDED_BY(intent_mu_);

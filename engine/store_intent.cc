@@ -1,10 +1,13 @@
 // Intents, DrainIntents and the planner thread.
 //
 // Intent() only appends to the worker's inbox (a mutex held for one memcpy;
-// never I/O). The planner runs rounds: it moves inboxes into the IntentIndex,
-// re-ranks resident rows by their new next use, expires windows (unpinning),
-// and acts on the windows AdaPM's timing says are due, a bounded number of
-// keys per round.
+// never I/O). Intents waiting in inboxes are moved into the IntentIndex, and
+// resident rows re-ranked by their new next use (ApplyWaitingIntents), by
+// the next Pull or planner round, whichever comes first: so a Pull's
+// evictions see every intent given before it, as Belady on the known future
+// asks, however far the planner is behind. The planner's rounds also expire
+// windows (unpinning) and act on the windows AdaPM's timing says are due, a
+// bounded number of keys per round.
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
@@ -45,13 +48,25 @@ Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock
         "Intent: worker " + std::to_string(worker) + " has " + std::to_string(w.inbox_keys.size()) +
         " keys waiting for the planner (at most " + std::to_string(kInboxKeysMax) + ")");
   }
+  uint64_t entries = 0;
   for (const TableKeys& tk : keys) {
     if (tk.keys.empty()) continue;
     w.inbox.push_back({tk.table, start, end, w.inbox_keys.size(), tk.keys.size()});
     w.inbox_keys.insert(w.inbox_keys.end(), tk.keys.begin(), tk.keys.end());
+    ++entries;
   }
   counters_.intents.fetch_add(total, std::memory_order_relaxed);
+  intents_waiting_.fetch_add(entries, std::memory_order_release);
   return Status::Ok();
+}
+
+Status StoreImpl::ApplyWaitingIntents() {
+  if (intents_waiting_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  base::MutexLock lock(&apply_mu_);
+  apply_keys_.resize(tables_.size());
+  for (std::vector<Key>& keys : apply_keys_) keys.clear();
+  DrainInboxes(&apply_keys_);
+  return ApplyNewIntents(apply_keys_);
 }
 
 void StoreImpl::NoteIntentIndexSize() {
@@ -154,6 +169,7 @@ void StoreImpl::DrainInboxes(std::vector<std::vector<Key>>* added_keys) {
       base::MutexLock lock(&worker.inbox_mu);
       inbox.swap(worker.inbox);
       inbox_keys.swap(worker.inbox_keys);
+      intents_waiting_.fetch_sub(inbox.size(), std::memory_order_relaxed);
     }
     if (inbox.empty()) continue;
     base::MutexLock lock(&intent_mu_);
@@ -210,9 +226,7 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
 }
 
 Result<bool> StoreImpl::PlannerRound() {
-  std::vector<std::vector<Key>> added_keys(tables_.size());
-  DrainInboxes(&added_keys);
-  STRATA_RETURN_IF_ERROR(ApplyNewIntents(added_keys));
+  STRATA_RETURN_IF_ERROR(ApplyWaitingIntents());
 
   bool more = false;
   uint64_t budget = options_.planner_keys_per_round_max;

@@ -205,7 +205,7 @@ void StoreImpl::KickCleaner() {
 // error that persists).
 void StoreImpl::CleanerLoop() {
   const auto period =
-      std::chrono::microseconds(std::max<uint32_t>(options_.planner_round_us, 1) * 10);
+      std::chrono::microseconds(uint64_t{std::max<uint32_t>(options_.planner_round_us, 1)} * 10);
   const uint64_t window_max = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
   const uint64_t passes_max = window_max / kCleanBatchRowsMax + 1;
   uint32_t row_bytes_max = 1;

@@ -331,6 +331,34 @@ TEST_P(StoreIntentTest, T0EvictsTheFarthestNextUseOfAnyTable) {
   ASSERT_TRUE(store->Close().ok());
 }
 
+// An intent counts from the call on: a Pull's evictions see it although the
+// planner (its rounds 100 s apart here) has not taken it from the inbox.
+TEST_P(StoreIntentTest, APullsEvictionsSeeAnIntentThePlannerHasNotTaken) {
+  StoreOptions o = Options(64, 1024);
+  o.device_share_growth_max = 1.0;
+  o.planner_round_us = 100'000'000;
+  auto store = Open(o, SgdTables(2, 4, 0.1f, Initializer::kZeros));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  std::vector<float> out(64 * 4);
+  // T0 full: table 0's 32 rows are the least recent.
+  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(0, 32), out.data()).ok());
+  ASSERT_TRUE(Pull(*store, w, 1, KeyRange(0, 32), out.data()).ok());
+  EXPECT_EQ(store->Stats().t0.rows, 64u);
+  // Table 0's rows are next used at clock 200 (beyond the planner's
+  // horizon: nothing is pinned); table 1's have no intent.
+  ASSERT_TRUE(store->Intent(w, 0, KeyRange(0, 32), 200, 201).ok());
+  EXPECT_EQ(store->Stats().planner_rounds, 0u);
+  // 16 new rows displace 16 of table 1 (no intended use), not the least
+  // recent rows, table 0's, which have one.
+  ASSERT_TRUE(Pull(*store, w, 1, KeyRange(100, 16), out.data()).ok());
+  const uint64_t before = store->Stats().t0.misses;
+  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(0, 32), out.data()).ok());
+  EXPECT_EQ(store->Stats().t0.misses, before);
+  EXPECT_EQ(store->Stats().planner_rounds, 0u);
+  ASSERT_TRUE(store->Close().ok());
+}
+
 TEST_P(StoreIntentTest, BadShareGrowthIsRejected) {
   for (double bad : {-0.5, 17.0, std::nan("")}) {
     StoreOptions o = Options(64, 1024);
