@@ -409,6 +409,7 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;
   so.device_share_growth_max = o.device_share_growth;
+  so.intent_act_ahead_max = o.act_ahead_max;
   so.ssd_write_log_fraction = o.ssd_write_log_fraction;
   so.use_gpu = o.use_gpu;
   for (size_t i = 0; i < header.tables.size(); ++i) {

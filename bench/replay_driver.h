@@ -60,6 +60,8 @@ struct ReplayOptions {
   bool use_gpu = true;
   // StoreOptions::device_share_growth_max: how far one table's T0 may grow.
   double device_share_growth = 0.25;
+  // StoreOptions::intent_act_ahead_max (0: AdaPM's horizon alone).
+  uint32_t act_ahead_max = StoreOptions{}.intent_act_ahead_max;
   // StoreOptions::ssd_write_log_fraction (0: every put rewrites its leaf).
   double ssd_write_log_fraction = 0.25;
   // Checkpoint once the batches are done, so the SSD tier's deferred merges

@@ -73,6 +73,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"intent_pairs_max", r.stats.intent_pairs_max},
           {"compute_us", o.compute_us},
           {"device_share_growth", o.device_share_growth},
+          {"act_ahead_max", o.act_ahead_max},
           {"cleaned_ahead", r.stats.cleaned_ahead},
           {"planner_rounds", r.stats.planner_rounds},
           {"planner_round_us_mean", r.stats.planner_round_us_mean},
@@ -183,6 +184,11 @@ CommandRegistrar reg{
       c->add_option("--faults", args->faults,
                     "SSD fault injection, e.g. eio=0.01,enospc=0.001,delay_us=200,seed=7");
       AddUnsigned<uint32_t>(c, "--dim", o.dim, "embedding floats per row", 1, kTableDimMax)
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--act-ahead-max", o.act_ahead_max,
+                            "the planner prefetches and pins windows at most this many batches "
+                            "ahead (0: as far as its timing says)",
+                            0, bench::kReplayLookaheadMax)
           ->capture_default_str();
       AddReal(c, "--device-share-growth", o.device_share_growth,
               "how far one table's T0 may grow past its share (0: static split)",

@@ -249,6 +249,9 @@ Result<bool> StoreImpl::PlannerRound() {
           });
       NoteIntentIndexSize();
       Clock act_before = horizon > kClockNever - clock ? kClockNever : clock + horizon;
+      if (options_.intent_act_ahead_max != 0) {
+        act_before = std::min<Clock>(act_before, clock + options_.intent_act_ahead_max);
+      }
       due = intents_.Due(w, act_before);
     }
     STRATA_RETURN_IF_ERROR(ApplyKeyUpdates(updates));

@@ -140,6 +140,13 @@ struct StoreOptions {
   double timing_alpha = 0.1;
   double timing_quantile = 0.9999;
   double timing_lambda0 = 10.0;
+  // The planner acts on (prefetches and pins) the windows that start before
+  // clock + min(AdaPM's horizon, this); 0: AdaPM's horizon alone. When
+  // batches come faster than planner rounds, the horizon spans many batches,
+  // and pinning their windows took the T0 rows the one eviction order needed
+  // (5-6% more SSD reads than MIN with T0 at 71% of the cache, 2% at 2):
+  // docs/benchmarks.md, "How far ahead the planner acts".
+  uint32_t intent_act_ahead_max = 2;
   // Use the GPU for T0 when one is visible; false forces the host runner.
   bool use_gpu = true;
   // I/O threads of the SSD tier (0: chosen from topology).

@@ -72,6 +72,31 @@ TEST_P(StoreIntentTest, ExpiredWindowsUnpinAndWaitingWindowsProceed) {
   EXPECT_EQ(store->Stats().stall_pulls, 0u);
 }
 
+// StoreOptions::intent_act_ahead_max: a window starting 5 clocks ahead is
+// within AdaPM's first horizon (lambda0 = 10), so the planner prefetches it
+// with no bound (0) and, with a bound of 2 (the default), only once it
+// starts before clock + 2: at clock 4.
+TEST_P(StoreIntentTest, PlannerActsAtMostActAheadMaxClocksAhead) {
+  for (uint32_t ahead : {0u, 2u}) {
+    SCOPED_TRACE(ahead);
+    StoreOptions o = Options(64, 1024, "ahead" + std::to_string(ahead));
+    o.intent_act_ahead_max = ahead;
+    auto store = Open(o, SgdTables(1, 4, 0.1f, Initializer::kZeros));
+    ASSERT_NE(store, nullptr);
+    WorkerId w = *store->RegisterWorker();
+    ASSERT_TRUE(store->Intent(w, 0, KeyRange(0, 16), 5, 6).ok());
+    ASSERT_TRUE(store->DrainIntents().ok());
+    EXPECT_EQ(store->Stats().prefetched_rows, ahead == 0 ? 16u : 0u);
+    for (int c = 1; c <= 4; ++c) {
+      ASSERT_TRUE(store->AdvanceClock(w).ok());
+      ASSERT_TRUE(store->DrainIntents().ok());
+      EXPECT_EQ(store->Stats().prefetched_rows, ahead == 0 || c == 4 ? 16u : 0u) << c;
+    }
+    EXPECT_EQ(store->Stats().late_prefetches, 0u);
+    ASSERT_TRUE(store->Close().ok());
+  }
+}
+
 // T0 holds 32 rows, so intents may pin 28; every window wants 40. Each window
 // waits (counted once, when it is the first due) until it expires, nothing is
 // prefetched, every pulled key is fetched by its Pull, and no update is lost.
