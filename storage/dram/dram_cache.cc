@@ -4,6 +4,7 @@
 #include "storage/dram/dram_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -160,12 +161,13 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n, dirty.size(), "dirty", true));
   if (n == 0) return Status::Ok();
 
-  // Group the keys by stripe (counting sort) so each stripe lock is taken
-  // once per call; scratch buffers are per thread, so no allocation once warm.
+  // Group the keys by stripe (counting sort, stable) so each stripe lock is
+  // taken once per call; scratch buffers are per thread, so no allocation
+  // once warm.
   thread_local std::vector<uint64_t> hashes;
   thread_local std::vector<uint32_t> by_stripe;
   thread_local std::vector<uint32_t> starts;
-  DramIndex& index = *t->index;
+  const DramIndex& index = *t->index;
   const uint32_t stripes = index.stripes();
   hashes.resize(n);
   by_stripe.resize(n);
@@ -177,85 +179,86 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   for (uint32_t s = 0; s < stripes; ++s) starts[s + 1] += starts[s];
   for (size_t i = 0; i < n; ++i)
     by_stripe[starts[index.StripeOf(hashes[i])]++] = static_cast<uint32_t>(i);
-  for (uint32_t s = stripes; s > 0; --s) starts[s] = starts[s - 1];
-  starts[0] = 0;
+  const uint64_t hits = LookupPipeline(*t, keys, hashes, by_stripe, rows, found, dirty);
+  hits_.fetch_add(hits, std::memory_order_relaxed);
+  misses_.fetch_add(n - hits, std::memory_order_relaxed);
+  return Status::Ok();
+}
 
-  // Software pipeline over chunks of kChunk keys per stripe, so the cache
-  // misses of many keys are in flight together: while chunk c is probed (its
-  // buckets prefetched two steps earlier) and its rows prefetched, the
-  // buckets of chunk c+2 are prefetched and the rows of chunk c-1 copied. A
-  // probe stops at the first tag match; the copy checks the key in the
-  // row's header (same cache line) and probes on in the rare case of a
-  // false match.
-  constexpr uint32_t kChunk = 16;
+// Keys in stripe order (`order`, ascending stripes) run through one software
+// pipeline, so the cache misses of many keys are in flight together, across
+// stripe boundaries too: key j has its home bucket's line prefetched, key j -
+// kDramLookupAhead is probed (its bucket has arrived by then) and its row
+// prefetched, key j - 2 kDramLookupAhead is checked against the key in its
+// row's header (same line) and copied. A probe stops at the first tag match;
+// the copy probes on in the rare case of a false match. A stripe's read lock
+// is taken when its first key enters the pipeline and released when its last
+// key leaves it, so a call holds the read locks of the stripes of at most
+// 2 kDramLookupAhead + 1 consecutive keys, taken in ascending stripe order;
+// a writer holds one stripe lock at a time and waits for no other lock
+// while holding it, so the order admits no deadlock. The analysis cannot
+// follow locks taken and released in a loop: hence no annotations here.
+uint64_t DramCache::LookupPipeline(const Table& t, std::span<const Key> keys,
+                                   std::span<const uint64_t> hashes,
+                                   std::span<const uint32_t> order, std::span<std::byte> rows,
+                                   std::span<uint8_t> found,
+                                   std::span<uint8_t> dirty) const NO_THREAD_SAFETY_ANALYSIS {
+  constexpr uint32_t kAhead = kDramLookupAhead;
+  constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
+  const uint32_t rb = t.spec.row_bytes;
   const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
-  thread_local std::vector<uint32_t> slot_of;
-  thread_local std::vector<DramHashMap::Probe> probe_of;
-  thread_local std::vector<uint8_t> dirty_of;
-  slot_of.resize(n);
-  probe_of.resize(n);
-  dirty_of.resize(n);
+  const DramIndex& index = *t.index;
+  struct InFlight {
+    DramHashMap::Probe probe;
+    const DramHashMap* map;  // its stripe's read lock is held
+    uint32_t slot;
+    bool dirty;
+  };
+  std::array<InFlight, kRing> ring;
+  auto stripe_at = [&](uint64_t j) { return index.StripeOf(hashes[order[j]]); };
+  const uint64_t n = order.size();
   uint64_t hits = 0;
-  // Threads start at different stripes so they rarely queue on one lock.
-  thread_local uint32_t call = 0;
-  const uint32_t first =
-      (static_cast<uint32_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())) + call++) &
-      (stripes - 1);
-  for (uint32_t k = 0; k < stripes; ++k) {
-    const uint32_t s = (first + k) & (stripes - 1);
-    const uint32_t begin = starts[s], end = starts[s + 1];
-    if (begin == end) continue;
-    const DramIndex::Stripe& stripe = index.stripe(s);
-    base::ReaderLock lock(&stripe.mu);
-    const DramHashMap* map = &stripe.map;  // the lambdas below run under the lock
-    auto prefetch_buckets = [&](uint32_t from) {
-      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
-        map->Prefetch(hashes[by_stripe[j]]);
+  for (uint64_t j = 0; j < n + 2 * kAhead; ++j) {
+    if (j < n) {
+      const uint32_t s = stripe_at(j);
+      const DramIndex::Stripe& stripe = index.stripe(s);
+      if (j == 0 || stripe_at(j - 1) != s) stripe.mu.lock_shared();
+      InFlight& f = ring[j & (kRing - 1)];
+      f.map = &stripe.map;
+      f.probe = f.map->Start(hashes[order[j]]);
+      f.map->PrefetchAt(f.probe);
+    }
+    if (j >= kAhead && j - kAhead < n) {
+      InFlight& f = ring[(j - kAhead) & (kRing - 1)];
+      bool d = false;
+      f.slot = f.map->Next(&f.probe, &d);
+      f.dirty = d;
+      if (f.slot != kDramNoSlot) {
+        const std::byte* line = t.rows->Slot(f.slot);  // key, then the row
+        for (uint32_t off = 0; off < row_prefetch_bytes; off += 64) __builtin_prefetch(line + off);
       }
-    };
-    auto probe = [&](uint32_t from) {
-      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
-        const uint32_t i = by_stripe[j];
-        probe_of[i] = map->Start(hashes[i]);
-        bool d = false;
-        const uint32_t slot = map->Next(&probe_of[i], &d);
-        slot_of[i] = slot;
-        dirty_of[i] = d;
-        if (slot == kDramNoSlot) continue;
-        const std::byte* line = t->rows->Slot(slot);  // key, then the row
-        __builtin_prefetch(line);
-        for (uint32_t off = 64; off < row_prefetch_bytes; off += 64) __builtin_prefetch(line + off);
-      }
-    };
-    auto copy = [&](uint32_t from) {
-      for (uint32_t j = from; j < std::min(end, from + kChunk); ++j) {
-        const uint32_t i = by_stripe[j];
-        uint32_t slot = slot_of[i];
-        bool d = dirty_of[i];
-        while (slot != kDramNoSlot && t->KeyAt(slot) != keys[i]) slot = map->Next(&probe_of[i], &d);
-        if (slot == kDramNoSlot) {
-          found[i] = 0;
-          if (!dirty.empty()) dirty[i] = 0;
-          continue;
-        }
-        std::memcpy(rows.data() + uint64_t{i} * rb, t->Row(slot), rb);
+    }
+    if (j >= 2 * kAhead) {
+      const uint64_t at = j - 2 * kAhead;
+      InFlight& f = ring[at & (kRing - 1)];
+      const uint32_t i = order[at];
+      uint32_t slot = f.slot;
+      bool d = f.dirty;
+      while (slot != kDramNoSlot && t.KeyAt(slot) != keys[i]) slot = f.map->Next(&f.probe, &d);
+      if (slot == kDramNoSlot) {
+        found[i] = 0;
+        if (!dirty.empty()) dirty[i] = 0;
+      } else {
+        std::memcpy(rows.data() + uint64_t{i} * rb, t.Row(slot), rb);
         found[i] = 1;
         if (!dirty.empty()) dirty[i] = d ? 1 : 0;
         ++hits;
       }
-    };
-    prefetch_buckets(begin);
-    if (begin + kChunk < end) prefetch_buckets(begin + kChunk);
-    for (uint32_t c = begin; c < end; c += kChunk) {
-      if (c + 2 * kChunk < end) prefetch_buckets(c + 2 * kChunk);
-      probe(c);
-      if (c > begin) copy(c - kChunk);
+      const uint32_t s = stripe_at(at);
+      if (at + 1 == n || stripe_at(at + 1) != s) index.stripe(s).mu.unlock_shared();
     }
-    copy(begin + (end - begin - 1) / kChunk * kChunk);
   }
-  hits_.fetch_add(hits, std::memory_order_relaxed);
-  misses_.fetch_add(n - hits, std::memory_order_relaxed);
-  return Status::Ok();
+  return hits;
 }
 
 // ---- Pins, flags, next uses ------------------------------------------------

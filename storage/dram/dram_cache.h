@@ -202,6 +202,13 @@ class DramCache {
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
 
+  // Lookup's copy step: keys[order[j]] (hashes[order[j]] their hashes) in
+  // ascending stripe order, looked up and copied; returns the hits.
+  uint64_t LookupPipeline(const Table& t, std::span<const Key> keys,
+                          std::span<const uint64_t> hashes, std::span<const uint32_t> order,
+                          std::span<std::byte> rows, std::span<uint8_t> found,
+                          std::span<uint8_t> dirty) const;
+
   // Eviction order (dram_order.cc).
   uint32_t CodeOf(Clock next_use) const;  // larger: evicted first
   // Occupied and none of the flags in evict_mask_ (cleaning, hold, pinned;
@@ -276,6 +283,11 @@ class DramCache {
   std::vector<QueueEntry> late_ GUARDED_BY(mu_);
   uint32_t front_min_ GUARDED_BY(mu_);  // kDramNoFront: no sweep in force
   uint64_t sweeps_ GUARDED_BY(mu_) = 0;
+  // Threshold's histograms (top kDramCoarseBits of the codes, whether a bin
+  // holds one code, the rest of the bits within one bin), kept between sweeps.
+  mutable std::vector<uint64_t> hist_coarse_ GUARDED_BY(mu_);
+  mutable std::vector<uint32_t> hist_only_ GUARDED_BY(mu_);
+  mutable std::vector<uint64_t> hist_fine_ GUARDED_BY(mu_);
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};

@@ -76,10 +76,10 @@ struct DramCache::Table {
   // Prefetches the index buckets a change for the key of `hash` (or an
   // absent key's probe) walks. Reads no entry, so it needs no stripe lock
   // (the caller holds mu_, so no map grows meanwhile).
-  void PrefetchRun(uint64_t hash) const NO_THREAD_SAFETY_ANALYSIS {
+  [[gnu::always_inline]] void PrefetchRun(uint64_t hash) const NO_THREAD_SAFETY_ANALYSIS {
     index->stripe(index->StripeOf(hash)).map.PrefetchRun(hash, kDramPrefetchRunLines);
   }
-  void PrefetchBucket(Key key) const { PrefetchRun(DramKeyHash(key)); }
+  [[gnu::always_inline]] void PrefetchBucket(Key key) const { PrefetchRun(DramKeyHash(key)); }
 
   std::string Name() const {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";

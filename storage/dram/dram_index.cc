@@ -8,34 +8,63 @@
 
 namespace strata::storage {
 namespace {
-constexpr uint64_t kInitialBuckets = 16;
-// The next bucket count: 9/8 of `count`.
-uint64_t GrownCount(uint64_t count) { return count * kDramIndexGrowNum / kDramIndexGrowDen; }
+constexpr uint64_t kB = DramHashMap::kBucketEntries;
+constexpr uint64_t kInitialBuckets = 2 * kB;
+// The next entry count: 9/8 of `count`, rounded up to whole buckets.
+uint64_t GrownCount(uint64_t count) {
+  return (count * kDramIndexGrowNum / kDramIndexGrowDen + kB - 1) / kB * kB;
+}
+// True when `home` lies cyclically in (from, to].
+bool InRange(uint64_t home, uint64_t from, uint64_t to) {
+  return from <= to ? (home > from && home <= to) : (home > from || home <= to);
+}
 }  // namespace
 
 DramHashMap::DramHashMap(bool huge_pages)
     : huge_pages_(huge_pages),
       storage_(Allocate(kInitialBuckets, huge_pages)),
       buckets_(storage_.data),
-      buckets_count_(kInitialBuckets) {}
+      count_(kInitialBuckets),
+      lines_(kInitialBuckets / kB) {}
 
 DramHashMap::DramHashMap(Entry* buckets, uint64_t count)
-    : owns_(false), buckets_(buckets), buckets_count_(count) {}
+    : owns_(false), buckets_(buckets), count_(count), lines_(count / kB) {
+  STRATA_ASSERT(count % kB == 0 && count > 0, "DramHashMap: entries not whole buckets");
+  STRATA_ASSERT(reinterpret_cast<uintptr_t>(buckets) % 64 == 0, "DramHashMap: unaligned buckets");
+}
 
 DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
+  STRATA_ASSERT(n % kB == 0, "DramHashMap: entries not whole buckets");
   Buckets b;
   if (n * sizeof(Entry) >= kDramArenaAlignBytes) {
     auto arena = DramArena::Create(n, sizeof(Entry), huge_pages);
     if (arena.ok()) {
       b.large = std::move(arena).value();
-      b.data = reinterpret_cast<Entry*>(b.large->base());
+      b.data = reinterpret_cast<Entry*>(b.large->base());  // 2 MiB aligned
       for (uint64_t i = 0; i < n; ++i) b.data[i] = Entry{kDramNoSlot, 0};
       return b;
     }
   }
-  b.small.assign(n, Entry{kDramNoSlot, 0});
-  b.data = b.small.data();
+  // One bucket more, so that the first whole line can start the buckets.
+  b.small.assign(n + kB, Entry{kDramNoSlot, 0});
+  const uintptr_t at = reinterpret_cast<uintptr_t>(b.small.data());
+  b.data = reinterpret_cast<Entry*>((at + 63) / 64 * 64);
   return b;
+}
+
+bool DramHashMap::HasFree(uint64_t b, uint64_t except) const {
+  for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
+    if (k != except && buckets_[k].slot == kDramNoSlot) return true;
+  }
+  return false;
+}
+
+uint64_t DramHashMap::FreeEntryFor(uint32_t tag) const {
+  for (uint64_t b = Home(tag);; b = Step(b)) {
+    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
+      if (buckets_[k].slot == kDramNoSlot) return k;
+    }
+  }
 }
 
 void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
@@ -46,40 +75,53 @@ void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
     Grow();
   }
   const uint32_t tag = TagOf(hash);
-  uint64_t i = Home(tag);
-  while (buckets_[i].slot != kDramNoSlot) i = Step(i);
-  buckets_[i] = Entry{slot, tag << 1 | (dirty ? 1u : 0u)};
+  buckets_[FreeEntryFor(tag)] = Entry{slot, tag << 1 | (dirty ? 1u : 0u)};
   ++size_;
 }
 
 uint64_t DramHashMap::FindEntry(uint64_t hash, uint32_t slot) const {
   const uint32_t tag = TagOf(hash);
-  for (uint64_t i = Home(tag);; i = Step(i)) {
-    const Entry& e = buckets_[i];
-    if (e.slot == kDramNoSlot) return buckets_count_;
-    if (e.slot == slot && (e.tag_dirty >> 1) == tag) return i;
+  for (uint64_t b = Home(tag);; b = Step(b)) {
+    bool free = false;
+    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
+      const Entry& e = buckets_[k];
+      if (e.slot == kDramNoSlot) {
+        free = true;
+      } else if (e.slot == slot && (e.tag_dirty >> 1) == tag) {
+        return k;
+      }
+    }
+    if (free) return count_;
   }
 }
 
 bool DramHashMap::SetDirty(uint64_t hash, uint32_t slot, bool dirty) {
   const uint64_t i = FindEntry(hash, slot);
-  if (i == buckets_count_) return false;
+  if (i == count_) return false;
   buckets_[i].tag_dirty = (buckets_[i].tag_dirty & ~1u) | (dirty ? 1u : 0u);
   return true;
 }
 
 bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
   const uint64_t i = FindEntry(hash, slot);
-  if (i == buckets_count_) return false;
-  // Backward-shift: pull later entries of the probe run into the hole when
-  // their home bucket does not lie cyclically in (hole, j].
+  if (i == count_) return false;
+  // Backward shift over buckets: an entry lies in the first bucket with a
+  // free entry at or after its home, so every bucket from its home to its
+  // own is full. The hole breaks that for the entries of later buckets whose
+  // home lies at or before the hole's bucket: one of them moves into the
+  // hole, which moves to its place, until a bucket with another free entry
+  // ends every run through it.
   uint64_t hole = i;
-  for (uint64_t j = Step(hole); buckets_[j].slot != kDramNoSlot; j = Step(j)) {
-    const uint64_t home = Home(buckets_[j].tag_dirty >> 1);
-    const bool home_in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-    if (!home_in_range) {
-      buckets_[hole] = buckets_[j];
-      hole = j;
+  uint64_t hole_bucket = i / kB;
+  for (uint64_t b = hole_bucket; !HasFree(b, hole);) {
+    b = Step(b);
+    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
+      const Entry& e = buckets_[k];
+      if (e.slot == kDramNoSlot || InRange(Home(e.tag_dirty >> 1), hole_bucket, b)) continue;
+      buckets_[hole] = e;
+      hole = k;
+      hole_bucket = b;
+      break;
     }
   }
   buckets_[hole].slot = kDramNoSlot;
@@ -88,27 +130,26 @@ bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
 }
 
 bool DramHashMap::NeedsGrow() const {
-  return (size_ + 1) * kDramIndexLoadDen > buckets_count_ * kDramIndexLoadNum;
+  return (size_ + 1) * kDramIndexLoadDen > count_ * kDramIndexLoadNum;
 }
 
 void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
-  STRATA_ASSERT(count < (uint64_t{1} << 31), "DramHashMap: a stripe outgrew its tag space");
+  STRATA_ASSERT(count % kB == 0 && count / kB < (uint64_t{1} << 31),
+                "DramHashMap: a stripe outgrew its tag space");
   const Entry* old = buckets_;
-  const uint64_t old_count = buckets_count_;
+  const uint64_t old_count = count_;
   buckets_ = buckets;
-  buckets_count_ = count;
+  count_ = count;
+  lines_ = count / kB;
   for (uint64_t k = 0; k < old_count; ++k) {
     const Entry& e = old[k];
-    if (e.slot == kDramNoSlot) continue;
-    uint64_t i = Home(e.tag_dirty >> 1);
-    while (buckets_[i].slot != kDramNoSlot) i = Step(i);
-    buckets_[i] = e;
+    if (e.slot != kDramNoSlot) buckets_[FreeEntryFor(e.tag_dirty >> 1)] = e;
   }
 }
 
 void DramHashMap::Grow() {
   Buckets old = std::move(storage_);
-  const uint64_t count = GrownCount(buckets_count_);
+  const uint64_t count = GrownCount(count_);
   storage_ = Allocate(count, huge_pages_);
   MoveTo(storage_.data, count);
 }

@@ -1,11 +1,14 @@
 // DramIndex: the key -> slot index of one table of the DRAM cache, split into
 // lock stripes. Each stripe is an open-addressing hash map of 8-byte entries
-// (linear probing, backward-shift deletion, so no tombstones) guarded by a
-// reader-writer lock.
+// in buckets of one cache line (8 entries; linear probing over buckets,
+// backward-shift deletion, so no tombstones) guarded by a reader-writer
+// lock. A probe reads its home bucket's line whole: a key's entry is there
+// unless the bucket overflowed into the next, and a probe for an absent key
+// ends at the first bucket with a free entry, usually the home bucket.
 //
 // An entry holds the slot, a 31-bit tag of the key's hash and the row's dirty
 // flag; the key itself lives in the row's slot header (DramSlotHeader), which
-// a hit reads anyway, so the index costs 8 bytes per bucket. The tag also
+// a hit reads anyway, so the index costs 8 bytes per entry. The tag also
 // gives an entry's home bucket (a multiply-shift of the tag onto the bucket
 // count), so growth and deletion never read keys. Bucket counts are not
 // powers of two: a map grows by 9/8 once more than 7/8 of it is full, which
@@ -52,42 +55,60 @@ class DramHashMap {
     uint32_t tag_dirty;  // tag << 1 | dirty
   };
   static_assert(sizeof(Entry) == 8);
-  // Buckets: a vector when small, an arena of 2 MiB and more (interleaved,
-  // huge pages when `huge_pages`) when large, every bucket empty.
+  // Entries per bucket: a bucket is one 64-byte cache line.
+  static constexpr uint32_t kBucketEntries = 8;
+  // Entries: a vector when small, an arena of 2 MiB and more (interleaved,
+  // huge pages when `huge_pages`) when large, every entry empty, `data`
+  // aligned to a cache line.
   struct Buckets {
     std::vector<Entry> small;
     std::unique_ptr<DramArena> large;
     Entry* data = nullptr;
   };
+  // REQUIRES: n a multiple of kBucketEntries.
   static Buckets Allocate(uint64_t n, bool huge_pages);
 
-  // A map that owns its buckets and grows them itself.
+  // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
-  // A map on `count` empty buckets owned by its caller (a DramIndex), which
+  // A map on `count` empty entries at `buckets` (cache-line aligned, count a
+  // multiple of kBucketEntries) owned by its caller (a DramIndex), which
   // grows it with NeedsGrow and MoveTo.
   DramHashMap(Entry* buckets, uint64_t count);
 
-  // A probe: the bucket it is at and the tag it looks for.
+  // A probe: the bucket it is at, the entry of that bucket it looks at next
+  // (kBucketEntries: the bucket is done) and the tag it looks for.
   struct Probe {
-    uint64_t at;
+    uint64_t bucket;
+    uint32_t next;
     uint32_t tag;
   };
   Probe Start(uint64_t hash) const {
     const uint32_t tag = TagOf(hash);
-    return {Home(tag), tag};
+    return {Home(tag), 0, tag};
   }
-  // The slot of the next entry with the probe's tag at or after p->at (p->at
-  // moves past it), or kDramNoSlot at the first empty bucket; *dirty is its
-  // dirty flag. A tag match is a candidate: the caller compares the key.
+  // The slot of the next entry with the probe's tag at or after the probe's
+  // position (the probe moves past it), or kDramNoSlot once a bucket with a
+  // free entry has been searched; *dirty is its dirty flag. A tag match is a
+  // candidate: the caller compares the key.
   uint32_t Next(Probe* p, bool* dirty) const {
-    for (;; p->at = Step(p->at)) {
-      const Entry& e = buckets_[p->at];
-      if (e.slot == kDramNoSlot) return kDramNoSlot;
-      if ((e.tag_dirty >> 1) == p->tag) {
-        *dirty = (e.tag_dirty & 1) != 0;
-        p->at = Step(p->at);
-        return e.slot;
+    while (true) {
+      const Entry* b = buckets_ + p->bucket * kBucketEntries;
+      uint32_t match = 0, empty = 0;
+      for (uint32_t k = 0; k < kBucketEntries; ++k) {
+        const bool free = b[k].slot == kDramNoSlot;
+        empty |= uint32_t{free} << k;
+        match |= uint32_t{!free && (b[k].tag_dirty >> 1) == p->tag} << k;
       }
+      match &= ~0u << p->next;
+      if (match != 0) {
+        const uint32_t k = static_cast<uint32_t>(__builtin_ctz(match));
+        *dirty = (b[k].tag_dirty & 1) != 0;
+        p->next = k + 1;
+        return b[k].slot;
+      }
+      if (empty != 0) return kDramNoSlot;
+      p->bucket = Step(p->bucket);
+      p->next = 0;
     }
   }
   // The slot of `key`, or kDramNoSlot; key_at(slot) is the key slot holds.
@@ -99,47 +120,54 @@ class DramHashMap {
       if (slot == kDramNoSlot || key_at(slot) == key) return slot;
     }
   }
-  // The home bucket's line. (Prefetching the next line too, where a probe
-  // run at high load often ends, made lookups slower: more lines in flight
-  // for the row copies to wait behind.)
-  void Prefetch(uint64_t hash) const { __builtin_prefetch(&buckets_[Home(TagOf(hash))]); }
-  // For a change (insert, erase, or a probe for an absent key): an absent
-  // key's probe and an insert end at the next empty bucket, an erase shifts
-  // entries back up to it, which at load 7/8 lies 10 to 20 buckets on, so
-  // the home bucket's line and the `lines - 1` after it, for writing.
-  void PrefetchRun(uint64_t hash, uint32_t lines) const {
-    const char* at = reinterpret_cast<const char*>(&buckets_[Home(TagOf(hash))]);
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(at + 64 * l, 1);
+  // The home bucket's line, which holds the key's entry unless the bucket
+  // overflowed.
+  [[gnu::always_inline]] void Prefetch(uint64_t hash) const { PrefetchAt(Start(hash)); }
+  [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
+    __builtin_prefetch(buckets_ + p.bucket * kBucketEntries);
+  }
+  // For a change (insert, erase, or a probe for an absent key): the home
+  // bucket's line and the `lines - 1` after it, for writing.
+  [[gnu::always_inline]] void PrefetchRun(uint64_t hash, uint32_t lines) const {
+    const Entry* at = buckets_ + Home(TagOf(hash)) * kBucketEntries;
+    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(at + l * kBucketEntries, 1);
   }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
-  // its caller's buckets, !NeedsGrow().
+  // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
   // True when one more entry would pass the load bound (7/8).
   bool NeedsGrow() const;
-  // Moves the entries into `count` empty buckets at `buckets` (owned by the
-  // caller from now on) and forgets the old ones.
+  // Moves the entries into `count` empty entries at `buckets` (owned by the
+  // caller from now on; aligned, a multiple of kBucketEntries) and forgets
+  // the old ones.
   void MoveTo(Entry* buckets, uint64_t count);
-  uint64_t buckets_count() const { return buckets_count_; }
+  uint64_t buckets_count() const { return count_; }  // entries, free or not
   // Removes the entry of `slot` (whose key has `hash`); false when absent.
   bool Erase(uint64_t hash, uint32_t slot);
   // Sets the dirty flag of the entry of `slot`; false when absent.
   bool SetDirty(uint64_t hash, uint32_t slot, bool dirty);
 
   uint64_t size() const { return size_; }
-  uint64_t bytes() const { return buckets_count_ * sizeof(Entry); }
+  uint64_t bytes() const { return count_ * sizeof(Entry); }
 
  private:
   static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
-  uint64_t Home(uint32_t tag) const { return (uint64_t{tag} * buckets_count_) >> 31; }
-  uint64_t Step(uint64_t at) const { return at + 1 == buckets_count_ ? 0 : at + 1; }
-  uint64_t FindEntry(uint64_t hash, uint32_t slot) const;  // bucket, or buckets_count_
-  void Grow();                                             // own buckets only
+  // The home bucket of a tag: a multiply-shift onto the bucket count.
+  uint64_t Home(uint32_t tag) const { return (uint64_t{tag} * lines_) >> 31; }
+  uint64_t Step(uint64_t bucket) const { return bucket + 1 == lines_ ? 0 : bucket + 1; }
+  // True when bucket `b` has a free entry other than entry `except`.
+  bool HasFree(uint64_t b, uint64_t except) const;
+  // The first free entry at or after the home bucket of `tag`.
+  uint64_t FreeEntryFor(uint32_t tag) const;
+  uint64_t FindEntry(uint64_t hash, uint32_t slot) const;  // entry, or count_
+  void Grow();                                             // own entries only
 
   bool huge_pages_ = false;
-  bool owns_ = true;  // storage_ holds the buckets (else a DramIndex does)
+  bool owns_ = true;  // storage_ holds the entries (else a DramIndex does)
   Buckets storage_;
   Entry* buckets_;  // storage_.data
-  uint64_t buckets_count_;
+  uint64_t count_;  // entries
+  uint64_t lines_;  // buckets: count_ / kBucketEntries
   uint64_t size_ = 0;
 };
 

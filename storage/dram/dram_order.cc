@@ -97,18 +97,26 @@ bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64
   // one counter through memory); a run's code also tells whether its bin
   // holds more than one code.
   constexpr uint32_t kNoCode = UINT32_MAX;
-  std::vector<uint64_t> coarse(uint64_t{1} << kDramCoarseBits, 0);
-  std::vector<uint32_t> only(uint64_t{1} << kDramCoarseBits, kNoCode);  // kNoCode - 1: mixed
+  // The histograms are members, reused: no allocation (nor, for the fine
+  // one's 128 KiB, a fresh mapping and its page faults) per sweep.
+  std::vector<uint64_t>& coarse = hist_coarse_;
+  std::vector<uint32_t>& only = hist_only_;  // kNoCode - 1: mixed
+  coarse.assign(uint64_t{1} << kDramCoarseBits, 0);
+  only.assign(uint64_t{1} << kDramCoarseBits, kNoCode);
   uint64_t total = 0;
+  // The lambda reaches the histograms through their data: the analysis
+  // does not know that a lambda runs under the caller's mu_.
+  uint64_t* const coarse_at = coarse.data();
+  uint32_t* const only_at = only.data();
   auto end_run = [&](uint32_t run_code, uint64_t run) {
     if (run == 0) return;
     const uint32_t bin = run_code >> kFineBits;
-    coarse[bin] += run;
+    coarse_at[bin] += run;
     total += run;
-    if (only[bin] == kNoCode) {
-      only[bin] = run_code;
-    } else if (only[bin] != run_code) {
-      only[bin] = kNoCode - 1;
+    if (only_at[bin] == kNoCode) {
+      only_at[bin] = run_code;
+    } else if (only_at[bin] != run_code) {
+      only_at[bin] = kNoCode - 1;
     }
   };
   for (const auto& t : tables_) {
@@ -141,7 +149,8 @@ bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64
     return true;
   }
   // Pass 2: the remaining bits of the codes in that bin.
-  std::vector<uint64_t> fine(uint64_t{1} << kFineBits, 0);
+  std::vector<uint64_t>& fine = hist_fine_;
+  fine.assign(uint64_t{1} << kFineBits, 0);
   for (const auto& t : tables_) {
     const TableSlots& ts = slots_[t->pos];
     for (uint64_t s = 0; s < ts.touched; ++s) {

@@ -31,10 +31,13 @@ inline constexpr uint64_t kDramFrontRowsDivisor = 32;
 // Insert and eviction prefetch index buckets and victims' slots this many
 // rows ahead of the row they work on.
 inline constexpr uint64_t kDramPrefetchRows = 16;
-// Index lines they prefetch per change: the home bucket's and the ones after
-// it, where a probe for an absent key, an insert or an erase's backward shift
-// ends at load 0.78 to 0.875 (10 to 20 buckets on, on average).
-inline constexpr uint32_t kDramPrefetchRunLines = 3;
+// Lookup prefetches a key's index bucket this many keys before it probes it,
+// and its row this many keys before it copies it.
+inline constexpr uint32_t kDramLookupAhead = 8;
+// Index lines they prefetch per change: the home bucket's (one line) and the
+// next, where an absent key's probe, an insert or an erase's backward shift
+// goes on when the home bucket is full.
+inline constexpr uint32_t kDramPrefetchRunLines = 2;
 // Eviction codes: 26 bits (2 of class, 24 of value); a sweep histograms the
 // top kDramCoarseBits, then the rest within one coarse bin.
 inline constexpr uint32_t kDramCodeBits = 26;

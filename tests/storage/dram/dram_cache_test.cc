@@ -42,6 +42,62 @@ TEST_F(DramCacheTest, EveryKeyIsValidAndRowsRoundTrip) {
   EXPECT_EQ(s.rows_max, 16u);
 }
 
+// Lookup runs one pipeline over a batch's keys in stripe order, holding a
+// stripe's read lock while its keys are in flight: batches shorter and
+// longer than the pipeline, over 64 stripes, with keys present and absent
+// and repeated, find exactly the model's rows with their dirty flags.
+TEST_F(DramCacheTest, LookupBatchesOverManyStripesMatchModel) {
+  DramCacheOptions o;
+  o.dram_bytes_max = 4000 * kRowBytes;
+  o.lock_stripes = 64;
+  auto made = DramCache::Create(o, OneTable(), nullptr);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  DramCache& c = **made;
+  std::mt19937_64 rng(23);
+  std::map<Key, std::pair<uint64_t, bool>> model;  // key -> version, dirty
+  std::vector<Key> all;
+  for (uint64_t version = 1; version <= 3; ++version) {
+    std::vector<Key> keys;
+    std::vector<uint8_t> dirty;
+    for (int i = 0; i < 1000; ++i) {
+      // Rewrites of earlier keys too (the newest version wins).
+      const Key k = !all.empty() && rng() % 5 == 0 ? all[rng() % all.size()] : Key{rng()};
+      if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      keys.push_back(k);
+      dirty.push_back(rng() % 2);
+      if (model.count(k) == 0) all.push_back(k);
+      model[k] = {version, dirty.back() != 0};
+    }
+    ASSERT_TRUE(Put(c, keys, version, {}, dirty).ok());
+  }
+  ASSERT_EQ(c.Stats().rows, model.size());
+  uint64_t hits = 0, misses = 0;
+  for (size_t n : {1, 5, 16, 17, 33, 100, 4096}) {
+    std::vector<Key> batch;
+    for (size_t i = 0; i < n; ++i) {
+      batch.push_back(rng() % 4 == 0 ? Key{rng()} : all[rng() % all.size()]);
+    }
+    std::vector<std::byte> rows(n * kRowBytes);
+    std::vector<uint8_t> found(n), dirty(n);
+    ASSERT_TRUE(c.Lookup(kTable, batch, rows, found, dirty).ok());
+    for (size_t i = 0; i < n; ++i) {
+      auto it = model.find(batch[i]);
+      ASSERT_EQ(found[i], it != model.end() ? 1 : 0) << "batch " << n << " key " << batch[i];
+      if (it == model.end()) {
+        ++misses;
+        continue;
+      }
+      ++hits;
+      EXPECT_EQ(dirty[i], it->second.second ? 1 : 0) << "batch " << n << " key " << batch[i];
+      EXPECT_EQ(testing::RowVersion(batch[i], {rows.data() + i * kRowBytes, kRowBytes}),
+                static_cast<int64_t>(it->second.first))
+          << "batch " << n << " key " << batch[i];
+    }
+  }
+  EXPECT_EQ(c.Stats().hits, hits);
+  EXPECT_EQ(c.Stats().misses, misses);
+}
+
 TEST_F(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
   auto c = MakeCache(16);
   std::vector<Key> keys = {5, 5, 6};

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 namespace strata::storage {
 namespace {
@@ -60,6 +62,67 @@ TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
   }
   // 8-byte entries at a load of at most 7/8 (the map does not shrink).
   EXPECT_GE(map.bytes(), map.size() * 8 * 8 / 7);
+}
+
+// Buckets of one cache line, crowded on purpose: 4 buckets of 8 entries
+// filled up to the load bound (28 entries) by keys whose hashes map to few
+// home buckets (bucket 3 most, so runs overflow and wrap around to bucket 0)
+// and often share a tag (so a probe passes candidates whose key differs).
+// After every insert, erase or dirty change every key of the model is found
+// with its slot and flag and every other key is not: an erase's backward
+// shift over buckets keeps each entry reachable from its home.
+TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
+  using Entry = DramHashMap::Entry;
+  constexpr uint64_t kEntries = 4 * DramHashMap::kBucketEntries;
+  alignas(64) std::array<Entry, kEntries> entries;
+  entries.fill(Entry{kDramNoSlot, 0});
+  DramHashMap map(entries.data(), kEntries);
+  // Tags (the hash's low 32 bits >> 1): homes are tag * 4 >> 31.
+  const uint32_t bucket = 1u << 29;
+  const std::array<uint32_t, 6> tags = {
+      5, bucket + 9, 2 * bucket + 1, 3 * bucket + 2, 3 * bucket + 2, 3 * bucket + 77};
+  constexpr Key kKeys = 64;
+  std::vector<uint64_t> hash_of(kKeys);
+  std::mt19937_64 rng(17);
+  for (Key k = 0; k < kKeys; ++k) {
+    // Half of the keys home in bucket 3; many keys share each tag.
+    const uint32_t tag = rng() % 2 == 0 ? tags[3 + rng() % 3] : tags[rng() % tags.size()];
+    hash_of[k] = (rng() << 32) | uint64_t{tag} << 1 | (rng() % 2);
+  }
+  std::unordered_map<Key, uint32_t> model;  // key -> slot
+  std::unordered_map<uint32_t, Key> key_of;
+  std::unordered_map<Key, bool> dirty_of;
+  auto key_at = [&](uint32_t slot) { return key_of.at(slot); };
+  uint32_t next_slot = 0;
+  for (int op = 0; op < 100000; ++op) {
+    const Key k = rng() % kKeys;
+    const bool present = model.count(k) != 0;
+    if (!present && !map.NeedsGrow()) {
+      dirty_of[k] = rng() % 2;
+      map.Insert(hash_of[k], next_slot, dirty_of[k]);
+      key_of[next_slot] = k;
+      model[k] = next_slot++;
+    } else if (present && rng() % 3 == 0) {
+      dirty_of[k] = !dirty_of[k];
+      ASSERT_TRUE(map.SetDirty(hash_of[k], model[k], dirty_of[k]));
+    } else if (present) {
+      ASSERT_TRUE(map.Erase(hash_of[k], model[k])) << "op " << op << " key " << k;
+      model.erase(k);
+    } else {
+      ASSERT_FALSE(map.Erase(hash_of[k], next_slot));
+    }
+    ASSERT_EQ(map.size(), model.size());
+    for (Key q = 0; q < kKeys; ++q) {
+      bool dirty = false;
+      auto it = model.find(q);
+      ASSERT_EQ(map.Find(q, hash_of[q], key_at, &dirty),
+                it == model.end() ? kDramNoSlot : it->second)
+          << "op " << op << " key " << q;
+      if (it != model.end()) {
+        ASSERT_EQ(dirty, dirty_of[q]) << "op " << op << " key " << q;
+      }
+    }
+  }
 }
 
 TEST(DramIndexTest, StripesSplitKeysByTopHashBits) {
