@@ -40,4 +40,14 @@ inline constexpr uint64_t kCheckpointPointerBytesMax = 64;
 // Bytes of one native MANIFEST.
 inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 
+// Format version 2: segment slots of one table's log file (a record's
+// address is slot x records per segment + index, CompactIndex::kAddressBits
+// bits), and the range of segment sizes.
+inline constexpr uint64_t kLogSlotsMax = uint64_t{1} << 20;
+inline constexpr uint64_t kSegmentBytesMin = 64ull << 10;
+inline constexpr uint64_t kSegmentBytesMax = 64ull << 20;
+// Bytes of one append request of format version 2 (a batch is written in
+// requests of at most this size, in one submission).
+inline constexpr uint64_t kLogWriteBytesMax = 8ull << 20;
+
 }  // namespace strata::storage
