@@ -818,10 +818,11 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
 }
 
 bool Store::OverTarget(const Table& t) const {
-  // Two heads and a few segments of slack: a small table is never "over".
+  // A few segments of slack: a small table (a head or two and a few sealed
+  // segments) is never "over".
   constexpr uint64_t kSlackSegments = 4;
   if (t.current_slots <= kSlackSegments) return false;
-  return double(t.current_slots - 2) * double(t.segment_bytes) >
+  return double(t.current_slots) * double(t.segment_bytes) >
          options_.gc_space_amp_trigger * double(t.rows) * double(t.spec.row_bytes);
 }
 
