@@ -46,8 +46,5 @@ inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 inline constexpr uint64_t kLogSlotsMax = uint64_t{1} << 20;
 inline constexpr uint64_t kSegmentBytesMin = 64ull << 10;
 inline constexpr uint64_t kSegmentBytesMax = 64ull << 20;
-// Bytes of one append request of format version 2 (a batch is written in
-// requests of at most this size, in one submission).
-inline constexpr uint64_t kLogWriteBytesMax = 8ull << 20;
 
 }  // namespace strata::storage
