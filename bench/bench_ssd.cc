@@ -1,10 +1,14 @@
 // `strata bench ssd`: the tier-T2 row stores side by side (native page store
 // on io_uring, RocksDB) on the same machine, directory and workload.
 //
-//   strata bench ssd --dir D [--backend native|rocksdb|both] --rows N --dim 64
-//                    --state-floats 64 --batch 4096 --dist uniform|zipf
-//                    --seconds S [--mix 0.5] [--clients 1]
-//                    [--write-log-fraction 0.25] [--json]
+//   strata bench ssd --dir D [--backend native|rocksdb|both] [--format 1|2|both]
+//                    --rows N --dim 64 --state-floats 64 --batch 4096
+//                    --dist uniform|zipf --seconds S [--mix 0.5] [--clients 1]
+//                    [--write-log-fraction 0.25] [--segment-bytes 8388608] [--json]
+//
+// The native store runs in the formats --format names (docs/ssd-format.md:
+// 1, leaf pages with a write log, reported as "native"; 2, the append-only
+// log with its cleaner, reported as "native2"), each beside RocksDB.
 //
 // For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
 // batches of 64k, timed as load; the native store loads into its leaves with
@@ -42,7 +46,9 @@
 #include "cli/command.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
+#include "storage/ssd/limits.h"
 #include "storage/ssd/row_store_factory.h"
+#include "storage/ssd/ssd_format.h"
 #include "strata/options.h"
 
 namespace strata::cli {
@@ -68,6 +74,8 @@ struct SsdBenchArgs {
   double mix = 0.5;  // fraction of gets among the mix phase's batches
   uint32_t clients = 1;
   double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
+  std::string format = "1";                                                   // native: 1, 2, both
+  uint64_t segment_bytes = storage::RowStoreOptions{}.ssd_segment_bytes;      // format 2
   bool json = false;
 };
 
@@ -238,11 +246,14 @@ struct BackendResult {
   std::string data_file;
 };
 
-Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
+// `format`: the native store's format (1 or 2).
+Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend, uint32_t format) {
   BackendResult r;
-  r.name = backend == SsdBackend::kNative ? "native" : "rocksdb";
+  r.name = backend == SsdBackend::kRocksDb ? "rocksdb" : format == 1 ? "native" : "native2";
   storage::RowStoreOptions o;
   o.backend = backend;
+  o.ssd_format_version = format;
+  o.ssd_segment_bytes = a.segment_bytes;
   o.dir = a.dir + "/" + r.name;
   o.write_log_fraction = a.write_log_fraction;
   std::error_code ignored;
@@ -291,7 +302,10 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend) {
   r.stats.user_bytes_written -= before_puts.user_bytes_written;
   if (backend == SsdBackend::kNative) {
     for (const auto& e : std::filesystem::directory_iterator(o.dir)) {
-      if (e.path().extension() == ".pages") r.data_file = e.path().string();
+      const std::string name = e.path().filename().string();
+      if (storage::ssd::IsDataFileName(name) || storage::ssd::IsLogDataFileName(name)) {
+        r.data_file = e.path().string();
+      }
     }
   }
   return r;
@@ -301,18 +315,22 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   if (a.dir.empty() || a.rows == 0 || a.batch == 0 || a.seconds <= 0 || a.clients == 0 ||
       !(a.mix >= 0 && a.mix <= 1) || (a.dist != "uniform" && a.dist != "zipf") ||
       (a.backend != "native" && a.backend != "uring" && a.backend != "rocksdb" &&
-       a.backend != "both")) {
+       a.backend != "both") ||
+      (a.format != "1" && a.format != "2" && a.format != "both")) {
     return Status::InvalidArgument(
         "bench ssd: need --dir, positive --rows/--batch/--seconds/--clients, --mix in [0, 1], "
         "--dist "
-        "uniform|zipf, --backend native|uring|rocksdb|both");
+        "uniform|zipf, --backend native|uring|rocksdb|both, --format 1|2|both");
   }
-  std::vector<SsdBackend> backends;
-  if (a.backend != "rocksdb") backends.push_back(SsdBackend::kNative);
-  if (a.backend == "rocksdb" || a.backend == "both") backends.push_back(SsdBackend::kRocksDb);
+  std::vector<std::pair<SsdBackend, uint32_t>> runs;
+  if (a.backend != "rocksdb") {
+    if (a.format != "2") runs.push_back({SsdBackend::kNative, 1});
+    if (a.format != "1") runs.push_back({SsdBackend::kNative, 2});
+  }
+  if (a.backend == "rocksdb" || a.backend == "both") runs.push_back({SsdBackend::kRocksDb, 1});
   std::vector<BackendResult> results;
-  for (SsdBackend b : backends) {
-    STRATA_ASSIGN_OR_RETURN(BackendResult r, RunBackend(a, b));
+  for (const auto& [backend, format] : runs) {
+    STRATA_ASSIGN_OR_RETURN(BackendResult r, RunBackend(a, backend, format));
     results.push_back(std::move(r));
   }
   double raw_iops = 0;
@@ -320,10 +338,15 @@ Status RunSsdBench(const SsdBenchArgs& a) {
     STRATA_ASSIGN_OR_RETURN(raw_iops, RawReadIops(results[0].data_file, a.batch, a.seconds));
   }
   const uint32_t row_bytes = (a.dim + a.state_floats) * 4;
-  nlohmann::json out = {{"rows", a.rows},       {"row_bytes", row_bytes},
-                        {"batch", a.batch},     {"dist", a.dist},
-                        {"clients", a.clients}, {"seconds", a.seconds},
-                        {"mix", a.mix},         {"write_log_fraction", a.write_log_fraction}};
+  nlohmann::json out = {{"rows", a.rows},
+                        {"row_bytes", row_bytes},
+                        {"batch", a.batch},
+                        {"dist", a.dist},
+                        {"clients", a.clients},
+                        {"seconds", a.seconds},
+                        {"mix", a.mix},
+                        {"write_log_fraction", a.write_log_fraction},
+                        {"segment_bytes", a.segment_bytes}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
@@ -351,13 +374,18 @@ Status RunSsdBench(const SsdBenchArgs& a) {
                                   : 0.0},
         {"space_amp", s.space_amp()},
         {"index_bytes_per_key", s.live_rows ? double(s.index_bytes) / double(s.live_rows) : 0.0}};
-    if (r.name == "native" && raw_iops > 0) j["get_vs_raw_read"] = r.get.rows_per_s / raw_iops;
+    if (r.name == results[0].name && r.name != "rocksdb" && raw_iops > 0) {
+      j["get_vs_raw_read"] = r.get.rows_per_s / raw_iops;
+    }
     out[r.name] = j;
   }
-  if (results.size() == 2 && results[1].get.rows_per_s > 0) {
-    out["native_vs_rocksdb_get"] = results[0].get.rows_per_s / results[1].get.rows_per_s;
-    out["native_vs_rocksdb_put"] = results[0].put.rows_per_s / results[1].put.rows_per_s;
-    out["native_vs_rocksdb_mix"] = results[0].mix.rows_per_s / results[1].mix.rows_per_s;
+  // Each native format against RocksDB of the same run: "<name>_vs_rocksdb_*".
+  const BackendResult& last = results.back();
+  for (const BackendResult& r : results) {
+    if (last.name != "rocksdb" || r.name == "rocksdb" || last.get.rows_per_s <= 0) continue;
+    out[r.name + "_vs_rocksdb_get"] = r.get.rows_per_s / last.get.rows_per_s;
+    out[r.name + "_vs_rocksdb_put"] = r.put.rows_per_s / last.put.rows_per_s;
+    out[r.name + "_vs_rocksdb_mix"] = r.mix.rows_per_s / last.mix.rows_per_s;
   }
   if (a.json) {
     std::printf("%s\n", out.dump().c_str());
@@ -386,11 +414,12 @@ Status RunSsdBench(const SsdBenchArgs& a) {
     std::printf("raw 4 KiB random reads of the native file: %.0f IOPS; native gets / raw = %.2f\n",
                 raw_iops, results[0].get.rows_per_s / raw_iops);
   }
-  if (out.contains("native_vs_rocksdb_get")) {
-    std::printf("native / rocksdb: gets %.2fx, puts %.2fx, mix %.2fx\n",
-                out["native_vs_rocksdb_get"].get<double>(),
-                out["native_vs_rocksdb_put"].get<double>(),
-                out["native_vs_rocksdb_mix"].get<double>());
+  for (const BackendResult& r : results) {
+    if (!out.contains(r.name + "_vs_rocksdb_get")) continue;
+    std::printf("%s / rocksdb: gets %.2fx, puts %.2fx, mix %.2fx\n", r.name.c_str(),
+                out[r.name + "_vs_rocksdb_get"].get<double>(),
+                out[r.name + "_vs_rocksdb_put"].get<double>(),
+                out[r.name + "_vs_rocksdb_mix"].get<double>());
   }
   return Status::Ok();
 }
@@ -420,6 +449,11 @@ CommandRegistrar reg{
               "native: write log size as a fraction of the table's rows (0: puts rewrite "
               "their leaves)",
               {.min = 0, .max = kSsdWriteLogFractionMax});
+      c->add_option("--format", args->format,
+                    "native store format: 1 (leaf pages), 2 (append-only log) or both");
+      AddUnsigned<uint64_t>(c, "--segment-bytes", args->segment_bytes,
+                            "native format 2: log segment bytes (a power of two)",
+                            storage::kSegmentBytesMin, storage::kSegmentBytesMax);
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);

@@ -64,6 +64,8 @@ struct ReplayOptions {
   uint32_t act_ahead_max = StoreOptions{}.intent_act_ahead_max;
   // StoreOptions::ssd_write_log_fraction (0: every put rewrites its leaf).
   double ssd_write_log_fraction = 0.25;
+  // StoreOptions::ssd_format_version (1 or 2) of a new SSD tier directory.
+  uint32_t ssd_format_version = 1;
   // Checkpoint once the batches are done, so the SSD tier's deferred merges
   // are paid (and counted in ssd_bytes_written) inside the run.
   bool checkpoint_at_end = false;

@@ -58,6 +58,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"ssd_user_bytes_written", r.ssd_user_bytes_written},
           {"ssd_write_amp", r.ssd_write_amp},
           {"ssd_write_log_fraction", o.ssd_write_log_fraction},
+          {"ssd_format_version", o.ssd_format_version},
           {"checkpoint_at_end", o.checkpoint_at_end},
           {"rows_per_s", r.rows_per_s},
           {"elapsed_s", r.elapsed_s},
@@ -193,6 +194,11 @@ CommandRegistrar reg{
       AddReal(c, "--device-share-growth", o.device_share_growth,
               "how far one table's T0 may grow past its share (0: static split)",
               {0, kDeviceShareGrowthMax})
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--ssd-format", o.ssd_format_version,
+                            "native SSD tier: format of a new tier directory (1: leaf pages, "
+                            "2: append-only log)",
+                            1, 2)
           ->capture_default_str();
       AddReal(c, "--ssd-write-log-fraction", o.ssd_write_log_fraction,
               "native SSD tier: write log size as a fraction of each table's rows (0: puts "

@@ -3,11 +3,13 @@
 // refusal is InvalidArgument (or FailedPrecondition) naming the argument at
 // fault, and changes nothing.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 
 #include "engine/fault_options.h"
 #include "engine/store_impl.h"
+#include "storage/ssd/limits.h"
 
 namespace strata::engine {
 namespace {
@@ -53,6 +55,18 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
     return Status::InvalidArgument(
         "StoreOptions.ssd_write_log_fraction = " + std::to_string(options.ssd_write_log_fraction) +
         " must lie in [0, " + std::to_string(kSsdWriteLogFractionMax) + "]");
+  }
+  if (options.ssd_format_version != 1 && options.ssd_format_version != 2) {
+    return Status::InvalidArgument("StoreOptions.ssd_format_version = " +
+                                   std::to_string(options.ssd_format_version) + " must be 1 or 2");
+  }
+  if (!std::has_single_bit(options.ssd_segment_bytes) ||
+      options.ssd_segment_bytes < storage::kSegmentBytesMin ||
+      options.ssd_segment_bytes > storage::kSegmentBytesMax) {
+    return Status::InvalidArgument(
+        "StoreOptions.ssd_segment_bytes = " + std::to_string(options.ssd_segment_bytes) +
+        " must be a power of two in [" + std::to_string(storage::kSegmentBytesMin) + ", " +
+        std::to_string(storage::kSegmentBytesMax) + "]");
   }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||

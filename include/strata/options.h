@@ -156,6 +156,15 @@ struct StoreOptions {
   // "Write log"); its DRAM index costs about 15 x this bytes per key. 0: every
   // put rewrites its leaf (version 1's writes). At most kSsdWriteLogFractionMax.
   double ssd_write_log_fraction = 0.25;
+  // Native SSD tier: the on-disk format of a new tier directory, 1 (leaf
+  // pages and the write log above, the default) or 2 (an append-only log
+  // of segments with a compact per-key index and a cleaner;
+  // docs/ssd-format.md, "Native format, version 2"). An existing directory
+  // opens in the format it was written in.
+  uint32_t ssd_format_version = 1;
+  // Native SSD tier, format 2: bytes of a log segment, a power of two in
+  // [64 KiB, 64 MiB] (the unit of cleaning; tests use small ones).
+  uint64_t ssd_segment_bytes = 8ull << 20;
   // Fault injection into the SSD tier's I/O (tests and replays); off by default.
   FaultOptions faults;
 };

@@ -40,4 +40,11 @@ inline constexpr uint64_t kCheckpointPointerBytesMax = 64;
 // Bytes of one native MANIFEST.
 inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 
+// Format version 2: segment slots of one table's log file (a record's
+// address is slot x records per segment + index, CompactIndex::kAddressBits
+// bits), and the range of segment sizes.
+inline constexpr uint64_t kLogSlotsMax = uint64_t{1} << 20;
+inline constexpr uint64_t kSegmentBytesMin = 64ull << 10;
+inline constexpr uint64_t kSegmentBytesMax = 64ull << 20;
+
 }  // namespace strata::storage

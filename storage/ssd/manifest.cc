@@ -53,12 +53,13 @@ class Reader {
 
 // What the header says, checked against the size of the file and the limits
 // before anything is sized by it.
-Status CheckHeader(const ssd::ManifestHeader& h, uint64_t file_bytes, const std::string& path) {
+Status CheckHeader(const ssd::ManifestHeader& h, uint64_t file_bytes, const std::string& path,
+                   uint32_t version) {
   if (h.magic != ssd::kManifestMagic) return Fail(path, 0, "bad magic");
-  if (h.version != ssd::kFormatVersion) {
+  if (h.version != version) {
     return Fail(path, offsetof(ssd::ManifestHeader, version),
-                "format version " + std::to_string(h.version) + " unsupported (this build reads " +
-                    std::to_string(ssd::kFormatVersion) + ")");
+                "format version " + std::to_string(h.version) + " unsupported (this reader reads " +
+                    std::to_string(version) + "; the store opens versions 1 and 2)");
   }
   if (h.table_count > kTablesMax) {
     return Fail(
@@ -157,6 +158,40 @@ Status CheckLeaves(const ManifestTable& t, uint64_t record_offset, const std::st
   return Status::Ok();
 }
 
+// Header, body, checksum.
+std::string Frame(uint32_t version, uint64_t generation, size_t table_count, size_t meta_bytes,
+                  const std::string& body) {
+  ssd::ManifestHeader h{};
+  h.magic = ssd::kManifestMagic;
+  h.version = version;
+  h.table_count = static_cast<uint32_t>(table_count);
+  h.generation = generation;
+  h.meta_bytes = meta_bytes;
+  h.body_bytes = body.size();
+  std::string out;
+  out.reserve(sizeof(h) + body.size() + 8);
+  Append(&out, h);
+  out += body;
+  Append(&out, XXH3_64bits(out.data(), out.size()));
+  return out;
+}
+
+// Checks the header and the checksum of `bytes`, returns the header.
+Result<ssd::ManifestHeader> CheckFrame(const std::string& bytes, const std::string& path,
+                                       uint32_t version) {
+  ssd::ManifestHeader h;
+  if (bytes.size() < sizeof(h)) return Fail(path, 0, "truncated header");
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  STRATA_RETURN_IF_ERROR(CheckHeader(h, bytes.size(), path, version));
+  const size_t sum_at = bytes.size() - kChecksumBytes;
+  uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + sum_at, kChecksumBytes);
+  if (XXH3_64bits(bytes.data(), sum_at) != stored) {
+    return Fail(path, sum_at, "manifest checksum mismatch");
+  }
+  return h;
+}
+
 }  // namespace
 
 std::string EncodeManifest(const Manifest& m) {
@@ -176,32 +211,12 @@ std::string EncodeManifest(const Manifest& m) {
     body.append(reinterpret_cast<const char*>(t.leaves.data()),
                 t.leaves.size() * sizeof(ssd::LeafRecord));
   }
-  ssd::ManifestHeader h{};
-  h.magic = ssd::kManifestMagic;
-  h.version = ssd::kFormatVersion;
-  h.table_count = static_cast<uint32_t>(m.tables.size());
-  h.generation = m.generation;
-  h.meta_bytes = m.meta.size();
-  h.body_bytes = body.size();
-  std::string out;
-  out.reserve(sizeof(h) + body.size() + 8);
-  Append(&out, h);
-  out += body;
-  Append(&out, XXH3_64bits(out.data(), out.size()));
-  return out;
+  return Frame(ssd::kFormatVersion, m.generation, m.tables.size(), m.meta.size(), body);
 }
 
 Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& path) {
-  ssd::ManifestHeader h;
-  if (bytes.size() < sizeof(h)) return Fail(path, 0, "truncated header");
-  std::memcpy(&h, bytes.data(), sizeof(h));
-  STRATA_RETURN_IF_ERROR(CheckHeader(h, bytes.size(), path));
+  STRATA_ASSIGN_OR_RETURN(ssd::ManifestHeader h, CheckFrame(bytes, path, ssd::kFormatVersion));
   const size_t sum_at = bytes.size() - kChecksumBytes;
-  uint64_t stored = 0;
-  std::memcpy(&stored, bytes.data() + sum_at, kChecksumBytes);
-  if (XXH3_64bits(bytes.data(), sum_at) != stored) {
-    return Fail(path, sum_at, "manifest checksum mismatch");
-  }
   // Every length below is checked against the bytes left before anything is
   // sized by it.
   Reader in(bytes, sum_at, path);
@@ -266,26 +281,211 @@ Status WriteManifest(io::Env* env, const std::string& dir, const Manifest& manif
   return Status::Ok();
 }
 
-Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& dir) {
+// The bytes of dir/MANIFEST after its header checked out against the file
+// size (nothing is read whole or sized by the file before), or nullopt when
+// there is none.
+Result<std::optional<std::string>> ReadManifestBytes(io::Env* env, const std::string& dir,
+                                                     uint32_t version) {
   const std::string path = dir + "/" + ssd::kManifestName;
-  if (!env->FileExists(path)) return std::optional<Manifest>();
+  if (!env->FileExists(path)) return std::optional<std::string>();
   io::FileOptions options;
   options.read_only = true;
   STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(path, options));
   STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
-  // The header first: nothing is read whole or sized by the file before its
-  // magic, version and lengths check out against the file's size.
   ssd::ManifestHeader h;
   if (size < sizeof(h)) return Fail(path, 0, "truncated header");
   size_t got = 0;
   STRATA_RETURN_IF_ERROR(file->Read(0, sizeof(h), &h, &got));
   if (got != sizeof(h)) return Fail(path, got, "short read");
-  STRATA_RETURN_IF_ERROR(CheckHeader(h, size, path));
+  STRATA_RETURN_IF_ERROR(CheckHeader(h, size, path, version));
   std::string bytes(size, '\0');
   STRATA_RETURN_IF_ERROR(file->Read(0, size, bytes.data(), &got));
   if (got != size) return Fail(path, got, "short read");
-  STRATA_ASSIGN_OR_RETURN(Manifest m, DecodeManifest(bytes, path));
+  return std::optional<std::string>(std::move(bytes));
+}
+
+Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& dir) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                          ReadManifestBytes(env, dir, ssd::kFormatVersion));
+  if (!bytes) return std::optional<Manifest>();
+  STRATA_ASSIGN_OR_RETURN(Manifest m, DecodeManifest(*bytes, dir + "/" + ssd::kManifestName));
   return std::optional<Manifest>(std::move(m));
+}
+
+Result<std::optional<uint32_t>> ReadManifestVersion(io::Env* env, const std::string& dir) {
+  const std::string path = dir + "/" + ssd::kManifestName;
+  if (!env->FileExists(path)) return std::optional<uint32_t>();
+  io::FileOptions options;
+  options.read_only = true;
+  STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(path, options));
+  ssd::ManifestHeader h;
+  size_t got = 0;
+  STRATA_RETURN_IF_ERROR(file->Read(0, sizeof(h), &h, &got));
+  if (got != sizeof(h)) return Fail(path, got, "truncated header");
+  if (h.magic != ssd::kManifestMagic) return Fail(path, 0, "bad magic");
+  if (h.version != ssd::kFormatVersion && h.version != ssd::kFormatVersion2) {
+    return Fail(
+        path, offsetof(ssd::ManifestHeader, version),
+        "format version " + std::to_string(h.version) + " unsupported (this build reads 1 and 2)");
+  }
+  return std::optional<uint32_t>(h.version);
+}
+
+// Version 2.
+
+bool ValidSegmentBytes(uint64_t segment_bytes, uint32_t row_bytes) {
+  return segment_bytes >= kSegmentBytesMin && segment_bytes <= kSegmentBytesMax &&
+         std::has_single_bit(segment_bytes) && SegmentCapacity(segment_bytes, row_bytes) >= 1;
+}
+
+namespace {
+
+Status CheckTableRecordV2(const ssd::TableRecordV2& r, uint64_t at, const std::string& path) {
+  if (r.row_bytes == 0 || r.row_bytes > kRowBytesMax) {
+    return Fail(path, at + offsetof(ssd::TableRecordV2, row_bytes),
+                "row bytes " + std::to_string(r.row_bytes) + " outside [1, kRowBytesMax]");
+  }
+  if (!ValidSegmentBytes(r.segment_bytes, r.row_bytes)) {
+    return Fail(path, at + offsetof(ssd::TableRecordV2, segment_bytes),
+                "segment bytes " + std::to_string(r.segment_bytes) +
+                    " not a power of two in [kSegmentBytesMin, kSegmentBytesMax] holding a record");
+  }
+  if (r.name_bytes > kRowStoreTableNameBytesMax) {
+    return Fail(path, at + offsetof(ssd::TableRecordV2, name_bytes),
+                "name length " + std::to_string(r.name_bytes) + " above " +
+                    std::to_string(kRowStoreTableNameBytesMax));
+  }
+  if (r.segment_count > kLogSlotsMax) {
+    return Fail(path, at + offsetof(ssd::TableRecordV2, segment_count),
+                "segment count " + std::to_string(r.segment_count) + " above kLogSlotsMax");
+  }
+  if (r.next_seq > ssd::kRecordSeqMax + 1) {
+    return Fail(path, at + offsetof(ssd::TableRecordV2, next_seq), "next seq above 2^48");
+  }
+  return Status::Ok();
+}
+
+// Slots below kLogSlotsMax and unique, extents within a segment's
+// capacity, segment seqs unique and below next_segment_seq.
+Status CheckSegments(const ManifestTableV2& t, const std::string& path) {
+  const uint64_t capacity = SegmentCapacity(t.segment_bytes, t.spec.row_bytes);
+  std::vector<uint64_t> slots, seqs;
+  for (size_t i = 0; i < t.segments.size(); ++i) {
+    const ssd::SegmentRecord& s = t.segments[i];
+    const uint64_t at = t.segments_offset + i * sizeof(ssd::SegmentRecord);
+    if (s.slot >= kLogSlotsMax || uint64_t{s.slot} * capacity + capacity - 1 > kLogAddressMax) {
+      return Fail(path, at + offsetof(ssd::SegmentRecord, slot),
+                  "slot " + std::to_string(s.slot) + " above the address space");
+    }
+    if (s.record_count == 0 || s.record_count > capacity) {
+      return Fail(path, at + offsetof(ssd::SegmentRecord, record_count),
+                  "record count " + std::to_string(s.record_count) + " outside [1, " +
+                      std::to_string(capacity) + "]");
+    }
+    if (s.segment_seq >= t.next_segment_seq) {
+      return Fail(path, at + offsetof(ssd::SegmentRecord, segment_seq),
+                  "segment seq " + std::to_string(s.segment_seq) + " not below next_segment_seq");
+    }
+    slots.push_back(uint64_t{s.slot} << 32 | i);
+    seqs.push_back(s.segment_seq);
+  }
+  std::sort(slots.begin(), slots.end());
+  for (size_t i = 1; i < slots.size(); ++i) {
+    if (slots[i] >> 32 == slots[i - 1] >> 32) {
+      return Fail(
+          path, t.segments_offset + (slots[i] & 0xFFFFFFFFu) * sizeof(ssd::SegmentRecord),
+          "table " + t.spec.name + " slot " + std::to_string(slots[i] >> 32) + " named twice");
+    }
+  }
+  std::sort(seqs.begin(), seqs.end());
+  if (std::adjacent_find(seqs.begin(), seqs.end()) != seqs.end()) {
+    return Fail(path, t.segments_offset, "table " + t.spec.name + " segment seq named twice");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EncodeManifestV2(const ManifestV2& m) {
+  std::string body;
+  body.append(reinterpret_cast<const char*>(m.meta.data()), m.meta.size());
+  for (const ManifestTableV2& t : m.tables) {
+    ssd::TableRecordV2 r{};
+    r.table_id = t.spec.id;
+    r.row_bytes = t.spec.row_bytes;
+    r.segment_bytes = t.segment_bytes;
+    r.name_bytes = static_cast<uint32_t>(t.spec.name.size());
+    r.file_number = t.file_number;
+    r.row_count = t.row_count;
+    r.next_seq = t.next_seq;
+    r.next_segment_seq = t.next_segment_seq;
+    r.segment_count = t.segments.size();
+    Append(&body, r);
+    body += t.spec.name;
+    body.append(reinterpret_cast<const char*>(t.segments.data()),
+                t.segments.size() * sizeof(ssd::SegmentRecord));
+  }
+  return Frame(ssd::kFormatVersion2, m.generation, m.tables.size(), m.meta.size(), body);
+}
+
+Result<ManifestV2> DecodeManifestV2(const std::string& bytes, const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(ssd::ManifestHeader h, CheckFrame(bytes, path, ssd::kFormatVersion2));
+  Reader in(bytes, bytes.size() - kChecksumBytes, path);
+  STRATA_RETURN_IF_ERROR(in.Get(&h, "header"));
+  ManifestV2 m;
+  m.generation = h.generation;
+  m.meta.resize(h.meta_bytes);  // CheckHeader: at most body_bytes
+  STRATA_RETURN_IF_ERROR(in.GetBytes(m.meta.data(), m.meta.size(), "meta"));
+  for (uint32_t i = 0; i < h.table_count; ++i) {
+    const uint64_t at = in.pos();
+    ssd::TableRecordV2 r;
+    STRATA_RETURN_IF_ERROR(in.Get(&r, "table record"));
+    STRATA_RETURN_IF_ERROR(CheckTableRecordV2(r, at, path));
+    for (const ManifestTableV2& other : m.tables) {
+      if (other.spec.id == r.table_id) {
+        return Fail(path, at, "table id " + std::to_string(r.table_id) + " appears twice");
+      }
+    }
+    ManifestTableV2 t;
+    t.spec.id = r.table_id;
+    t.spec.row_bytes = r.row_bytes;
+    t.spec.name.resize(r.name_bytes);
+    STRATA_RETURN_IF_ERROR(in.GetBytes(t.spec.name.data(), r.name_bytes, "table name"));
+    t.segment_bytes = r.segment_bytes;
+    t.file_number = r.file_number;
+    t.row_count = r.row_count;
+    t.next_seq = r.next_seq;
+    t.next_segment_seq = r.next_segment_seq;
+    t.segments_offset = in.pos();
+    if (r.segment_count > in.remaining() / sizeof(ssd::SegmentRecord)) {
+      return Fail(path, at + offsetof(ssd::TableRecordV2, segment_count),
+                  "segment count " + std::to_string(r.segment_count) + " overruns the body");
+    }
+    t.segments.resize(r.segment_count);
+    STRATA_RETURN_IF_ERROR(
+        in.GetBytes(t.segments.data(), r.segment_count * sizeof(ssd::SegmentRecord), "segments"));
+    STRATA_RETURN_IF_ERROR(CheckSegments(t, path));
+    m.tables.push_back(std::move(t));
+  }
+  if (in.remaining() != 0) return Fail(path, in.pos(), "trailing bytes");
+  return m;
+}
+
+Status WriteManifestV2(io::Env* env, const std::string& dir, const ManifestV2& manifest,
+                       uint64_t* bytes_written, bool* in_doubt) {
+  const std::string bytes = EncodeManifestV2(manifest);
+  STRATA_RETURN_IF_ERROR(
+      env->WriteFileAtomically(dir, ssd::kManifestName, ssd::kManifestTmpName, bytes, in_doubt));
+  *bytes_written = bytes.size();
+  return Status::Ok();
+}
+
+Result<std::optional<ManifestV2>> ReadManifestV2(io::Env* env, const std::string& dir) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
+                          ReadManifestBytes(env, dir, ssd::kFormatVersion2));
+  if (!bytes) return std::optional<ManifestV2>();
+  STRATA_ASSIGN_OR_RETURN(ManifestV2 m, DecodeManifestV2(*bytes, dir + "/" + ssd::kManifestName));
+  return std::optional<ManifestV2>(std::move(m));
 }
 
 }  // namespace strata::storage

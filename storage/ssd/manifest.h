@@ -64,4 +64,51 @@ std::string EncodeManifest(const Manifest& manifest);
 // The manifest of `dir`, or nullopt when it has none.
 [[nodiscard]] Result<std::optional<Manifest>> ReadManifest(io::Env* env, const std::string& dir);
 
+// The format version of dir/MANIFEST (1 or 2), or nullopt when it has none;
+// Corruption naming it when its header is unreadable or of another version.
+[[nodiscard]] Result<std::optional<uint32_t>> ReadManifestVersion(io::Env* env,
+                                                                  const std::string& dir);
+
+// Format version 2 (docs/ssd-format.md, "Native format, version 2").
+struct ManifestTableV2 {
+  TableSpec spec;
+  uint32_t segment_bytes = 0;
+  uint64_t file_number = 0;
+  uint64_t row_count = 0;
+  uint64_t next_seq = 0;
+  uint64_t next_segment_seq = 0;
+  std::vector<ssd::SegmentRecord> segments;
+  // Offset of segments[0] in the MANIFEST it was read from (errors name it).
+  uint64_t segments_offset = 0;
+};
+
+struct ManifestV2 {
+  uint64_t generation = 0;
+  std::vector<std::byte> meta;
+  std::vector<ManifestTableV2> tables;
+};
+
+// Records a segment of `segment_bytes` holds for rows of `row_bytes`.
+inline uint64_t SegmentCapacity(uint64_t segment_bytes, uint32_t row_bytes) {
+  return (segment_bytes - ssd::kSegmentHeaderBytes) / ssd::RecordBytes(row_bytes);
+}
+// A power of two in [kSegmentBytesMin, kSegmentBytesMax] holding at least
+// one record of `row_bytes`.
+bool ValidSegmentBytes(uint64_t segment_bytes, uint32_t row_bytes);
+// Record addresses (CompactIndex::kAddressBits bits).
+inline constexpr uint64_t kLogAddressMax = (uint64_t{1} << 34) - 1;
+
+std::string EncodeManifestV2(const ManifestV2& manifest);
+// Corruption naming `path` and the offset of the first bad field: lengths,
+// the checksum, table ids unique, segment sizes valid, slots below
+// kLogSlotsMax and unique, extents within a segment, segment seqs unique and
+// below next_segment_seq.
+[[nodiscard]] Result<ManifestV2> DecodeManifestV2(const std::string& bytes,
+                                                  const std::string& path);
+[[nodiscard]] Status WriteManifestV2(io::Env* env, const std::string& dir,
+                                     const ManifestV2& manifest, uint64_t* bytes_written,
+                                     bool* in_doubt);
+[[nodiscard]] Result<std::optional<ManifestV2>> ReadManifestV2(io::Env* env,
+                                                               const std::string& dir);
+
 }  // namespace strata::storage

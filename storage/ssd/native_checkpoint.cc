@@ -167,22 +167,9 @@ void Store::AfterSwitchInDoubt(Table& t) {
   }
 }
 
-Status Store::Failed() const {
-  if (!failed_.load(std::memory_order_acquire)) return Status::Ok();
-  base::MutexLock lock(&failed_mu_);
-  return failed_status_;
-}
+Status Store::Failed() const { return failure_.Get(); }
 
-void Store::Fail(const Status& cause) {
-  base::MutexLock lock(&failed_mu_);
-  if (failed_.load(std::memory_order_relaxed)) return;
-  failed_status_ = Status::IOError(
-      "native store " + options_.dir + " stopped after a failed fsync (" + cause.ToString() +
-      "): pages written since the last checkpoint may be lost; reopen the directory to recover "
-      "the last checkpoint");
-  failed_.store(true, std::memory_order_release);
-  STRATA_LOG_ERROR("%s", failed_status_.ToString().c_str());
-}
+void Store::Fail(const Status& cause) { failure_.Set(options_.dir, cause); }
 
 Status Store::Checkpoint(std::span<const std::byte> meta) {
   if (meta.size() > kCheckpointMetaBytesMax) {

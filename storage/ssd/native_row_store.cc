@@ -9,6 +9,7 @@
 #include "base/assert.h"
 #include "storage/ssd/limits.h"
 #include "storage/ssd/manifest.h"
+#include "storage/ssd/native_common.h"
 #include "storage/ssd/native_table.h"
 
 namespace strata::storage {
@@ -93,16 +94,11 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
                                    std::to_string(LogIndex::kRecordsMax) + "]");
   }
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
-  io::IoThreadsOptions io_options;
-  io_options.threads = options_.io_threads;
-  io_options.cores = options_.io_cores;
-  io_options.topology_path = options_.dir;
-  io_options.env = env_;
-  auto threads = io::IoThreads::Create(io_options);
-  if (threads.ok()) io_threads_ = std::move(threads).value();  // else File::Read/Write
+  io_threads_ = StartStoreIoThreads(options_, env_);  // null: File::Read/Write
   STRATA_ASSIGN_OR_RETURN(std::optional<Manifest> manifest, ReadManifest(env_, options_.dir));
   if (manifest) return OpenExisting(*manifest, tables);
-  STRATA_RETURN_IF_ERROR(RefuseOrphanedData());
+  STRATA_RETURN_IF_ERROR(RefuseOrphanedData(
+      env_, options_.dir, [](std::string_view n) { return ssd::IsDataFileName(n); }));
   specs_ = tables;
   for (const TableSpec& spec : tables) {
     auto t = std::make_unique<Table>();
@@ -134,28 +130,6 @@ Store::~Store() {
     merge_queue_cv_.SignalAll();
   }
   if (merge_thread_.joinable()) merge_thread_.join();
-}
-
-// A directory without MANIFEST is new only if it holds no rows: a new store
-// writes its first MANIFEST before any page, so non-empty data files without
-// one mean the MANIFEST was lost. Creating a store there would truncate them.
-Status Store::RefuseOrphanedData() {
-  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
-  std::string found;
-  for (const std::string& name : names) {
-    if (!ssd::IsDataFileName(name)) continue;
-    const std::string path = options_.dir + "/" + name;
-    io::FileOptions read_only;
-    read_only.read_only = true;
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env_->OpenFile(path, read_only));
-    STRATA_ASSIGN_OR_RETURN(uint64_t size, file->Size());
-    if (size > 0) found += (found.empty() ? "" : ", ") + path;
-  }
-  if (found.empty()) return Status::Ok();
-  return Status::Corruption(options_.dir + "/" + ssd::kManifestName +
-                            " is missing but data files " + "hold pages (" + found +
-                            "): refusing to create a new store over " +
-                            "them; restore the MANIFEST or move the files away");
 }
 
 Status Store::OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables) {

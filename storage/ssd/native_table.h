@@ -25,6 +25,7 @@
 #include "io/env.h"
 #include "storage/ssd/log_index.h"
 #include "storage/ssd/manifest.h"
+#include "storage/ssd/native_common.h"
 #include "storage/ssd/page_directory.h"
 #include "storage/ssd/page_file.h"
 #include "storage/ssd/row_store.h"
@@ -228,14 +229,14 @@ class Store final : public RowStore {
   };
 
   // The table with id `table`, or the store's sticky error (Failed()).
-  Result<Table*> Find(TableId table) const EXCLUDES(failed_mu_);
+  Result<Table*> Find(TableId table) const;
   // OK, or the sticky error set by Fail(): after a failed fsync of a data
   // file the kernel may have dropped the written pages, so neither reads of
   // pages written since the last checkpoint nor a new checkpoint can be
   // trusted; every later call returns this error and reopening the directory
   // gives the last checkpoint, exactly.
   Status Failed() const;
-  void Fail(const Status& cause) EXCLUDES(failed_mu_);
+  void Fail(const Status& cause);
   Status ApplyWrites(Table& t, std::span<const Key> keys, const std::byte* rows);
   // Writes rows (nullptr: deletes) into the leaves, copy-on-write; `user`:
   // counted as bytes handed to MultiPut (false for a merge of the log).
@@ -321,7 +322,6 @@ class Store final : public RowStore {
   // After a switch left in doubt: every page the attempted MANIFEST
   // references is kept as if a checkpoint referenced it.
   void AfterSwitchInDoubt(Table& t) REQUIRES(t.mu);
-  Status RefuseOrphanedData();
   Status OpenExisting(const Manifest& manifest, const std::vector<TableSpec>& tables);
   // Counts a cleanup error, logging the first.
   bool NoteCleanup(const Status& s);
@@ -348,9 +348,7 @@ class Store final : public RowStore {
   bool stopping_ GUARDED_BY(merge_queue_mu_) = false;
   std::thread merge_thread_;
 
-  std::atomic<bool> failed_{false};
-  mutable base::Mutex failed_mu_;
-  Status failed_status_ GUARDED_BY(failed_mu_);
+  FsyncFailure failure_;
 };
 
 }  // namespace strata::storage::native

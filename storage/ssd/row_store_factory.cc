@@ -1,8 +1,11 @@
 #include "storage/ssd/row_store_factory.h"
 
+#include <bit>
 #include <set>
 
 #include "storage/ssd/limits.h"
+#include "storage/ssd/log_row_store.h"
+#include "storage/ssd/manifest.h"
 #include "storage/ssd/native_row_store.h"
 #include "storage/ssd/rocksdb_row_store.h"
 
@@ -67,8 +70,29 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
   STRATA_RETURN_IF_ERROR(ValidateTableSpecs(tables));
   if (options.dir.empty()) return Status::InvalidArgument("row store: options.dir is empty");
   switch (options.backend) {
-    case SsdBackend::kNative:
+    case SsdBackend::kNative: {
+      if (options.ssd_format_version != 1 && options.ssd_format_version != 2) {
+        return Status::InvalidArgument("row store " + options.dir + ": ssd_format_version " +
+                                       std::to_string(options.ssd_format_version) +
+                                       " is not 1 or 2");
+      }
+      if (!std::has_single_bit(options.ssd_segment_bytes) ||
+          options.ssd_segment_bytes < kSegmentBytesMin ||
+          options.ssd_segment_bytes > kSegmentBytesMax) {
+        return Status::InvalidArgument(
+            "row store " + options.dir + ": ssd_segment_bytes " +
+            std::to_string(options.ssd_segment_bytes) + " is not a power of two in [" +
+            std::to_string(kSegmentBytesMin) + ", " + std::to_string(kSegmentBytesMax) + "]");
+      }
+      // An existing directory opens in the format it was written in.
+      io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
+      STRATA_ASSIGN_OR_RETURN(std::optional<uint32_t> version,
+                              ReadManifestVersion(env, options.dir));
+      if (version.value_or(options.ssd_format_version) == 2) {
+        return OpenLogRowStore(options, tables);
+      }
       return OpenNativeRowStore(options, tables);
+    }
     case SsdBackend::kRocksDb:
       return OpenRocksDbRowStore(options, tables);
   }

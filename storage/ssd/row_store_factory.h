@@ -42,6 +42,16 @@ struct RowStoreOptions {
   io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
 
   // Native backend.
+  // On-disk format of a new directory (docs/ssd-format.md): 1, leaf pages
+  // with the write log below (the default); 2, an append-only log of
+  // segments with a compact per-key index and a cleaner (write
+  // amplification about 2 for random puts). An existing directory opens in
+  // the format it was written in, whatever this says.
+  uint32_t ssd_format_version = 1;
+  // Format 2: bytes of a log segment, a power of two in [64 KiB, 64 MiB]
+  // (raised for a table until a segment holds 8 records). The unit of
+  // cleaning: larger segments make each cleaning step longer.
+  uint64_t ssd_segment_bytes = 8ull << 20;
   // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
   // per entry of io_cores, else one (one core per SSD). More threads overlap
   // more system-call work and take more cores from the trainer.
@@ -52,7 +62,8 @@ struct RowStoreOptions {
   bool direct_io = true;
   // Garbage collection runs at Checkpoint() for a table whose file bytes
   // exceed this multiple of its live row bytes: lower keeps the files
-  // smaller, at the cost of rewriting tables more often.
+  // smaller, at the cost of rewriting tables more often. Format 2: the
+  // cleaner's target, kept by cleaning steps inside MultiPut/Delete.
   double gc_space_amp_trigger = 1.5;
   // Write log: puts append to a per-table log in large sequential writes.
   // Each table has two logs and one DRAM index over both, of this fraction

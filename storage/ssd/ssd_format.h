@@ -152,11 +152,10 @@ inline std::string DataFileName(TableId table, uint64_t file_number) {
   return "t" + std::to_string(table) + "-" + std::to_string(file_number) + ".pages";
 }
 
-// True for names of the DataFileName form ("t<digits>-<digits>.pages").
-inline bool IsDataFileName(std::string_view name) {
-  constexpr std::string_view kSuffix = ".pages";
-  if (name.size() <= 1 + kSuffix.size() || name[0] != 't' || !name.ends_with(kSuffix)) return false;
-  const std::string_view middle = name.substr(1, name.size() - 1 - kSuffix.size());
+// True for names "t<digits>-<digits><suffix>".
+inline bool IsNumberedFileName(std::string_view name, std::string_view suffix) {
+  if (name.size() <= 1 + suffix.size() || name[0] != 't' || !name.ends_with(suffix)) return false;
+  const std::string_view middle = name.substr(1, name.size() - 1 - suffix.size());
   const size_t dash = middle.find('-');
   if (dash == 0 || dash == std::string_view::npos || dash + 1 == middle.size()) return false;
   for (size_t i = 0; i < middle.size(); ++i) {
@@ -164,5 +163,93 @@ inline bool IsDataFileName(std::string_view name) {
   }
   return true;
 }
+
+// True for names of the DataFileName form ("t<digits>-<digits>.pages").
+inline bool IsDataFileName(std::string_view name) { return IsNumberedFileName(name, ".pages"); }
+
+// ---------------------------------------------------------------------------
+// Format version 2 (docs/ssd-format.md, "Native format, version 2"): every
+// row lives in an append-only log of segments, one log file per table,
+// "t<table_id>-<file_number>.log", an array of segment slots of
+// segment_bytes. A segment is a 4 KiB header block, then records of
+// record_bytes back to back (record i at kSegmentHeaderBytes + i x
+// record_bytes; records may straddle 4 KiB blocks). The MANIFEST (version 2)
+// names each table's segments and how many records of each belong to the
+// checkpoint (its extent).
+inline constexpr uint16_t kFormatVersion2 = 2;
+inline constexpr uint32_t kSegmentMagic = 0x53525453;  // "STRS"
+inline constexpr uint32_t kSegmentHeaderBytes = kAlignBytes;
+inline constexpr uint32_t kSegmentUser = 1;     // appended by MultiPut/Delete
+inline constexpr uint32_t kSegmentCleaner = 2;  // live records copied by the cleaner
+
+struct SegmentHeader {
+  uint64_t checksum;  // XXH3-64 of bytes [8, kSegmentHeaderBytes)
+  uint32_t magic;     // kSegmentMagic
+  uint16_t version;   // kFormatVersion2
+  uint16_t kind;      // kSegmentUser or kSegmentCleaner
+  uint32_t table_id;
+  uint32_t row_bytes;
+  uint32_t record_bytes;
+  uint32_t reserved;  // zero
+  uint64_t segment_seq;
+};
+
+// A record: 24-byte header, then the row (zero in a tombstone), its size
+// rounded up to 8.
+inline constexpr uint32_t kRecordHeaderBytes = 24;
+inline constexpr uint8_t kRecordRow = 1;
+inline constexpr uint8_t kRecordTombstone = 2;
+inline constexpr uint64_t kRecordSeqMax = (uint64_t{1} << 48) - 1;
+struct RecordHeader {
+  uint64_t checksum;  // XXH3-64 of bytes [8, 24 + row_bytes), seeded by RecordSeed
+  uint64_t key;
+  uint64_t seq_kind;  // seq (48 bits: the table's write sequence) | kind << 48
+};
+static_assert(sizeof(RecordHeader) == kRecordHeaderBytes);
+
+constexpr uint32_t RecordBytes(uint32_t row_bytes) {
+  return (kRecordHeaderBytes + row_bytes + 7) / 8 * 8;
+}
+
+// Seed of the checksum of record `index` of segment `segment_seq` of a
+// table: ties a record to its table and place, so a stale record of an
+// earlier use of the slot or a misdirected write fails like a torn one.
+constexpr uint64_t RecordSeed(TableId table, uint64_t segment_seq, uint64_t index) {
+  return MixSplit64(MixSplit64((uint64_t{table} << 32) ^ 0x5354524153325632ull ^ segment_seq) ^
+                    index);
+}
+
+// MANIFEST version 2: the version-1 header with version 2, then the meta,
+// then per table a TableRecordV2, its name and segment_count
+// SegmentRecords, then the checksum.
+struct TableRecordV2 {
+  uint32_t table_id;
+  uint32_t row_bytes;
+  uint32_t segment_bytes;
+  uint32_t name_bytes;
+  uint64_t file_number;       // log file "t<table_id>-<file_number>.log"
+  uint64_t row_count;         // live rows (tombstones excluded)
+  uint64_t next_seq;          // above every record seq of the table
+  uint64_t next_segment_seq;  // above every segment_seq of the table
+  uint64_t segment_count;
+};
+struct SegmentRecord {
+  uint32_t slot;
+  uint32_t record_count;  // the extent: records [0, record_count) are in the checkpoint
+  uint64_t segment_seq;
+};
+static_assert(sizeof(SegmentRecord) == 16);
+
+inline std::string LogDataFileName(TableId table, uint64_t file_number) {
+  std::string name = "t";
+  name += std::to_string(table);
+  name += '-';
+  name += std::to_string(file_number);
+  name += ".log";
+  return name;
+}
+
+// True for names of the LogDataFileName form ("t<digits>-<digits>.log").
+inline bool IsLogDataFileName(std::string_view name) { return IsNumberedFileName(name, ".log"); }
 
 }  // namespace strata::storage::ssd

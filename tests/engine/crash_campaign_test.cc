@@ -15,6 +15,9 @@
 // whose directory was not fsynced) is dropped: io::FaultEnv for the native
 // backend, storage::testing::RocksPowerLossFs for RocksDB.
 //
+// The *NativeV2 tests run both variants on the native tier's format 2
+// (StoreOptions::ssd_format_version).
+//
 // STRATA_CRASH_TRIALS sets the trials per test (default 20; `make crash` runs
 // 200); STRATA_CRASH_SEED replays a campaign (the seed is printed).
 #include <fcntl.h>
@@ -56,8 +59,18 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// The native tier's format the campaign runs (1, or 2 for the *V2 tests;
+// the child gets it through its spec).
+uint32_t ssd_format = 1;
+// Sets ssd_format for a test's campaign, back to 1 at its end.
+struct FormatScope {
+  explicit FormatScope(uint32_t format) { ssd_format = format; }
+  ~FormatScope() { ssd_format = 1; }
+};
+
 std::string BackendName(SsdBackend backend) {
-  return backend == SsdBackend::kNative ? "native" : "rocksdb";
+  if (backend == SsdBackend::kRocksDb) return "rocksdb";
+  return ssd_format == 1 ? "native" : "native, format 2";
 }
 
 using strata::testing::ScratchDir;
@@ -84,7 +97,7 @@ enum class KillAt { kIoCall, kTime };
   }
   Progress progress(progress_path);
   env.set_kill_note_fd(progress.fd());
-  auto store = engine::StoreImpl::Open(Options(dir, backend), Tables(), envs);
+  auto store = engine::StoreImpl::Open(Options(dir, backend, ssd_format), Tables(), envs);
   if (!store.ok()) {
     std::fprintf(stderr, "child: open: %s\n", store.status().ToString().c_str());
     _exit(4);
@@ -105,7 +118,7 @@ TEST(CrashCampaignTest, ChildBody) {
   std::string dir, progress;
   int backend = 0, kill_at = 0;
   uint64_t seed = 0, param = 0;
-  if (!(in >> dir >> backend >> seed >> kill_at >> param >> progress)) _exit(9);
+  if (!(in >> dir >> backend >> seed >> kill_at >> param >> progress >> ssd_format)) _exit(9);
   ChildMain(dir, static_cast<SsdBackend>(backend), seed, static_cast<KillAt>(kill_at), param,
             progress);
 }
@@ -129,8 +142,8 @@ Calibration Calibrate(SsdBackend backend) {
   }
   const auto start = std::chrono::steady_clock::now();
   {
-    auto store =
-        engine::StoreImpl::Open(Options(scratch.path() + "/store", backend), Tables(), envs);
+    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend, ssd_format),
+                                         Tables(), envs);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     if (!store.ok()) return {};
     Progress none("");
@@ -202,7 +215,7 @@ void ExpectTrialReopens(const std::string& dir, SsdBackend backend, uint64_t see
   }
   std::vector<int64_t> allowed = {outcome.last_done};
   if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
-  auto store = Store::Open(Options(dir, backend), Tables());
+  auto store = Store::Open(Options(dir, backend, ssd_format), Tables());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ExpectCheckpoint(**store, Plan(seed), allowed);
   if (::testing::Test::HasFatalFailure()) return;
@@ -234,7 +247,8 @@ void KillCampaign(SsdBackend backend) {
     if (pid == 0) {
       const std::string spec =
           dir + " " + std::to_string(static_cast<int>(backend)) + " " + std::to_string(seed) + " " +
-          std::to_string(static_cast<int>(kill_at)) + " " + std::to_string(param) + " " + progress;
+          std::to_string(static_cast<int>(kill_at)) + " " + std::to_string(param) + " " + progress +
+          " " + std::to_string(ssd_format);
       setenv(kChildEnv, spec.c_str(), 1);
       const int null_fd = ::open("/dev/null", O_WRONLY);  // gtest's chatter; errors stay on stderr
       if (null_fd >= 0) ::dup2(null_fd, STDOUT_FILENO);
@@ -257,6 +271,10 @@ void KillCampaign(SsdBackend backend) {
 
 TEST(CrashCampaignTest, KillNative) { KillCampaign(SsdBackend::kNative); }
 TEST(CrashCampaignTest, KillRocksDb) { KillCampaign(SsdBackend::kRocksDb); }
+TEST(CrashCampaignTest, KillNativeV2) {
+  FormatScope v2(2);
+  KillCampaign(SsdBackend::kNative);
+}
 
 // A power cut for either backend: from a chosen SSD call on every call
 // fails, then what no fsync made durable is dropped.
@@ -309,8 +327,8 @@ void PowerLossCampaign(SsdBackend backend) {
     ScratchDir scratch;
     PowerCut counter(backend);
     counter.Count();
-    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend), Tables(),
-                                         counter.Envs());
+    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend, ssd_format),
+                                         Tables(), counter.Envs());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     Progress none("");
     ASSERT_TRUE(RunWorkload(**store, Plan(1), &none).ok());
@@ -332,7 +350,8 @@ void PowerLossCampaign(SsdBackend backend) {
     power.CutAt(cut);
     {
       Progress progress(progress_path);
-      auto store = engine::StoreImpl::Open(Options(dir, backend), Tables(), power.Envs());
+      auto store =
+          engine::StoreImpl::Open(Options(dir, backend, ssd_format), Tables(), power.Envs());
       if (store.ok()) (void)RunWorkload(**store, Plan(seed), &progress);
     }  // the store is dropped; its Close fails like every call after the cut
     power.LosePower();
@@ -344,6 +363,10 @@ void PowerLossCampaign(SsdBackend backend) {
 
 TEST(CrashCampaignTest, PowerLossNative) { PowerLossCampaign(SsdBackend::kNative); }
 TEST(CrashCampaignTest, PowerLossRocksDb) { PowerLossCampaign(SsdBackend::kRocksDb); }
+TEST(CrashCampaignTest, PowerLossNativeV2) {
+  FormatScope v2(2);
+  PowerLossCampaign(SsdBackend::kNative);
+}
 
 }  // namespace
 }  // namespace strata::crash

@@ -84,6 +84,31 @@ TEST(StoreOptionsTest, BadWriteLogFractionIsRejectedNamingTheField) {
   }
 }
 
+TEST(StoreOptionsTest, BadSsdFormatVersionOrSegmentBytesIsRejectedNamingTheField) {
+  const std::filesystem::path dir = ScratchDir("format");
+  for (uint32_t bad : {0u, 3u}) {
+    StoreOptions o = HostOptions(dir, 1024, 1024, 0.25);
+    o.ssd_format_version = bad;
+    auto r = Store::Open(o, std::vector<TableOptions>(1));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("ssd_format_version"), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(std::filesystem::exists(dir)) << bad;
+  }
+  for (uint64_t bad :
+       {uint64_t{0}, uint64_t{32} << 10, (uint64_t{64} << 10) + 1, uint64_t{128} << 20}) {
+    StoreOptions o = HostOptions(dir, 1024, 1024, 0.25);
+    o.ssd_format_version = 2;
+    o.ssd_segment_bytes = bad;
+    auto r = Store::Open(o, std::vector<TableOptions>(1));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("ssd_segment_bytes"), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(std::filesystem::exists(dir)) << bad;
+  }
+}
+
 // The same pushes through a store whose T1 holds a tenth of the rows, so most
 // rows are written to the SSD tier: with the write log (the default) the tier
 // appends them; with fraction 0 every row put rewrites its 4 KiB leaf. Both
@@ -125,6 +150,66 @@ TEST(StoreOptionsTest, WriteLogFractionReachesTheSsdTier) {
   EXPECT_GE(log.ssd_bytes_written, log.ssd_user_bytes_written);
   EXPECT_LT(2 * log.ssd_bytes_written, leaves.ssd_bytes_written)
       << "log " << log.ssd_bytes_written << " leaves " << leaves.ssd_bytes_written;
+}
+
+// StoreOptions::ssd_format_version reaches the tier: the same training
+// pushes through a tier of format 1 and of format 2 (its log file in the
+// tier directory, no leaf pages), checkpointed, closed and reopened, give
+// the same rows.
+TEST(StoreOptionsTest, SsdFormatVersion2ReachesTheTierAndGivesTheSameRows) {
+  TableOptions t;
+  t.name = "emb";
+  t.dim = 16;
+  t.optimizer.kind = Optimizer::kSgd;
+  constexpr uint64_t kRounds = 20, kBatch = 256;
+  auto run = [&](uint32_t format) {
+    const std::filesystem::path dir = ScratchDir("format" + std::to_string(format));
+    StoreOptions o = HostOptions(dir, 256, 512, 0.25);
+    o.ssd_format_version = format;
+    std::vector<Key> keys(kBatch);
+    std::vector<float> rows(keys.size() * t.dim), grads(keys.size() * t.dim, 0.5f);
+    {
+      auto store = Store::Open(o, {t});
+      EXPECT_TRUE(store.ok()) << store.status().ToString();
+      if (!store.ok()) return std::vector<float>{};
+      auto w = (*store)->RegisterWorker(-1);
+      EXPECT_TRUE(w.ok());
+      for (uint64_t round = 0; round < kRounds; ++round) {
+        for (size_t i = 0; i < keys.size(); ++i) keys[i] = (round * keys.size() + i) % 3000;
+        EXPECT_TRUE((*store)->Pull(*w, 0, keys, rows.data()).ok());
+        EXPECT_TRUE((*store)->Push(*w, 0, keys, grads.data()).ok());
+        EXPECT_TRUE((*store)->AdvanceClock(*w).ok());
+      }
+      EXPECT_TRUE((*store)->Checkpoint().ok());
+      EXPECT_TRUE((*store)->Close().ok());
+    }
+    bool log_file = false, page_file = false;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      log_file = log_file || (name.ends_with(".log") && name.find('-') != std::string::npos);
+      page_file = page_file || name.ends_with(".pages");
+    }
+    EXPECT_EQ(log_file, format == 2);
+    EXPECT_EQ(page_file, format == 1);
+    std::vector<float> all;
+    auto store = Store::Open(o, {t});
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    if (!store.ok()) return all;
+    auto w = (*store)->RegisterWorker(-1);
+    EXPECT_TRUE(w.ok());
+    for (Key start = 0; start < 3000; start += kBatch) {
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = (start + i) % 3000;
+      EXPECT_TRUE((*store)->Pull(*w, 0, keys, rows.data()).ok());
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+    EXPECT_TRUE((*store)->Close().ok());
+    std::filesystem::remove_all(dir);
+    return all;
+  };
+  const std::vector<float> v1 = run(1);
+  const std::vector<float> v2 = run(2);
+  ASSERT_FALSE(v1.empty());
+  EXPECT_EQ(v1, v2);
 }
 
 }  // namespace

@@ -31,7 +31,8 @@ class NativeDurabilityTest : public testing::NativeRowStoreFixture {
   std::vector<std::string> DataFiles() {
     std::vector<std::string> files;
     for (const auto& entry : std::filesystem::directory_iterator(Options().dir)) {
-      if (ssd::IsDataFileName(entry.path().filename().string())) {
+      const std::string name = entry.path().filename().string();
+      if (ssd::IsDataFileName(name) || ssd::IsLogDataFileName(name)) {
         files.push_back(entry.path().string());
       }
     }
@@ -66,11 +67,25 @@ class NativeDurabilityTest : public testing::NativeRowStoreFixture {
   }
 };
 
+// The tests below hold for both native formats (a failed switch, a failed
+// data fsync, a lost MANIFEST and an interrupted creation mean the same in
+// both); their data files differ.
+class NativeDurabilityFormatTest : public NativeDurabilityTest,
+                                   public ::testing::WithParamInterface<uint32_t> {
+ protected:
+  NativeDurabilityFormatTest() { format_ = GetParam(); }
+  const char* DataSuffix() const { return format_ == 1 ? ".pages" : ".log"; }
+};
+INSTANTIATE_TEST_SUITE_P(, NativeDurabilityFormatTest, ::testing::Values(1u, 2u),
+                         [](const ::testing::TestParamInfo<uint32_t>& info) {
+                           return "V" + std::to_string(info.param);
+                         });
+
 // The reproduction: keys 1-3 at version 1, checkpoint; version 2,
 // checkpoint whose directory fsync fails; four more rounds of overwrites; the
 // process dies. The renamed MANIFEST is visible, so reopening must give
 // version 2 exactly: its pages must not have been reused by the overwrites.
-TEST_F(NativeDurabilityTest, FailedDirectorySyncAfterRenameKeepsItsPages) {
+TEST_P(NativeDurabilityFormatTest, FailedDirectorySyncAfterRenameKeepsItsPages) {
   const std::vector<Key> keys = {1, 2, 3};
   Model v2;
   {
@@ -87,7 +102,7 @@ TEST_F(NativeDurabilityTest, FailedDirectorySyncAfterRenameKeepsItsPages) {
 // The same, but the process dies at once and the store is reopened, written
 // and then loses power: the reopen must make the MANIFEST it read durable
 // before it frees the old MANIFEST's pages for the new writes.
-TEST_F(NativeDurabilityTest, ReopenAfterSwitchInDoubtMakesItDurableBeforeReusingPages) {
+TEST_P(NativeDurabilityFormatTest, ReopenAfterSwitchInDoubtMakesItDurableBeforeReusingPages) {
   const std::vector<Key> keys = {1, 2, 3};
   Model v2;
   {
@@ -109,7 +124,7 @@ TEST_F(NativeDurabilityTest, ReopenAfterSwitchInDoubtMakesItDurableBeforeReusing
 
 // The same, then a power loss: the rename was never made durable, so the old
 // MANIFEST comes back, and its pages must be whole too.
-TEST_F(NativeDurabilityTest, FailedDirectorySyncThenPowerLossGivesOldCheckpoint) {
+TEST_P(NativeDurabilityFormatTest, FailedDirectorySyncThenPowerLossGivesOldCheckpoint) {
   const std::vector<Key> keys = {1, 2, 3};
   Model v1;
   {
@@ -127,7 +142,7 @@ TEST_F(NativeDurabilityTest, FailedDirectorySyncThenPowerLossGivesOldCheckpoint)
 // After a switch in doubt, the next successful checkpoint is the store's
 // state, and the kept pages become reusable again (the file does not grow
 // without bound).
-TEST_F(NativeDurabilityTest, CheckpointAfterSwitchInDoubtSucceedsAndFreesPages) {
+TEST_P(NativeDurabilityFormatTest, CheckpointAfterSwitchInDoubtSucceedsAndFreesPages) {
   std::vector<Key> keys;
   for (Key k = 0; k < 200; ++k) keys.push_back(k * 7919);
   Model model;
@@ -144,7 +159,9 @@ TEST_F(NativeDurabilityTest, CheckpointAfterSwitchInDoubtSucceedsAndFreesPages) 
     ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, version, &model).ok());
     ASSERT_TRUE(store->Checkpoint(Bytes(std::to_string(version))).ok());
   }
-  EXPECT_LE(store->Stats().file_bytes, 3 * file_bytes);
+  // Format 2 seals its head segment at each checkpoint: a few more segments
+  // live until the cleaner (paced by space amplification) reclaims them.
+  EXPECT_LE(store->Stats().file_bytes, (format_ == 1 ? 3 : 8) * file_bytes);
   store.reset();
   ExpectReopensAt("6", model);
 }
@@ -153,7 +170,7 @@ TEST_F(NativeDurabilityTest, CheckpointAfterSwitchInDoubtSucceedsAndFreesPages) 
 // last checkpoint (the kernel reports it once and drops them): the store
 // refuses every later call rather than checkpoint or return those pages, and
 // reopening gives the last checkpoint.
-TEST_F(NativeDurabilityTest, FailedDataSyncStopsTheStore) {
+TEST_P(NativeDurabilityFormatTest, FailedDataSyncStopsTheStore) {
   const std::vector<Key> keys = {10, 20, 30, 40};
   Model v1;
   {
@@ -163,7 +180,7 @@ TEST_F(NativeDurabilityTest, FailedDataSyncStopsTheStore) {
     ASSERT_TRUE(store->Checkpoint(Bytes("v1")).ok());
     ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, keys, 2, nullptr).ok());
     AddRule({.op = io::FaultOp::kSync,
-             .path_substring = ".pages",
+             .path_substring = DataSuffix(),
              .times_max = 1,
              .sync_error_drops_writes = true});
     Status s = store->Checkpoint(Bytes("v2"));
@@ -182,7 +199,7 @@ TEST_F(NativeDurabilityTest, FailedDataSyncStopsTheStore) {
   ExpectReopensAt("v1", v1);
 }
 
-TEST_F(NativeDurabilityTest, MissingManifestWithDataIsRefusedAndNothingChanges) {
+TEST_P(NativeDurabilityFormatTest, MissingManifestWithDataIsRefusedAndNothingChanges) {
   {
     auto store = Open();
     ASSERT_NE(store, nullptr);
@@ -205,7 +222,7 @@ TEST_F(NativeDurabilityTest, MissingManifestWithDataIsRefusedAndNothingChanges) 
 
 // A crash while a new store writes its first MANIFEST leaves empty data
 // files and no MANIFEST: nothing was ever stored, so it opens as new.
-TEST_F(NativeDurabilityTest, CrashDuringCreationOpensAsNewStore) {
+TEST_P(NativeDurabilityFormatTest, CrashDuringCreationOpensAsNewStore) {
   AddRule({.op = io::FaultOp::kRename, .times_max = 1});
   ASSERT_FALSE(OpenRowStore(Options(), {{kTable, "emb", kRowBytes}}).ok());
   fault_env_.ClearRules();

@@ -22,9 +22,17 @@ using testing::PutRows;
 
 struct Native {
   static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 1;
+};
+// Format version 2 with the smallest segments, so tests span many segments
+// and the cleaner runs.
+struct NativeV2 {
+  static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 2;
 };
 struct RocksDb {
   static constexpr SsdBackend kBackend = SsdBackend::kRocksDb;
+  static constexpr uint32_t kFormat = 1;
 };
 
 constexpr uint32_t kRowBytes = 64;
@@ -36,6 +44,8 @@ class RowStoreConformanceTest : public ::testing::Test {
   RowStoreOptions Options() const {
     RowStoreOptions o;
     o.backend = B::kBackend;
+    o.ssd_format_version = B::kFormat;
+    o.ssd_segment_bytes = 64 << 10;
     o.dir = dir_.path() + "/store";
     o.rocksdb_block_cache_bytes = 8 << 20;
     o.rocksdb_write_buffer_bytes = 4 << 20;
@@ -50,12 +60,13 @@ class RowStoreConformanceTest : public ::testing::Test {
   strata::testing::ScratchDir dir_;
 };
 
-using Backends = ::testing::Types<Native, RocksDb>;
+using Backends = ::testing::Types<Native, NativeV2, RocksDb>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return T::kBackend == SsdBackend::kNative ? "Native" : "RocksDb";
+    if (T::kBackend == SsdBackend::kRocksDb) return "RocksDb";
+    return T::kFormat == 1 ? "Native" : "NativeV2";
   }
 };
 TYPED_TEST_SUITE(RowStoreConformanceTest, Backends, BackendNames);

@@ -108,6 +108,8 @@ class NativeRowStoreFixture : public ::testing::Test {
   RowStoreOptions Options() {
     RowStoreOptions o;
     o.backend = SsdBackend::kNative;
+    o.ssd_format_version = format_;
+    o.ssd_segment_bytes = 64 << 10;  // format 2: many segments, the cleaner runs
     o.dir = dir_.File("store");
     o.env = &fault_env_;
     return o;
@@ -138,6 +140,7 @@ class NativeRowStoreFixture : public ::testing::Test {
 
   const TableId table_;
   const uint32_t row_bytes_;
+  uint32_t format_ = 1;  // the native format of a new store
   strata::testing::ScratchDir dir_;
   io::FaultEnv fault_env_;
 };

@@ -1,0 +1,216 @@
+#include "storage/ssd/compact_index.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "base/assert.h"
+
+namespace strata::storage {
+
+static_assert(std::endian::native == std::endian::little, "entries are little endian");
+static_assert(CompactIndex::kFieldBits + CompactIndex::kAddressBits == 8 * 7);
+
+namespace {
+constexpr uint64_t kFieldMask = (uint64_t{1} << CompactIndex::kFieldBits) - 1;
+}  // namespace
+
+uint64_t CompactIndex::Load(const Partition& p, uint32_t i) {
+  uint64_t v = 0;
+  std::memcpy(&v, p.data.get() + uint64_t{i} * kEntryBytes, kEntryBytes);
+  return v;
+}
+
+void CompactIndex::Store(Partition& p, uint32_t i, uint64_t v) {
+  std::memcpy(p.data.get() + uint64_t{i} * kEntryBytes, &v, kEntryBytes);
+}
+
+uint64_t CompactIndex::FieldOf(uint64_t mixed, uint32_t depth, uint32_t known) {
+  return ((mixed << depth) >> (64 - known)) << (kFieldBits - known);
+}
+
+uint32_t CompactIndex::LowerBound(const Partition& p, uint64_t v) {
+  uint32_t lo = 0;
+  uint32_t hi = p.size;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (Load(p, mid) < v) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+void CompactIndex::Grow(Partition& p, uint32_t need) {
+  if (need <= p.capacity) return;
+  const uint32_t cap = std::max(need, p.capacity + std::max<uint32_t>(4, p.capacity / 8));
+  auto data = std::make_unique<uint8_t[]>(uint64_t{cap} * kEntryBytes);
+  if (p.size > 0) std::memcpy(data.get(), p.data.get(), uint64_t{p.size} * kEntryBytes);
+  p.data = std::move(data);
+  p.capacity = cap;
+}
+
+void CompactIndex::Clear() {
+  depth_ = kDepthMin;
+  size_ = 0;
+  parts_.clear();
+  parts_.shrink_to_fit();
+  parts_.resize(size_t{1} << depth_);
+  dir_.resize(size_t{1} << depth_);
+  dir_.shrink_to_fit();
+  for (uint32_t i = 0; i < dir_.size(); ++i) {
+    dir_[i] = i;
+    parts_[i].depth = static_cast<uint8_t>(depth_);
+    parts_[i].known = kFieldBits;
+  }
+}
+
+void CompactIndex::Build(std::vector<BuildEntry> entries) {
+  uint32_t depth = kDepthMin;
+  while (depth < kDepthMax && (entries.size() >> depth) > kPartitionEntriesBuilt) ++depth;
+  std::sort(entries.begin(), entries.end(),
+            [](const BuildEntry& a, const BuildEntry& b) { return a.mixed < b.mixed; });
+  depth_ = depth;
+  size_ = entries.size();
+  parts_.clear();
+  parts_.shrink_to_fit();
+  parts_.resize(size_t{1} << depth_);
+  dir_.assign(size_t{1} << depth_, 0);
+  dir_.shrink_to_fit();
+  std::vector<uint64_t> values;
+  size_t pos = 0;
+  for (uint32_t i = 0; i < dir_.size(); ++i) {
+    dir_[i] = i;
+    Partition& p = parts_[i];
+    p.depth = static_cast<uint8_t>(depth_);
+    p.known = kFieldBits;
+    values.clear();
+    while (pos < entries.size() && (entries[pos].mixed >> (64 - depth_)) == i) {
+      STRATA_ASSERT(entries[pos].address <= kAddressMax, "address above kAddressMax");
+      values.push_back(FieldOf(entries[pos].mixed, depth_, kFieldBits) << kAddressBits |
+                       entries[pos].address);
+      ++pos;
+    }
+    std::sort(values.begin(), values.end());  // equal fields: by address
+    Grow(p, static_cast<uint32_t>(values.size()));
+    for (uint32_t j = 0; j < values.size(); ++j) Store(p, j, values[j]);
+    p.size = static_cast<uint32_t>(values.size());
+  }
+}
+
+size_t CompactIndex::Candidates(uint64_t mixed, std::span<uint64_t> out) const {
+  const Partition& p = parts_[PartOf(mixed)];
+  const uint64_t field = FieldOf(mixed, p.depth, p.known);
+  size_t n = 0;
+  for (uint32_t i = LowerBound(p, field << kAddressBits); i < p.size; ++i) {
+    const uint64_t v = Load(p, i);
+    if ((v >> kAddressBits) != field) break;
+    if (n < out.size()) out[n] = v & kAddressMax;
+    ++n;
+  }
+  return n;
+}
+
+bool CompactIndex::Contains(uint64_t mixed, uint64_t address) const {
+  const Partition& p = parts_[PartOf(mixed)];
+  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const uint32_t i = LowerBound(p, v);
+  return i < p.size && Load(p, i) == v;
+}
+
+void CompactIndex::Insert(uint64_t mixed, uint64_t address) {
+  STRATA_ASSERT(address <= kAddressMax, "address above kAddressMax");
+  const uint32_t index = PartOf(mixed);
+  Partition& p = parts_[index];
+  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const uint32_t i = LowerBound(p, v);
+  Grow(p, p.size + 1);
+  uint8_t* at = p.data.get() + uint64_t{i} * kEntryBytes;
+  std::memmove(at + kEntryBytes, at, uint64_t{p.size - i} * kEntryBytes);
+  Store(p, i, v);
+  ++p.size;
+  ++size_;
+  if (p.size > kPartitionEntriesMax && p.known > kKnownBitsMin && p.depth < kDepthMax) {
+    Split(index);
+  }
+}
+
+bool CompactIndex::Replace(uint64_t mixed, uint64_t old_address, uint64_t new_address) {
+  STRATA_ASSERT(new_address <= kAddressMax, "address above kAddressMax");
+  Partition& p = parts_[PartOf(mixed)];
+  const uint64_t field = FieldOf(mixed, p.depth, p.known) << kAddressBits;
+  const uint64_t old_v = field | old_address;
+  const uint64_t new_v = field | new_address;
+  const uint32_t i = LowerBound(p, old_v);
+  if (i == p.size || Load(p, i) != old_v) return false;
+  if ((i == 0 || Load(p, i - 1) < new_v) && (i + 1 == p.size || Load(p, i + 1) > new_v)) {
+    Store(p, i, new_v);  // the common case: one entry of this field
+    return true;
+  }
+  uint8_t* base = p.data.get();
+  std::memmove(base + uint64_t{i} * kEntryBytes, base + uint64_t{i + 1} * kEntryBytes,
+               uint64_t{p.size - i - 1} * kEntryBytes);
+  --p.size;
+  const uint32_t j = LowerBound(p, new_v);
+  std::memmove(base + uint64_t{j + 1} * kEntryBytes, base + uint64_t{j} * kEntryBytes,
+               uint64_t{p.size - j} * kEntryBytes);
+  Store(p, j, new_v);
+  ++p.size;
+  return true;
+}
+
+bool CompactIndex::Erase(uint64_t mixed, uint64_t address) {
+  Partition& p = parts_[PartOf(mixed)];
+  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const uint32_t i = LowerBound(p, v);
+  if (i == p.size || Load(p, i) != v) return false;
+  uint8_t* at = p.data.get() + uint64_t{i} * kEntryBytes;
+  std::memmove(at, at + kEntryBytes, uint64_t{p.size - i - 1} * kEntryBytes);
+  --p.size;
+  --size_;
+  return true;
+}
+
+void CompactIndex::Split(uint32_t index) {
+  if (parts_[index].depth == depth_) {  // double the directory
+    std::vector<uint32_t> dir(dir_.size() * 2);
+    for (size_t i = 0; i < dir.size(); ++i) dir[i] = dir_[i >> 1];
+    dir_ = std::move(dir);
+    ++depth_;
+  }
+  parts_.emplace_back();
+  const uint32_t high_index = static_cast<uint32_t>(parts_.size() - 1);
+  Partition& low = parts_[index];
+  Partition& high = parts_[high_index];
+  const uint32_t d = low.depth;
+  // Entries whose field's top bit is 1 move to `high`; every field loses
+  // that bit (shifted out), which keeps each half sorted.
+  const uint32_t cut = LowerBound(low, uint64_t{1} << (kFieldBits - 1 + kAddressBits));
+  const uint32_t moved = low.size - cut;
+  Grow(high, moved + moved / 8);
+  auto shifted = [](uint64_t v) {
+    return (((v >> kAddressBits) << 1) & kFieldMask) << kAddressBits | (v & kAddressMax);
+  };
+  for (uint32_t i = 0; i < moved; ++i) Store(high, i, shifted(Load(low, cut + i)));
+  high.size = moved;
+  for (uint32_t i = 0; i < cut; ++i) Store(low, i, shifted(Load(low, i)));
+  low.size = cut;
+  low.depth = high.depth = static_cast<uint8_t>(d + 1);
+  low.known = high.known = static_cast<uint8_t>(low.known - 1);
+  // Directory slots of the old partition whose bit d (from the top of the
+  // mixed key) is 1 now name `high`.
+  const uint32_t bit = depth_ - d - 1;
+  for (size_t i = 0; i < dir_.size(); ++i) {
+    if (dir_[i] == index && ((i >> bit) & 1) != 0) dir_[i] = high_index;
+  }
+}
+
+uint64_t CompactIndex::MemoryBytes() const {
+  uint64_t bytes = dir_.capacity() * sizeof(uint32_t) + parts_.capacity() * sizeof(Partition);
+  for (const Partition& p : parts_) bytes += uint64_t{p.capacity} * kEntryBytes;
+  return bytes;
+}
+
+}  // namespace strata::storage

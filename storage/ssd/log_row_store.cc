@@ -1,0 +1,1102 @@
+// Native store, format version 2: an append-only log of segments per table
+// with a compact per-key index (log_row_store.h, docs/ssd-format.md).
+#include "storage/ssd/log_row_store.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "base/mutex.h"
+#include "io/aligned.h"
+#include "io/io_threads.h"
+#include "storage/ssd/compact_index.h"
+#include "storage/ssd/limits.h"
+#include "storage/ssd/manifest.h"
+#include "storage/ssd/native_common.h"
+#include "storage/ssd/page_file.h"
+#include "storage/ssd/ssd_format.h"
+
+namespace strata::storage {
+namespace logstore {
+namespace {
+
+constexpr uint64_t kBlock = ssd::kAlignBytes;
+constexpr uint64_t kHeader = ssd::kSegmentHeaderBytes;
+constexpr uint64_t kNone = ~uint64_t{0};
+// A session's segment seqs start this far above the MANIFEST's
+// next_segment_seq, so a segment a crashed session wrote after the
+// checkpoint never shares its seq (and so its record seeds) with one
+// written after the reopen.
+constexpr uint64_t kSessionSegmentSeqStep = uint64_t{1} << 32;
+// Candidates of one key looked at without allocating (more: a vector).
+constexpr size_t kCandidatesInline = 8;
+
+uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
+uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
+
+enum SlotState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
+enum HeadKind : int { kUserHead = 0, kCleanerHead = 1 };
+
+struct Slot {
+  uint64_t segment_seq = 0;
+  uint64_t min_seq = kNone;  // smallest record seq of the segment
+  uint32_t records = 0;      // records appended (all written or in a head's pend)
+  uint32_t live = 0;         // index entries naming one of its records
+  uint8_t state = kFree;
+  bool sealed = false;  // takes no more records (full, or sealed by a checkpoint)
+};
+
+// The segment a head appends to. Its bytes [0, written) are on disk; pend
+// holds [pend_off, End()) in DRAM (pend_off <= written, both multiples of
+// kBlock): the partly filled last block, and the blocks holding the start
+// of a record that ends in it, so every record not wholly on disk is read
+// from pend.
+struct Head {
+  int64_t slot = -1;  // -1: none
+  uint64_t written = 0;
+  uint64_t pend_off = 0;
+  io::AlignedBuffer pend;
+};
+
+struct Table {
+  // Constant after open.
+  TableSpec spec;
+  uint32_t record_bytes = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t capacity = 0;  // records per segment
+  uint64_t slot_blocks = 0;
+
+  mutable base::RwLock mu;
+  std::unique_ptr<PageFile> file GUARDED_BY(mu);  // 4 KiB pages
+  uint64_t file_number GUARDED_BY(mu) = 1;
+  CompactIndex index GUARDED_BY(mu);
+  std::vector<Slot> slots GUARDED_BY(mu);
+  uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
+  Head heads[2] GUARDED_BY(mu);
+  uint64_t next_seq GUARDED_BY(mu) = 1;
+  uint64_t next_segment_seq GUARDED_BY(mu) = 1;
+  uint64_t rows GUARDED_BY(mu) = 0;           // index entries that are rows
+  uint64_t tombstones GUARDED_BY(mu) = 0;     // index entries that are tombstones
+  uint64_t used_slots GUARDED_BY(mu) = 0;     // not free
+  uint64_t current_slots GUARDED_BY(mu) = 0;  // kCurrent or kBoth
+  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one append
+  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being cleaned
+
+  uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
+  uint64_t SlotOf(uint64_t address) const { return address / capacity; }
+  uint64_t IndexOf(uint64_t address) const { return address % capacity; }
+  uint64_t RecordOffset(uint64_t index) const { return kHeader + index * record_bytes; }
+  uint64_t FileOffset(uint64_t address) const {
+    return SlotOf(address) * segment_bytes + RecordOffset(IndexOf(address));
+  }
+  uint64_t End(uint64_t slot) const REQUIRES_SHARED(mu) {
+    return RecordOffset(slots[slot].records);
+  }
+  void SetState(uint64_t slot, uint8_t state) REQUIRES(mu) {
+    const uint8_t old = slots[slot].state;
+    used_slots += (state != kFree) - (old != kFree);
+    const bool was_current = old == kCurrent || old == kBoth;
+    const bool is_current = state == kCurrent || state == kBoth;
+    current_slots += is_current - was_current;
+    slots[slot].state = state;
+    if (state == kFree) {
+      slots[slot] = Slot{};
+      free_hint = std::min(free_hint, slot);
+    }
+  }
+  // Where record `address` is held in DRAM (a head's pend), or nullptr.
+  const std::byte* InPend(uint64_t address) const REQUIRES_SHARED(mu) {
+    const int64_t slot = static_cast<int64_t>(SlotOf(address));
+    for (const Head& h : heads) {
+      const uint64_t off = RecordOffset(IndexOf(address));
+      if (h.slot == slot && off >= h.pend_off) {
+        return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
+      }
+    }
+    return nullptr;
+  }
+};
+
+struct Parsed {
+  Key key = 0;
+  uint64_t seq = 0;
+  uint8_t kind = 0;
+};
+
+Parsed ParseRecord(const std::byte* src) {
+  ssd::RecordHeader h;
+  std::memcpy(&h, src, sizeof(h));
+  return {h.key, h.seq_kind & ssd::kRecordSeqMax, static_cast<uint8_t>(h.seq_kind >> 48)};
+}
+
+// Encodes a record (a tombstone when `row` is null) at `dst`, record_bytes.
+void SealRecord(std::byte* dst, const Table& t, uint64_t segment_seq, uint64_t index, Key key,
+                uint64_t seq, uint8_t kind, const std::byte* row) {
+  const uint32_t rb = t.spec.row_bytes;
+  ssd::RecordHeader h{0, key, seq | uint64_t{kind} << 48};
+  std::memcpy(dst, &h, sizeof(h));
+  if (row != nullptr) {
+    std::memcpy(dst + ssd::kRecordHeaderBytes, row, rb);
+  } else {
+    std::memset(dst + ssd::kRecordHeaderBytes, 0, rb);
+  }
+  std::memset(dst + ssd::kRecordHeaderBytes + rb, 0, t.record_bytes - ssd::kRecordHeaderBytes - rb);
+  h.checksum = XXH3_64bits_withSeed(dst + 8, ssd::kRecordHeaderBytes - 8 + rb,
+                                    ssd::RecordSeed(t.spec.id, segment_seq, index));
+  std::memcpy(dst, &h.checksum, 8);
+}
+
+Status CorruptionAt(const std::string& path, uint64_t offset, const std::string& what) {
+  return Status::Corruption(path + " offset " + std::to_string(offset) + ": " + what);
+}
+
+// Verifies the record at `src` (record `index` of segment `segment_seq`),
+// read from `path` at `offset`.
+Status VerifyRecord(const std::byte* src, const Table& t, uint64_t segment_seq, uint64_t index,
+                    const std::string& path, uint64_t offset, Parsed* out) {
+  ssd::RecordHeader h;
+  std::memcpy(&h, src, sizeof(h));
+  const std::string where = " (table " + t.spec.name + ", segment seq " +
+                            std::to_string(segment_seq) + ", record " + std::to_string(index) + ")";
+  if (XXH3_64bits_withSeed(src + 8, ssd::kRecordHeaderBytes - 8 + t.spec.row_bytes,
+                           ssd::RecordSeed(t.spec.id, segment_seq, index)) != h.checksum) {
+    return CorruptionAt(path, offset, "record checksum mismatch" + where);
+  }
+  *out = ParseRecord(src);
+  if (out->kind != ssd::kRecordRow && out->kind != ssd::kRecordTombstone) {
+    return CorruptionAt(path, offset, "record kind " + std::to_string(out->kind) + where);
+  }
+  return Status::Ok();
+}
+
+void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind) {
+  std::memset(dst, 0, kHeader);
+  ssd::SegmentHeader h{};
+  h.magic = ssd::kSegmentMagic;
+  h.version = ssd::kFormatVersion2;
+  h.kind = kind;
+  h.table_id = t.spec.id;
+  h.row_bytes = t.spec.row_bytes;
+  h.record_bytes = t.record_bytes;
+  h.segment_seq = segment_seq;
+  std::memcpy(dst, &h, sizeof(h));
+  h.checksum = XXH3_64bits(dst + 8, kHeader - 8);
+  std::memcpy(dst, &h.checksum, 8);
+}
+
+Status VerifySegmentHeader(const std::byte* src, const Table& t, uint64_t segment_seq,
+                           const std::string& path, uint64_t offset) {
+  ssd::SegmentHeader h;
+  std::memcpy(&h, src, sizeof(h));
+  if (XXH3_64bits(src + 8, kHeader - 8) != h.checksum || h.magic != ssd::kSegmentMagic ||
+      h.version != ssd::kFormatVersion2 || h.table_id != t.spec.id ||
+      h.row_bytes != t.spec.row_bytes || h.record_bytes != t.record_bytes ||
+      h.segment_seq != segment_seq) {
+    return CorruptionAt(path, offset,
+                        "bad segment header (table " + t.spec.name + ", segment seq " +
+                            std::to_string(segment_seq) + ")");
+  }
+  return Status::Ok();
+}
+
+Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes) {
+  if (buf->size() >= bytes) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(*buf, io::AlignedBuffer::Allocate(std::max(bytes, buf->size() * 2)));
+  return Status::Ok();
+}
+
+// One record to append.
+struct NewRecord {
+  Key key;
+  uint64_t seq;
+  uint8_t kind;
+  const std::byte* row;  // nullptr for a tombstone
+};
+
+class Store final : public RowStore {
+ public:
+  Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
+
+  Status Open(const std::vector<TableSpec>& tables);
+
+  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                  std::span<uint8_t> found) override;
+  Status MultiPut(TableId table, std::span<const Key> keys,
+                  std::span<const std::byte> rows) override;
+  Status Delete(TableId table, std::span<const Key> keys) override;
+  Status Scan(TableId table,
+              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
+  Status Sync() override;
+  Status Checkpoint(std::span<const std::byte> meta) override;
+  std::vector<std::byte> CheckpointMeta() const override {
+    base::MutexLock lock(&meta_mu_);
+    return meta_;
+  }
+  RowStoreStats Stats() const override;
+  const std::vector<TableSpec>& Tables() const override { return specs_; }
+
+ private:
+  Result<Table*> Find(TableId table) const;
+  Status Failed() const;
+  void Fail(const Status& cause);
+  bool NoteCleanup(const Status& s);
+  std::unique_ptr<Table> NewTable(const TableSpec& spec, uint64_t segment_bytes);
+  Status OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables);
+  Status Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) REQUIRES(t.mu);
+
+  // A free slot, marked kCurrent with a new segment seq.
+  Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
+  // Appends `recs` through head `which`: writes them, and only then sets
+  // (*addrs)[i] to their addresses and moves the head. On failure nothing
+  // changed (slots taken meanwhile are free again).
+  Status Append(Table& t, int which, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
+      REQUIRES(t.mu);
+  // Reads the records at `addrs` (from a head's pend or the device, one
+  // batch) and verifies each; (*where)[i] points at record i's bytes.
+  Status ReadRecords(Table& t, std::span<const uint64_t> addrs, io::AlignedBuffer* buf,
+                     std::vector<const std::byte*>* where, std::vector<Parsed>* parsed)
+      REQUIRES_SHARED(t.mu);
+  // For each key: its entry's address (kNone: none) and record kind.
+  Status Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
+                 std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) REQUIRES(t.mu);
+  Status Write(TableId table, std::span<const Key> keys, const std::byte* rows);
+  // Cleaning while the table's segments exceed the space target: victims
+  // until twice the room of `records` records is reclaimed (about two
+  // victims per segment of records appended at space amplification 1.5).
+  Status Clean(Table& t, uint64_t records) REQUIRES(t.mu);
+  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu);
+  // The sealed segment with the fewest live records, or kNone.
+  uint64_t PickVictim(const Table& t) const REQUIRES_SHARED(t.mu);
+  Status CleanSegment(Table& t, uint64_t victim) REQUIRES(t.mu);
+  // Frees a slot without live records (checkpoint-only while the durable
+  // MANIFEST names it).
+  void Release(Table& t, uint64_t slot) REQUIRES(t.mu);
+  // Writes each head's pending block(s) and seals its segment.
+  Status FlushHeads(Table& t) REQUIRES(t.mu);
+  void AfterManifestSwitch(Table& t) REQUIRES(t.mu);
+
+  const RowStoreOptions options_;
+  io::Env* const env_;
+  std::unique_ptr<io::IoThreads> io_threads_;
+  std::vector<TableSpec> specs_;
+  std::vector<std::unique_ptr<Table>> tables_;
+
+  base::Mutex checkpoint_mu_;
+  uint64_t generation_ GUARDED_BY(checkpoint_mu_) = 0;
+  mutable base::Mutex meta_mu_;
+  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
+
+  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
+      user_bytes_written_{0}, cleanup_errors_{0};
+
+  FsyncFailure failure_;
+};
+
+Result<Table*> Store::Find(TableId table) const {
+  STRATA_RETURN_IF_ERROR(Failed());
+  for (const auto& t : tables_) {
+    if (t->spec.id == table) return t.get();
+  }
+  return Status::InvalidArgument(options_.dir + ": unknown table id " + std::to_string(table));
+}
+
+Status Store::Failed() const { return failure_.Get(); }
+
+void Store::Fail(const Status& cause) { failure_.Set(options_.dir, cause); }
+
+bool Store::NoteCleanup(const Status& s) {
+  if (s.ok()) return true;
+  if (cleanup_errors_.fetch_add(1) == 0) {
+    STRATA_LOG_WARN("native store %s: cleanup after a durable checkpoint failed: %s",
+                    options_.dir.c_str(), s.ToString().c_str());
+  }
+  return false;
+}
+
+std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_bytes) {
+  auto t = std::make_unique<Table>();
+  t->spec = spec;
+  t->record_bytes = ssd::RecordBytes(spec.row_bytes);
+  t->segment_bytes = segment_bytes;
+  t->capacity = SegmentCapacity(segment_bytes, spec.row_bytes);
+  t->slot_blocks = segment_bytes / kBlock;
+  return t;
+}
+
+// The segment size of a new table: the option, doubled until a segment
+// holds kRecordsPerSegmentMin records (rows up to kRowBytesMax fit 64 MiB).
+uint64_t SegmentBytesFor(uint64_t option, uint32_t row_bytes) {
+  constexpr uint64_t kRecordsPerSegmentMin = 8;
+  uint64_t bytes = option;
+  while (bytes < kSegmentBytesMax && SegmentCapacity(bytes, row_bytes) < kRecordsPerSegmentMin) {
+    bytes *= 2;
+  }
+  return bytes;
+}
+
+Status Store::Open(const std::vector<TableSpec>& tables) {
+  STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
+  io_threads_ = StartStoreIoThreads(options_, env_);  // null: File::Read/Write
+  STRATA_ASSIGN_OR_RETURN(std::optional<ManifestV2> manifest, ReadManifestV2(env_, options_.dir));
+  if (manifest) return OpenExisting(*manifest, tables);
+  STRATA_RETURN_IF_ERROR(RefuseOrphanedData(env_, options_.dir, [](std::string_view n) {
+    return ssd::IsLogDataFileName(n) || ssd::IsDataFileName(n);
+  }));
+  specs_ = tables;
+  for (const TableSpec& spec : tables) {
+    auto t = NewTable(spec, SegmentBytesFor(options_.ssd_segment_bytes, spec.row_bytes));
+    base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
+    STRATA_ASSIGN_OR_RETURN(
+        t->file, PageFile::Open(env_, options_.dir + "/" + ssd::LogDataFileName(spec.id, 1), kBlock,
+                                /*create=*/true, options_.direct_io, io_threads_.get()));
+    tables_.push_back(std::move(t));
+  }
+  return Checkpoint({});
+}
+
+Status Store::OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables) {
+  const std::string mpath = options_.dir + "/" + ssd::kManifestName;
+  std::vector<TableSpec> stored;
+  for (const ManifestTableV2& mt : manifest.tables) stored.push_back(mt.spec);
+  STRATA_RETURN_IF_ERROR(CompareTableSpecs(stored, tables, options_.dir));
+  std::set<std::string> referenced{ssd::kManifestName};
+  // Validate everything before changing any file.
+  for (const ManifestTableV2& mt : manifest.tables) {
+    auto t = NewTable(mt.spec, mt.segment_bytes);
+    base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
+    t->file_number = mt.file_number;
+    t->next_seq = mt.next_seq;
+    t->next_segment_seq = mt.next_segment_seq + kSessionSegmentSeqStep;
+    const std::string name = ssd::LogDataFileName(mt.spec.id, mt.file_number);
+    referenced.insert(name);
+    const std::string path = options_.dir + "/" + name;
+    const bool exists = env_->FileExists(path);
+    if (!exists && !mt.segments.empty()) {
+      return Status::Corruption(mpath + ": log file " + path + " is missing");
+    }
+    STRATA_ASSIGN_OR_RETURN(t->file, PageFile::Open(env_, path, kBlock, /*create=*/!exists,
+                                                    options_.direct_io, io_threads_.get()));
+    STRATA_ASSIGN_OR_RETURN(uint64_t blocks, t->file->PageCount());
+    for (size_t i = 0; i < mt.segments.size(); ++i) {
+      const ssd::SegmentRecord& s = mt.segments[i];
+      if (s.slot * t->slot_blocks + RoundUp(t->RecordOffset(s.record_count)) / kBlock > blocks) {
+        return CorruptionAt(mpath, mt.segments_offset + i * sizeof(ssd::SegmentRecord),
+                            "table " + mt.spec.name + " segment in slot " + std::to_string(s.slot) +
+                                " lies beyond its log file " + path);
+      }
+    }
+    STRATA_RETURN_IF_ERROR(Rebuild(*t, mt, mpath));
+    tables_.push_back(std::move(t));
+  }
+  specs_ = stored;
+  {
+    base::MutexLock checkpoint_lock(&checkpoint_mu_);
+    generation_ = manifest.generation;
+  }
+  {
+    base::MutexLock meta_lock(&meta_mu_);
+    meta_ = manifest.meta;
+  }
+  // The MANIFEST read may be one whose rename was never made durable: make
+  // it durable before truncating or deleting what only the previous one named.
+  if (Status s = env_->SyncDir(options_.dir); !s.ok()) {
+    return s.WithContext("making " + mpath + " durable before recovery");
+  }
+  for (auto& t : tables_) {
+    base::WriterLock lock(&t->mu);
+    STRATA_RETURN_IF_ERROR(t->file->TruncatePages(t->slots.size() * t->slot_blocks));
+  }
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(options_.dir));
+  for (const std::string& name : names) {
+    const bool ours = name == ssd::kManifestTmpName || ssd::IsLogDataFileName(name);
+    if (ours && referenced.count(name) == 0) {
+      STRATA_RETURN_IF_ERROR(env_->DeleteFile(options_.dir + "/" + name));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) {
+  struct Seen {
+    uint64_t mixed;
+    uint64_t seq;
+    uint64_t address;
+    uint8_t kind;
+  };
+  std::vector<Seen> seen;
+  std::vector<ssd::SegmentRecord> segments = mt.segments;
+  std::sort(
+      segments.begin(), segments.end(),
+      [](const ssd::SegmentRecord& a, const ssd::SegmentRecord& b) { return a.slot < b.slot; });
+  uint64_t slots = 0;
+  for (const ssd::SegmentRecord& s : segments) slots = std::max<uint64_t>(slots, s.slot + 1);
+  t.slots.assign(slots, Slot{});
+  std::vector<uint32_t> pages;
+  for (const ssd::SegmentRecord& s : segments) {
+    const uint64_t bytes = RoundUp(t.RecordOffset(s.record_count));
+    STRATA_RETURN_IF_ERROR(EnsureBytes(&t.victim, bytes));
+    pages.clear();
+    for (uint64_t b = 0; b < bytes / kBlock; ++b) {
+      pages.push_back(static_cast<uint32_t>(s.slot * t.slot_blocks + b));
+    }
+    auto* data = reinterpret_cast<std::byte*>(t.victim.data());
+    STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
+    bytes_read_ += bytes;
+    const uint64_t base = uint64_t{s.slot} * t.segment_bytes;
+    STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, s.segment_seq, t.file->path(), base));
+    Slot& slot = t.slots[s.slot];
+    slot.segment_seq = s.segment_seq;
+    slot.records = s.record_count;
+    slot.sealed = true;
+    for (uint64_t i = 0; i < s.record_count; ++i) {
+      Parsed p;
+      STRATA_RETURN_IF_ERROR(VerifyRecord(data + t.RecordOffset(i), t, s.segment_seq, i,
+                                          t.file->path(), base + t.RecordOffset(i), &p));
+      if (p.seq >= mt.next_seq) {
+        return CorruptionAt(
+            t.file->path(), base + t.RecordOffset(i),
+            "record seq " + std::to_string(p.seq) + " not below " + mpath + "'s next_seq");
+      }
+      slot.min_seq = std::min(slot.min_seq, p.seq);
+      seen.push_back({ssd::MixKey(p.key), p.seq, t.Address(s.slot, i), p.kind});
+    }
+    t.SetState(s.slot, kBoth);
+  }
+  // A key's newest record wins (highest seq: a cleaner copy may sit in a
+  // newer segment than a later put of the key).
+  std::sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) {
+    return a.mixed != b.mixed ? a.mixed < b.mixed : a.seq > b.seq;
+  });
+  std::vector<CompactIndex::BuildEntry> entries;
+  entries.reserve(seen.size());
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (i > 0 && seen[i].mixed == seen[i - 1].mixed) continue;
+    entries.push_back({seen[i].mixed, seen[i].address});
+    ++t.slots[t.SlotOf(seen[i].address)].live;
+    if (seen[i].kind == ssd::kRecordRow) {
+      ++t.rows;
+    } else {
+      ++t.tombstones;
+    }
+  }
+  seen.clear();
+  seen.shrink_to_fit();
+  if (t.rows != mt.row_count) {
+    return Status::Corruption(mpath + ": table " + t.spec.name + " row count " +
+                              std::to_string(mt.row_count) + ", its segments hold " +
+                              std::to_string(t.rows));
+  }
+  t.index.Build(std::move(entries));
+  t.free_hint = 0;
+  return Status::Ok();
+}
+
+Result<uint64_t> Store::AllocateSlot(Table& t) {
+  uint64_t s = t.free_hint;
+  while (s < t.slots.size() && t.slots[s].state != kFree) ++s;
+  if (s == t.slots.size()) {
+    if (s >= kLogSlotsMax || t.Address(s + 1, 0) - 1 > CompactIndex::kAddressMax) {
+      return Status::ResourceExhausted(t.file->path() + ": table " + t.spec.name +
+                                       " needs more than kLogSlotsMax segments");
+    }
+    t.slots.emplace_back();
+  }
+  t.free_hint = s + 1;
+  t.SetState(s, kCurrent);
+  t.slots[s].segment_seq = t.next_segment_seq++;
+  return s;
+}
+
+Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
+                     std::vector<uint64_t>* addrs) {
+  Head& h = t.heads[which];
+  if (h.pend.size() == 0) {
+    // At most a record and two blocks are pending (see Head).
+    STRATA_ASSIGN_OR_RETURN(h.pend,
+                            io::AlignedBuffer::Allocate(RoundUp(t.record_bytes) + 3 * kBlock));
+  }
+  struct Chunk {
+    uint64_t slot;
+    bool fresh;         // a new segment (its header block is written too)
+    uint64_t first;     // index of its first record in the segment
+    uint64_t n;         // records of recs
+    uint64_t base;      // segment offset of the chunk's first staged byte
+    uint64_t from, to;  // segment bytes written
+    size_t at;          // staging offset
+  };
+  std::vector<Chunk> chunks;
+  std::vector<uint64_t> taken;  // slots allocated here (freed on failure)
+  auto undo = [&]() REQUIRES(t.mu) {
+    for (uint64_t s : taken) t.SetState(s, kFree);
+  };
+  size_t staged = 0;
+  int64_t slot = h.slot;
+  for (size_t done = 0; done < recs.size();) {
+    Chunk c{};
+    if (slot < 0) {
+      auto s = AllocateSlot(t);
+      if (!s.ok()) {
+        undo();
+        return s.status();
+      }
+      taken.push_back(*s);
+      c = {*s, true, 0, 0, 0, 0, 0, 0};
+    } else {
+      const uint64_t us = static_cast<uint64_t>(slot);
+      c = {us, false, t.slots[us].records, 0, h.pend_off, h.written, 0, 0};
+    }
+    c.n = std::min<uint64_t>(recs.size() - done, t.capacity - c.first);
+    const uint64_t end = t.RecordOffset(c.first + c.n);
+    const bool full = c.first + c.n == t.capacity;
+    c.to = full ? RoundUp(end) : RoundDown(end);
+    c.at = staged;
+    staged += RoundUp(end) - c.base;
+    chunks.push_back(c);
+    done += c.n;
+    slot = full ? -1 : static_cast<int64_t>(c.slot);
+  }
+  if (Status s = EnsureBytes(&t.staging, staged); !s.ok()) {
+    undo();
+    return s;
+  }
+  auto* staging = reinterpret_cast<std::byte*>(t.staging.data());
+  size_t r = 0;
+  std::vector<uint32_t> pages;
+  uint64_t written = 0;
+  for (const Chunk& c : chunks) {
+    std::byte* dst = staging + c.at;
+    const uint64_t end = t.RecordOffset(c.first + c.n);
+    const uint64_t seq = t.slots[c.slot].segment_seq;
+    if (c.fresh) {
+      SealSegmentHeader(dst, t, seq, which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
+    } else {
+      std::memcpy(dst, h.pend.data(), t.RecordOffset(c.first) - c.base);
+    }
+    for (uint64_t i = 0; i < c.n; ++i, ++r) {
+      const NewRecord& rec = recs[r];
+      SealRecord(dst + (t.RecordOffset(c.first + i) - c.base), t, seq, c.first + i, rec.key,
+                 rec.seq, rec.kind, rec.row);
+    }
+    std::memset(dst + (end - c.base), 0, RoundUp(end) - end);
+    if (c.to <= c.from) continue;
+    pages.clear();
+    for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
+      pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
+    }
+    if (Status s = t.file->WritePages(pages, dst + (c.from - c.base)); !s.ok()) {
+      undo();
+      return s;
+    }
+    written += c.to - c.from;
+  }
+  bytes_written_ += written;
+  // Written: switch the head and the slots.
+  addrs->resize(recs.size());
+  r = 0;
+  for (const Chunk& c : chunks) {
+    Slot& s = t.slots[c.slot];
+    for (uint64_t i = 0; i < c.n; ++i, ++r) {
+      (*addrs)[r] = t.Address(c.slot, c.first + i);
+      s.min_seq = std::min(s.min_seq, recs[r].seq);
+    }
+    s.records = static_cast<uint32_t>(c.first + c.n);
+  }
+  const Chunk& last = chunks.back();
+  if (last.first + last.n == t.capacity) {
+    for (const Chunk& c : chunks) t.slots[c.slot].sealed = true;
+    h.slot = -1;
+    return Status::Ok();
+  }
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) t.slots[chunks[i].slot].sealed = true;
+  h.slot = static_cast<int64_t>(last.slot);
+  h.written = last.to;
+  // The first record not wholly on disk, and the block where it starts.
+  const uint64_t first_pending = h.written > kHeader ? (h.written - kHeader) / t.record_bytes : 0;
+  const uint64_t pend_off = std::min(RoundDown(t.RecordOffset(first_pending)), h.written);
+  const uint64_t end = t.RecordOffset(last.first + last.n);
+  const uint64_t keep = RoundUp(end) - pend_off;
+  STRATA_ASSERT(keep <= h.pend.size(), "pending bytes above a record and two blocks");
+  std::memcpy(h.pend.data(), staging + last.at + (pend_off - last.base), keep);
+  h.pend_off = pend_off;
+  return Status::Ok();
+}
+
+Status Store::ReadRecords(Table& t, std::span<const uint64_t> addrs, io::AlignedBuffer* buf,
+                          std::vector<const std::byte*>* where, std::vector<Parsed>* parsed) {
+  where->assign(addrs.size(), nullptr);
+  parsed->assign(addrs.size(), Parsed{});
+  std::vector<uint32_t> pages;
+  std::vector<size_t> first_page(addrs.size(), 0);
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (const std::byte* p = t.InPend(addrs[i]); p != nullptr) {
+      (*where)[i] = p;
+      continue;
+    }
+    const uint64_t off = t.FileOffset(addrs[i]);
+    first_page[i] = pages.size();
+    for (uint64_t b = off / kBlock; b <= (off + t.record_bytes - 1) / kBlock; ++b) {
+      pages.push_back(static_cast<uint32_t>(b));
+    }
+  }
+  if (!pages.empty()) {
+    STRATA_RETURN_IF_ERROR(EnsureBytes(buf, pages.size() * kBlock));
+    STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, reinterpret_cast<std::byte*>(buf->data())));
+    bytes_read_ += pages.size() * kBlock;
+  }
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    const uint64_t off = t.FileOffset(addrs[i]);
+    if ((*where)[i] == nullptr) {
+      (*where)[i] =
+          reinterpret_cast<const std::byte*>(buf->data()) + first_page[i] * kBlock + off % kBlock;
+    }
+    const uint64_t slot = t.SlotOf(addrs[i]);
+    STRATA_RETURN_IF_ERROR(VerifyRecord((*where)[i], t, t.slots[slot].segment_seq,
+                                        t.IndexOf(addrs[i]), t.file->path(), off, &(*parsed)[i]));
+  }
+  return Status::Ok();
+}
+
+io::AlignedBuffer* GetScratch() {
+  thread_local io::AlignedBuffer buf;
+  return &buf;
+}
+
+// The addresses of `mixed`'s candidates appended to `out`.
+void AppendCandidates(const CompactIndex& index, uint64_t mixed, std::vector<uint64_t>* out) {
+  uint64_t inline_cand[kCandidatesInline];
+  size_t n = index.Candidates(mixed, inline_cand);
+  if (n <= kCandidatesInline) {
+    out->insert(out->end(), inline_cand, inline_cand + n);
+    return;
+  }
+  std::vector<uint64_t> all(n);
+  n = index.Candidates(mixed, all);
+  out->insert(out->end(), all.begin(), all.begin() + static_cast<ptrdiff_t>(n));
+}
+
+Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                       std::span<uint8_t> found) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
+  const uint32_t rb = t->spec.row_bytes;
+  if (rows.size() != keys.size() * rb || found.size() != keys.size()) {
+    return Status::InvalidArgument("MultiGet table " + t->spec.name +
+                                   ": rows/found spans do not match keys");
+  }
+  std::vector<uint64_t> addrs;
+  std::vector<uint32_t> owner;  // key index of each candidate
+  addrs.reserve(keys.size());
+  owner.reserve(keys.size());
+  base::ReaderLock lock(&t->mu);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    found[i] = 0;
+    AppendCandidates(t->index, ssd::MixKey(keys[i]), &addrs);
+    owner.resize(addrs.size(), static_cast<uint32_t>(i));
+  }
+  std::vector<const std::byte*> where;
+  std::vector<Parsed> parsed;
+  STRATA_RETURN_IF_ERROR(ReadRecords(*t, addrs, GetScratch(), &where, &parsed));
+  for (size_t c = 0; c < addrs.size(); ++c) {
+    const uint32_t i = owner[c];
+    if (parsed[c].key != keys[i]) continue;  // another key of the same field
+    if (parsed[c].kind == ssd::kRecordRow) {
+      std::memcpy(rows.data() + uint64_t{i} * rb, where[c] + ssd::kRecordHeaderBytes, rb);
+      found[i] = 1;
+    }
+  }
+  rows_read_ += keys.size();
+  return Status::Ok();
+}
+
+Status Store::Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
+                      std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) {
+  old_addrs->assign(keys.size(), kNone);
+  old_kinds->assign(keys.size(), 0);
+  std::vector<uint64_t> addrs;
+  std::vector<uint32_t> owner;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    AppendCandidates(t.index, ssd::MixKey(keys[i]), &addrs);
+    owner.resize(addrs.size(), static_cast<uint32_t>(i));
+  }
+  if (addrs.empty()) return Status::Ok();
+  std::vector<const std::byte*> where;
+  std::vector<Parsed> parsed;
+  STRATA_RETURN_IF_ERROR(ReadRecords(t, addrs, buf, &where, &parsed));
+  for (size_t c = 0; c < addrs.size(); ++c) {
+    if (parsed[c].key != keys[owner[c]]) continue;
+    (*old_addrs)[owner[c]] = addrs[c];
+    (*old_kinds)[owner[c]] = parsed[c].kind;
+  }
+  return Status::Ok();
+}
+
+Status Store::MultiPut(TableId table, std::span<const Key> keys, std::span<const std::byte> rows) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
+  if (rows.size() != keys.size() * t->spec.row_bytes) {
+    return Status::InvalidArgument("MultiPut table " + t->spec.name +
+                                   ": rows span does not match keys");
+  }
+  return Write(table, keys, rows.data());
+}
+
+Status Store::Delete(TableId table, std::span<const Key> keys) {
+  return Write(table, keys, nullptr);
+}
+
+Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* rows) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
+  const uint32_t rb = t->spec.row_bytes;
+  // Deduplicate: the last entry of a key wins.
+  std::vector<uint32_t> order(keys.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  std::vector<Key> unique;
+  std::vector<const std::byte*> unique_rows;
+  unique.reserve(keys.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    if (j + 1 < order.size() && keys[order[j + 1]] == keys[order[j]]) continue;
+    unique.push_back(keys[order[j]]);
+    unique_rows.push_back(rows == nullptr ? nullptr : rows + uint64_t{order[j]} * rb);
+  }
+  base::WriterLock lock(&t->mu);
+  STRATA_RETURN_IF_ERROR(Failed());
+  STRATA_RETURN_IF_ERROR(Clean(*t, unique.size()));
+  std::vector<uint64_t> old_addrs;
+  std::vector<uint8_t> old_kinds;
+  STRATA_RETURN_IF_ERROR(Resolve(*t, unique, &old_addrs, &old_kinds, GetScratch()));
+  std::vector<NewRecord> recs;
+  std::vector<uint32_t> rec_key;  // index into unique
+  recs.reserve(unique.size());
+  uint64_t seq = t->next_seq;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    if (rows == nullptr && old_kinds[u] != ssd::kRecordRow) continue;  // nothing to delete
+    recs.push_back({unique[u], seq++, rows == nullptr ? ssd::kRecordTombstone : ssd::kRecordRow,
+                    unique_rows[u]});
+    rec_key.push_back(static_cast<uint32_t>(u));
+  }
+  if (recs.empty()) return Status::Ok();
+  if (seq > ssd::kRecordSeqMax) {
+    return Status::ResourceExhausted(t->file->path() + ": table " + t->spec.name +
+                                     " ran out of 48-bit write sequence numbers");
+  }
+  std::vector<uint64_t> addrs;
+  STRATA_RETURN_IF_ERROR(Append(*t, kUserHead, recs, &addrs));
+  t->next_seq = seq;
+  for (size_t r = 0; r < recs.size(); ++r) {
+    const size_t u = rec_key[r];
+    const uint64_t mixed = ssd::MixKey(unique[u]);
+    if (old_addrs[u] != kNone) {
+      const bool replaced = t->index.Replace(mixed, old_addrs[u], addrs[r]);
+      STRATA_ASSERT(replaced, "resolved entry vanished under the writer lock");
+      --t->slots[t->SlotOf(old_addrs[u])].live;
+      if (old_kinds[u] == ssd::kRecordRow) {
+        --t->rows;
+      } else {
+        --t->tombstones;
+      }
+    } else {
+      t->index.Insert(mixed, addrs[r]);
+    }
+    ++t->slots[t->SlotOf(addrs[r])].live;
+    if (recs[r].kind == ssd::kRecordRow) {
+      ++t->rows;
+    } else {
+      ++t->tombstones;
+    }
+  }
+  if (rows != nullptr) {
+    rows_written_ += keys.size();
+    user_bytes_written_ += keys.size() * uint64_t{rb};
+  }
+  return Status::Ok();
+}
+
+bool Store::OverTarget(const Table& t) const {
+  // A few segments of slack: a small table (a head or two and a few sealed
+  // segments) is never "over".
+  constexpr uint64_t kSlackSegments = 4;
+  if (t.current_slots <= kSlackSegments) return false;
+  return double(t.current_slots) * double(t.segment_bytes) >
+         options_.gc_space_amp_trigger * double(t.rows) * double(t.spec.row_bytes);
+}
+
+uint64_t Store::PickVictim(const Table& t) const {
+  uint64_t best = kNone;
+  for (uint64_t s = 0; s < t.slots.size(); ++s) {
+    const Slot& slot = t.slots[s];
+    if (!slot.sealed || (slot.state != kCurrent && slot.state != kBoth)) continue;
+    if (slot.live >= t.capacity) continue;  // nothing to reclaim
+    if (best == kNone || slot.live < t.slots[best].live ||
+        (slot.live == t.slots[best].live && slot.state == kCurrent)) {
+      best = s;
+    }
+  }
+  return best;
+}
+
+Status Store::Clean(Table& t, uint64_t records) {
+  // While over the target, reclaim the room of twice the records about to
+  // be appended (so the segments shrink back to the target), in whole
+  // victims; a bound on the victims ends the loop when they hold little.
+  const uint64_t victims_max = 2 + 4 * (records / t.capacity);
+  uint64_t freed = 0;
+  for (uint64_t i = 0; i < victims_max && freed < 2 * records && OverTarget(t); ++i) {
+    const uint64_t victim = PickVictim(t);
+    if (victim == kNone) break;
+    freed += t.capacity - t.slots[victim].live;
+    STRATA_RETURN_IF_ERROR(CleanSegment(t, victim));
+  }
+  return Status::Ok();
+}
+
+Status Store::CleanSegment(Table& t, uint64_t victim) {
+  Slot& v = t.slots[victim];
+  const uint64_t bytes = RoundUp(t.RecordOffset(v.records));
+  STRATA_RETURN_IF_ERROR(EnsureBytes(&t.victim, bytes));
+  std::vector<uint32_t> pages;
+  for (uint64_t b = 0; b < bytes / kBlock; ++b) {
+    pages.push_back(static_cast<uint32_t>(victim * t.slot_blocks + b));
+  }
+  auto* data = reinterpret_cast<std::byte*>(t.victim.data());
+  STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
+  bytes_read_ += bytes;
+  const uint64_t base = victim * t.segment_bytes;
+  STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, v.segment_seq, t.file->path(), base));
+  // A tombstone may go once no other segment (current or checkpointed)
+  // holds a record older than it: none could then reappear at a rebuild.
+  uint64_t others_min_seq = kNone;
+  for (uint64_t s = 0; s < t.slots.size(); ++s) {
+    if (s != victim && t.slots[s].state != kFree) {
+      others_min_seq = std::min(others_min_seq, t.slots[s].min_seq);
+    }
+  }
+  std::vector<NewRecord> copies;
+  std::vector<uint64_t> copied_from, dropped;
+  for (uint64_t i = 0; i < v.records; ++i) {
+    const std::byte* rec = data + t.RecordOffset(i);
+    const uint64_t addr = t.Address(victim, i);
+    if (!t.index.Contains(ssd::MixKey(ParseRecord(rec).key), addr)) continue;
+    Parsed p;
+    STRATA_RETURN_IF_ERROR(
+        VerifyRecord(rec, t, v.segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p));
+    if (p.kind == ssd::kRecordTombstone && p.seq < others_min_seq) {
+      dropped.push_back(addr);
+      continue;
+    }
+    copies.push_back({p.key, p.seq, p.kind,
+                      p.kind == ssd::kRecordRow ? rec + ssd::kRecordHeaderBytes : nullptr});
+    copied_from.push_back(addr);
+  }
+  std::vector<uint64_t> addrs;
+  if (!copies.empty()) STRATA_RETURN_IF_ERROR(Append(t, kCleanerHead, copies, &addrs));
+  // The copies are written: switch their entries, then give up the victim.
+  for (size_t c = 0; c < copies.size(); ++c) {
+    const bool replaced = t.index.Replace(ssd::MixKey(copies[c].key), copied_from[c], addrs[c]);
+    STRATA_ASSERT(replaced, "live record's entry vanished under the writer lock");
+    ++t.slots[t.SlotOf(addrs[c])].live;
+  }
+  for (uint64_t addr : dropped) {
+    // ParseRecord again: the key of a dropped tombstone.
+    const Parsed p = ParseRecord(data + t.RecordOffset(t.IndexOf(addr)));
+    const bool erased = t.index.Erase(ssd::MixKey(p.key), addr);
+    STRATA_ASSERT(erased, "tombstone's entry vanished under the writer lock");
+    --t.tombstones;
+  }
+  t.slots[victim].live = 0;
+  Release(t, victim);
+  return Status::Ok();
+}
+
+void Store::Release(Table& t, uint64_t slot) {
+  if (t.slots[slot].state == kBoth) {
+    t.SetState(slot, kCheckpointOnly);
+  } else {
+    t.SetState(slot, kFree);
+  }
+}
+
+Status Store::Scan(TableId table,
+                   const std::function<Status(Key, std::span<const std::byte>)>& fn) {
+  STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
+  base::ReaderLock lock(&t->mu);
+  io::AlignedBuffer buf;
+  STRATA_RETURN_IF_ERROR(EnsureBytes(&buf, t->segment_bytes));
+  auto* data = reinterpret_cast<std::byte*>(buf.data());
+  std::vector<uint32_t> pages;
+  for (uint64_t s = 0; s < t->slots.size(); ++s) {
+    const Slot& slot = t->slots[s];
+    if ((slot.state != kCurrent && slot.state != kBoth) || slot.live == 0) continue;
+    const Head* head = nullptr;
+    for (const Head& h : t->heads) {
+      if (h.slot == static_cast<int64_t>(s)) head = &h;
+    }
+    const uint64_t end = t->End(s);
+    const uint64_t on_disk = head != nullptr ? head->written : RoundUp(end);
+    pages.clear();
+    for (uint64_t b = 0; b < on_disk / kBlock; ++b) {
+      pages.push_back(static_cast<uint32_t>(s * t->slot_blocks + b));
+    }
+    STRATA_RETURN_IF_ERROR(t->file->ReadPages(pages, data));
+    bytes_read_ += on_disk;
+    if (head != nullptr)
+      std::memcpy(data + head->pend_off, head->pend.data(), end - head->pend_off);
+    for (uint64_t i = 0; i < slot.records; ++i) {
+      const std::byte* rec = data + t->RecordOffset(i);
+      const uint64_t addr = t->Address(s, i);
+      if (!t->index.Contains(ssd::MixKey(ParseRecord(rec).key), addr)) continue;
+      Parsed p;
+      STRATA_RETURN_IF_ERROR(VerifyRecord(rec, *t, slot.segment_seq, i, t->file->path(),
+                                          s * t->segment_bytes + t->RecordOffset(i), &p));
+      if (p.kind != ssd::kRecordRow) continue;
+      STRATA_RETURN_IF_ERROR(fn(p.key, {rec + ssd::kRecordHeaderBytes, t->spec.row_bytes}));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Store::Sync() {
+  STRATA_RETURN_IF_ERROR(Failed());
+  for (auto& t : tables_) {
+    base::ReaderLock lock(&t->mu);
+    if (Status s = t->file->Sync(); !s.ok()) {
+      Fail(s);
+      return Failed();
+    }
+  }
+  return Status::Ok();
+}
+
+Status Store::FlushHeads(Table& t) {
+  for (Head& h : t.heads) {
+    if (h.slot < 0) continue;
+    const uint64_t slot = static_cast<uint64_t>(h.slot);
+    if (t.slots[slot].records == 0) {  // nothing appended: give the slot back
+      t.SetState(slot, kFree);
+      h.slot = -1;
+      continue;
+    }
+    const uint64_t end = t.End(slot);
+    if (RoundUp(end) > h.written) {
+      std::vector<uint32_t> pages;
+      for (uint64_t b = h.written / kBlock; b < RoundUp(end) / kBlock; ++b) {
+        pages.push_back(static_cast<uint32_t>(slot * t.slot_blocks + b));
+      }
+      STRATA_RETURN_IF_ERROR(t.file->WritePages(
+          pages, reinterpret_cast<const std::byte*>(h.pend.data()) + (h.written - h.pend_off)));
+      bytes_written_ += RoundUp(end) - h.written;
+    }
+    t.slots[slot].sealed = true;
+    h.slot = -1;
+  }
+  return Status::Ok();
+}
+
+void Store::AfterManifestSwitch(Table& t) {
+  uint64_t keep = 0;
+  for (uint64_t s = 0; s < t.slots.size(); ++s) {
+    if (t.slots[s].state == kCheckpointOnly) t.SetState(s, kFree);
+    if (t.slots[s].state == kCurrent) t.SetState(s, kBoth);
+    if (t.slots[s].state != kFree) keep = s + 1;
+  }
+  t.slots.resize(keep);
+  t.free_hint = std::min<uint64_t>(t.free_hint, keep);
+  (void)NoteCleanup(t.file->TruncatePages(keep * t.slot_blocks));
+}
+
+Status Store::Checkpoint(std::span<const std::byte> meta) {
+  if (meta.size() > kCheckpointMetaBytesMax) {
+    return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
+  }
+  base::MutexLock checkpoint_lock(&checkpoint_mu_);
+  std::vector<std::unique_lock<base::RwLock>> locks;
+  for (auto& t : tables_) locks.emplace_back(t->mu);
+  STRATA_RETURN_IF_ERROR(Failed());
+  ManifestV2 m;
+  m.generation = generation_ + 1;
+  m.meta.assign(meta.begin(), meta.end());
+  for (auto& t : tables_) {
+    t->mu.AssertHeld();  // through `locks`
+    STRATA_RETURN_IF_ERROR(FlushHeads(*t));
+    if (Status s = t->file->Sync(); !s.ok()) {
+      Fail(s);
+      return Failed();
+    }
+    ManifestTableV2 mt;
+    mt.spec = t->spec;
+    mt.segment_bytes = static_cast<uint32_t>(t->segment_bytes);
+    mt.file_number = t->file_number;
+    mt.row_count = t->rows;
+    mt.next_seq = t->next_seq;
+    mt.next_segment_seq = t->next_segment_seq;
+    for (uint64_t s = 0; s < t->slots.size(); ++s) {
+      const Slot& slot = t->slots[s];
+      if (slot.state != kCurrent && slot.state != kBoth) continue;
+      mt.segments.push_back({static_cast<uint32_t>(s), slot.records, slot.segment_seq});
+    }
+    m.tables.push_back(std::move(mt));
+  }
+  uint64_t bytes = 0;
+  bool in_doubt = false;
+  if (Status s = WriteManifestV2(env_, options_.dir, m, &bytes, &in_doubt); !s.ok()) {
+    if (!in_doubt) return s;
+    // Either MANIFEST may be the durable one: keep what both name.
+    generation_ = m.generation;
+    for (auto& t : tables_) {
+      t->mu.AssertHeld();  // through `locks`
+      for (uint64_t slot = 0; slot < t->slots.size(); ++slot) {
+        if (t->slots[slot].state == kCurrent) t->SetState(slot, kBoth);
+      }
+    }
+    return s.WithContext("checkpoint " + std::to_string(m.generation) + " of " + options_.dir +
+                         " in doubt (segments of both MANIFESTs are kept until a checkpoint "
+                         "succeeds)");
+  }
+  bytes_written_ += bytes;
+  generation_ = m.generation;
+  {
+    base::MutexLock meta_lock(&meta_mu_);
+    meta_ = std::move(m.meta);
+  }
+  for (auto& t : tables_) {
+    t->mu.AssertHeld();  // through `locks`
+    AfterManifestSwitch(*t);
+  }
+  return Status::Ok();
+}
+
+RowStoreStats Store::Stats() const {
+  RowStoreStats s;
+  s.rows_read = rows_read_.load();
+  s.rows_written = rows_written_.load();
+  s.bytes_read = bytes_read_.load();
+  s.bytes_written = bytes_written_.load();
+  s.user_bytes_written = user_bytes_written_.load();
+  s.cleanup_errors = cleanup_errors_.load();
+  for (const auto& t : tables_) {
+    base::ReaderLock lock(&t->mu);
+    s.live_rows += t->rows;
+    s.live_bytes += t->rows * t->spec.row_bytes;
+    s.file_bytes += t->used_slots * t->segment_bytes;
+    s.index_bytes += t->index.MemoryBytes() + t->slots.capacity() * sizeof(Slot);
+  }
+  return s;
+}
+
+}  // namespace
+}  // namespace logstore
+
+Result<std::unique_ptr<RowStore>> OpenLogRowStore(const RowStoreOptions& options,
+                                                  const std::vector<TableSpec>& tables) {
+  io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
+  auto store = std::make_unique<logstore::Store>(options, env);
+  STRATA_RETURN_IF_ERROR(store->Open(tables));
+  return std::unique_ptr<RowStore>(std::move(store));
+}
+
+}  // namespace strata::storage

@@ -1,0 +1,35 @@
+// LogRowStore: the native RowStore in format version 2 (docs/ssd-format.md,
+// "Native format, version 2"), an append-only log per table.
+//
+// Every row lives in a record of a table's log file, an array of segments:
+// MultiPut and Delete append records (a tombstone for a delete) in large
+// sequential, O_DIRECT, 4 KiB-aligned writes, and a CompactIndex (at most 8
+// bytes per key) maps each key to its newest record, so a get is one device
+// read in the common case. No written 4 KiB block is written again: the
+// partly filled last block of each head segment stays in DRAM until an
+// append fills it or a checkpoint writes it and seals the segment. A greedy
+// cleaner copies the live records of the emptiest segments forward, run in
+// bounded steps inside MultiPut/Delete while the segments exceed
+// options.gc_space_amp_trigger x the live row bytes. Checkpoint fsyncs the
+// log and switches a version-2 MANIFEST naming each segment and its extent;
+// Open rebuilds the index from the named segments, so a crash at any point
+// reopens the last checkpoint exactly.
+//
+// Thread safety: all methods are thread-safe. Per table one reader-writer
+// lock: gets and Scan share it, writes (with their cleaning steps) and
+// Checkpoint hold it exclusively. Ownership: owns its files; the Env is
+// borrowed and must outlive the store.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "storage/ssd/row_store.h"
+#include "storage/ssd/row_store_factory.h"
+
+namespace strata::storage {
+
+[[nodiscard]] Result<std::unique_ptr<RowStore>> OpenLogRowStore(
+    const RowStoreOptions& options, const std::vector<TableSpec>& tables);
+
+}  // namespace strata::storage
