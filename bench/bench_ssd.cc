@@ -312,15 +312,22 @@ Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend, uint
 }
 
 Status RunSsdBench(const SsdBenchArgs& a) {
-  if (a.dir.empty() || a.rows == 0 || a.batch == 0 || a.seconds <= 0 || a.clients == 0 ||
-      !(a.mix >= 0 && a.mix <= 1) || (a.dist != "uniform" && a.dist != "zipf") ||
-      (a.backend != "native" && a.backend != "uring" && a.backend != "rocksdb" &&
-       a.backend != "both") ||
-      (a.format != "1" && a.format != "2" && a.format != "both")) {
-    return Status::InvalidArgument(
-        "bench ssd: need --dir, positive --rows/--batch/--seconds/--clients, --mix in [0, 1], "
-        "--dist "
-        "uniform|zipf, --backend native|uring|rocksdb|both, --format 1|2|both");
+  // The CLI checks the numbers' ranges; these come from code callers too.
+  auto bad = [](const std::string& what) { return Status::InvalidArgument("bench ssd: " + what); };
+  if (a.dir.empty()) return bad("--dir must not be empty");
+  if (a.rows == 0 || a.batch == 0 || a.seconds <= 0 || a.clients == 0) {
+    return bad("--rows, --batch, --seconds and --clients must be positive");
+  }
+  if (!(a.mix >= 0 && a.mix <= 1)) return bad("--mix " + std::to_string(a.mix) + " not in [0, 1]");
+  if (a.dist != "uniform" && a.dist != "zipf") {
+    return bad("--dist '" + a.dist + "': uniform or zipf");
+  }
+  if (a.backend != "native" && a.backend != "uring" && a.backend != "rocksdb" &&
+      a.backend != "both") {
+    return bad("--backend '" + a.backend + "': native, uring, rocksdb or both");
+  }
+  if (a.format != "1" && a.format != "2" && a.format != "both") {
+    return bad("--format '" + a.format + "': 1, 2 or both");
   }
   std::vector<std::pair<SsdBackend, uint32_t>> runs;
   if (a.backend != "rocksdb") {

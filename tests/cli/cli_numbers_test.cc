@@ -64,7 +64,11 @@ TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
            {"--workers", "2.5"},
            {"--compute-us", "1e3"},
            {"--device-share-growth", "nan"},
-           {"--device-share-growth", "-0.5"}}) {
+           {"--device-share-growth", "-0.5"},
+           {"--act-ahead-max", "-1"},
+           {"--act-ahead-max", "1025"},
+           {"--ssd-format", "3"},
+           {"--ssd-format", "two"}}) {
     ExpectUsageError(Replay(store), "replay", option, value, store);
   }
 }
@@ -116,6 +120,15 @@ TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
   const std::string ssd = dir_.File("ssd");
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--rows", "-1", ssd);
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--dim", "-1", ssd);
+  ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--segment-bytes", "-1", ssd);
+  ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--segment-bytes", "1024", ssd);
+  // A word the command does not know is refused naming it, before any file.
+  {
+    std::string out;
+    EXPECT_NE(RunCli("bench ssd --dir " + ssd + " --format 3 --rows 10", &out), 0) << out;
+    EXPECT_NE(out.find("--format '3'"), std::string::npos) << out;
+    EXPECT_FALSE(std::filesystem::exists(ssd)) << out;
+  }
   ExpectUsageError("bench dram", "bench dram", "--batches", "-1", "");
   // --threads takes a list of counts: every item is checked.
   ExpectUsageError("bench dram", "bench dram", "--threads", "0", "");
