@@ -501,7 +501,7 @@ Result<uint64_t> Store::AllocateSlot(Table& t) {
   uint64_t s = t.free_hint;
   while (s < t.slots.size() && t.slots[s].state != kFree) ++s;
   if (s == t.slots.size()) {
-    if (s >= kLogSlotsMax || t.Address(s + 1, 0) - 1 > CompactIndex::kAddressMax) {
+    if (s >= kLogSlotsMax || t.Address(s + 1, 0) - 1 > CompactIndex::kPayloadMax) {
       return Status::ResourceExhausted(t.file->path() + ": table " + t.spec.name +
                                        " needs more than kLogSlotsMax segments");
     }
