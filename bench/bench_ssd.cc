@@ -4,11 +4,14 @@
 //   strata bench ssd --dir D [--backend native|rocksdb|both] [--format 1|2|both]
 //                    --rows N --dim 64 --state-floats 64 --batch 4096
 //                    --dist uniform|zipf --seconds S [--mix 0.5] [--clients 1]
-//                    [--write-log-fraction 0.25] [--segment-bytes 8388608] [--json]
+//                    [--write-log-fraction 0.25] [--segment-bytes 8388608]
+//                    [--index compact|exact|both] [--json]
 //
 // The native store runs in the formats --format names (docs/ssd-format.md:
 // 1, leaf pages with a write log, reported as "native"; 2, the append-only
-// log with its cleaner, reported as "native2"), each beside RocksDB.
+// log with its cleaner, reported as "native2" with the compact DRAM index
+// and "native2_exact" with the exact one, as --index names), each beside
+// RocksDB.
 //
 // For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
 // batches of 64k, timed as load; the native store loads into its leaves with
@@ -76,6 +79,7 @@ struct SsdBenchArgs {
   double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
   std::string format = "1";                                                   // native: 1, 2, both
   uint64_t segment_bytes = storage::RowStoreOptions{}.ssd_segment_bytes;      // format 2
+  std::string index = "compact";  // format 2's DRAM index: compact, exact, both
   bool json = false;
 };
 
@@ -246,13 +250,25 @@ struct BackendResult {
   std::string data_file;
 };
 
-// `format`: the native store's format (1 or 2).
-Result<BackendResult> RunBackend(const SsdBenchArgs& a, SsdBackend backend, uint32_t format) {
+// One store of a run: the backend, the native format (1 or 2) and format
+// 2's DRAM index.
+struct RunSpec {
+  SsdBackend backend;
+  uint32_t format;
+  SsdIndex index;
+};
+
+Result<BackendResult> RunBackend(const SsdBenchArgs& a, const RunSpec& spec) {
+  const SsdBackend backend = spec.backend;
   BackendResult r;
-  r.name = backend == SsdBackend::kRocksDb ? "rocksdb" : format == 1 ? "native" : "native2";
+  r.name = backend == SsdBackend::kRocksDb  ? "rocksdb"
+           : spec.format == 1               ? "native"
+           : spec.index == SsdIndex::kExact ? "native2_exact"
+                                            : "native2";
   storage::RowStoreOptions o;
   o.backend = backend;
-  o.ssd_format_version = format;
+  o.ssd_format_version = spec.format;
+  o.ssd_index = spec.index;
   o.ssd_segment_bytes = a.segment_bytes;
   o.dir = a.dir + "/" + r.name;
   o.write_log_fraction = a.write_log_fraction;
@@ -329,15 +345,25 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   if (a.format != "1" && a.format != "2" && a.format != "both") {
     return bad("--format '" + a.format + "': 1, 2 or both");
   }
-  std::vector<std::pair<SsdBackend, uint32_t>> runs;
-  if (a.backend != "rocksdb") {
-    if (a.format != "2") runs.push_back({SsdBackend::kNative, 1});
-    if (a.format != "1") runs.push_back({SsdBackend::kNative, 2});
+  if (a.index != "compact" && a.index != "exact" && a.index != "both") {
+    return bad("--index '" + a.index + "': compact, exact or both");
   }
-  if (a.backend == "rocksdb" || a.backend == "both") runs.push_back({SsdBackend::kRocksDb, 1});
+  std::vector<RunSpec> runs;
+  if (a.backend != "rocksdb") {
+    if (a.format != "2") runs.push_back({SsdBackend::kNative, 1, SsdIndex::kCompact});
+    if (a.format != "1" && a.index != "exact") {
+      runs.push_back({SsdBackend::kNative, 2, SsdIndex::kCompact});
+    }
+    if (a.format != "1" && a.index != "compact") {
+      runs.push_back({SsdBackend::kNative, 2, SsdIndex::kExact});
+    }
+  }
+  if (a.backend == "rocksdb" || a.backend == "both") {
+    runs.push_back({SsdBackend::kRocksDb, 1, SsdIndex::kCompact});
+  }
   std::vector<BackendResult> results;
-  for (const auto& [backend, format] : runs) {
-    STRATA_ASSIGN_OR_RETURN(BackendResult r, RunBackend(a, backend, format));
+  for (const RunSpec& spec : runs) {
+    STRATA_ASSIGN_OR_RETURN(BackendResult r, RunBackend(a, spec));
     results.push_back(std::move(r));
   }
   double raw_iops = 0;
@@ -353,7 +379,8 @@ Status RunSsdBench(const SsdBenchArgs& a) {
                         {"seconds", a.seconds},
                         {"mix", a.mix},
                         {"write_log_fraction", a.write_log_fraction},
-                        {"segment_bytes", a.segment_bytes}};
+                        {"segment_bytes", a.segment_bytes},
+                        {"index", a.index}};
   if (raw_iops > 0) out["raw_4k_read_iops"] = raw_iops;
   for (const BackendResult& r : results) {
     const auto& s = r.stats;
@@ -402,14 +429,14 @@ Status RunSsdBench(const SsdBenchArgs& a) {
       "bench ssd: rows=%lu row_bytes=%u batch=%u dist=%s clients=%u seconds=%.0f mix=%.2f\n",
       (unsigned long)a.rows, row_bytes, a.batch, a.dist.c_str(), a.clients, a.seconds, a.mix);
   // Latencies in ms per call of `batch` keys.
-  std::printf("%-8s %10s %10s %8s %8s %10s %8s %8s %8s %8s %10s %8s %8s %7s %7s %7s %9s\n",
+  std::printf("%-13s %10s %10s %8s %8s %10s %8s %8s %8s %8s %10s %8s %8s %7s %7s %7s %9s\n",
               "backend", "load_r/s", "get_r/s", "get_MB/s", "get_p99", "put_r/s", "put_MB/s",
               "put_p50", "put_p99", "put_max", "mix_r/s", "mix_p99", "mix_pmax", "w_amp", "dev_amp",
               "s_amp", "idx_B/key");
   for (const BackendResult& r : results) {
     const auto& j = out[r.name];
     std::printf(
-        "%-8s %10.0f %10.0f %8.1f %8.1f %10.0f %8.1f %8.1f %8.1f %8.1f %10.0f %8.1f %8.1f %7.2f "
+        "%-13s %10.0f %10.0f %8.1f %8.1f %10.0f %8.1f %8.1f %8.1f %8.1f %10.0f %8.1f %8.1f %7.2f "
         "%7.2f %7.2f %9.2f\n",
         r.name.c_str(), r.load_rows_per_s, r.get.rows_per_s, r.get.mb_per_s, r.get.p99_us / 1e3,
         r.put.rows_per_s, r.put.mb_per_s, r.put.put_p50_us / 1e3, r.put.put_p99_us / 1e3,
@@ -461,6 +488,10 @@ CommandRegistrar reg{
       AddUnsigned<uint64_t>(c, "--segment-bytes", args->segment_bytes,
                             "native format 2: log segment bytes (a power of two)",
                             storage::kSegmentBytesMin, storage::kSegmentBytesMax);
+      AddChoice(c, "--index", args->index,
+                "native format 2: DRAM index, compact (7 bytes per key; a put of a stored key "
+                "reads it once), exact (about 11.7 bytes per key; puts read nothing) or both",
+                {"compact", "exact", "both"});
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);

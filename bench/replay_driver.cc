@@ -412,6 +412,7 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   so.intent_act_ahead_max = o.act_ahead_max;
   so.ssd_write_log_fraction = o.ssd_write_log_fraction;
   so.ssd_format_version = o.ssd_format_version;
+  so.ssd_index = o.ssd_index;
   so.use_gpu = o.use_gpu;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];

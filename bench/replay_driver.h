@@ -66,6 +66,8 @@ struct ReplayOptions {
   double ssd_write_log_fraction = 0.25;
   // StoreOptions::ssd_format_version (1 or 2) of a new SSD tier directory.
   uint32_t ssd_format_version = 1;
+  // StoreOptions::ssd_index: format 2's DRAM index.
+  SsdIndex ssd_index = SsdIndex::kCompact;
   // Checkpoint once the batches are done, so the SSD tier's deferred merges
   // are paid (and counted in ssd_bytes_written) inside the run.
   bool checkpoint_at_end = false;

@@ -149,6 +149,23 @@ inline CLI::Option* AddUnsignedList(CLI::App* command, const std::string& name, 
           range));
 }
 
+// Adds an option taking one of the words `choices` only: any other value is
+// a usage error naming the option and the value, raised by the parser.
+inline CLI::Option* AddChoice(CLI::App* command, const std::string& name, std::string& value,
+                              const std::string& help, const std::vector<std::string>& choices) {
+  std::string list;
+  for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+  return command->add_option(name, value, help)
+      ->transform(CLI::Validator(
+          [choices, list](std::string& text) -> std::string {
+            for (const std::string& c : choices) {
+              if (text == c) return "";
+            }
+            return "'" + text + "' is not one of " + list;
+          },
+          list));
+}
+
 // A closed or half-open interval of doubles.
 struct RealRange {
   double min = 0;

@@ -21,6 +21,7 @@ struct ReplayArgs {
   std::string faults;  // the --faults spelling of options.faults
   std::string fallback = "lru";
   std::string ssd_backend = "native";
+  std::string ssd_index = "compact";
   bool no_gpu = false;
   bool progress = false;
   bool json = false;
@@ -59,6 +60,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"ssd_write_amp", r.ssd_write_amp},
           {"ssd_write_log_fraction", o.ssd_write_log_fraction},
           {"ssd_format_version", o.ssd_format_version},
+          {"ssd_index", a.ssd_index},
           {"checkpoint_at_end", o.checkpoint_at_end},
           {"rows_per_s", r.rows_per_s},
           {"elapsed_s", r.elapsed_s},
@@ -102,6 +104,8 @@ Status ParseWords(ReplayArgs* a) {
   } else {
     return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
   }
+  // Checked by the parser (AddChoice): compact or exact.
+  a->options.ssd_index = a->ssd_index == "exact" ? SsdIndex::kExact : SsdIndex::kCompact;
   a->options.intents = !a->no_intents;
   a->options.use_gpu = !a->no_gpu;
   STRATA_ASSIGN_OR_RETURN(a->options.faults, ParseFaultOptions(a->faults));
@@ -199,6 +203,11 @@ CommandRegistrar reg{
                             "native SSD tier: format of a new tier directory (1: leaf pages, "
                             "2: append-only log)",
                             1, 2)
+          ->capture_default_str();
+      AddChoice(c, "--ssd-index", args->ssd_index,
+                "native SSD tier, format 2: DRAM index (compact: 7 bytes per key, a put of a "
+                "stored key reads it once; exact: about 11.7 bytes per key, puts read nothing)",
+                {"compact", "exact"})
           ->capture_default_str();
       AddReal(c, "--ssd-write-log-fraction", o.ssd_write_log_fraction,
               "native SSD tier: write log size as a fraction of each table's rows (0: puts "

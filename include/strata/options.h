@@ -81,6 +81,14 @@ struct TableOptions {
 };
 
 enum class SsdBackend : uint8_t { kNative, kRocksDb };
+// DRAM index of the native SSD tier's format 2 (docs/ssd-format.md, "Exact
+// index"). kCompact: 7 bytes per key plus slack (about 7.5), but a put of a
+// stored key reads its record once (puts at the device's random-read rate).
+// kExact: the whole key per entry, 11 bytes plus slack (about 11.7): puts
+// read nothing (sequential appends only) and gets of a deleted key read
+// nothing. Not stored on disk: the index is rebuilt at every open, so either
+// opens any format-2 directory.
+enum class SsdIndex : uint8_t { kCompact, kExact };
 // Order of eviction among rows nobody declared an intent for (they always go
 // before rows with one). kLru: least recently used first. kLfu: least
 // frequently used first (a count-min sketch with aging per table, so a
@@ -166,6 +174,9 @@ struct StoreOptions {
   // Native SSD tier, format 2: bytes of a log segment, a power of two in
   // [64 KiB, 64 MiB] (the unit of cleaning; tests use small ones).
   uint64_t ssd_segment_bytes = 8ull << 20;
+  // Native SSD tier, format 2: the DRAM index (SsdIndex: kCompact, fewer
+  // bytes per key; kExact, puts without reads). Format 1 ignores it.
+  SsdIndex ssd_index = SsdIndex::kCompact;
   // Fault injection into the SSD tier's I/O (tests and replays); off by default.
   FaultOptions faults;
 };

@@ -9,27 +9,29 @@
 namespace strata::storage {
 
 static_assert(std::endian::native == std::endian::little, "entries are little endian");
-static_assert(CompactIndex::kFieldBits + CompactIndex::kAddressBits == 8 * 7);
+static_assert(CompactIndex::kFieldBits + CompactIndex::kPayloadBits == 8 * 7);
 
-namespace {
-constexpr uint64_t kFieldMask = (uint64_t{1} << CompactIndex::kFieldBits) - 1;
-}  // namespace
-
-uint64_t CompactIndex::Load(const Partition& p, uint32_t i) {
-  uint64_t v = 0;
+template <typename T>
+typename PartitionedIndex<T>::Value PartitionedIndex<T>::Load(const Partition& p, uint32_t i) {
+  Value v = 0;
   std::memcpy(&v, p.data.get() + uint64_t{i} * kEntryBytes, kEntryBytes);
   return v;
 }
 
-void CompactIndex::Store(Partition& p, uint32_t i, uint64_t v) {
+template <typename T>
+void PartitionedIndex<T>::Store(Partition& p, uint32_t i, Value v) {
   std::memcpy(p.data.get() + uint64_t{i} * kEntryBytes, &v, kEntryBytes);
 }
 
-uint64_t CompactIndex::FieldOf(uint64_t mixed, uint32_t depth, uint32_t known) {
-  return ((mixed << depth) >> (64 - known)) << (kFieldBits - known);
+template <typename T>
+typename PartitionedIndex<T>::Value PartitionedIndex<T>::EntryOf(uint64_t mixed, uint32_t depth,
+                                                                 uint32_t known, uint64_t payload) {
+  const uint64_t field = ((mixed << depth) >> (64 - known)) << (kFieldBits - known);
+  return Value{field} << kPayloadBits | payload;
 }
 
-uint32_t CompactIndex::LowerBound(const Partition& p, uint64_t v) {
+template <typename T>
+uint32_t PartitionedIndex<T>::LowerBound(const Partition& p, Value v) {
   uint32_t lo = 0;
   uint32_t hi = p.size;
   while (lo < hi) {
@@ -43,7 +45,8 @@ uint32_t CompactIndex::LowerBound(const Partition& p, uint64_t v) {
   return lo;
 }
 
-void CompactIndex::Grow(Partition& p, uint32_t need) {
+template <typename T>
+void PartitionedIndex<T>::Grow(Partition& p, uint32_t need) {
   if (need <= p.capacity) return;
   const uint32_t cap = std::max(need, p.capacity + std::max<uint32_t>(4, p.capacity / 8));
   auto data = std::make_unique<uint8_t[]>(uint64_t{cap} * kEntryBytes);
@@ -52,7 +55,8 @@ void CompactIndex::Grow(Partition& p, uint32_t need) {
   p.capacity = cap;
 }
 
-void CompactIndex::Clear() {
+template <typename T>
+void PartitionedIndex<T>::Clear() {
   depth_ = kDepthMin;
   size_ = 0;
   parts_.clear();
@@ -63,11 +67,12 @@ void CompactIndex::Clear() {
   for (uint32_t i = 0; i < dir_.size(); ++i) {
     dir_[i] = i;
     parts_[i].depth = static_cast<uint8_t>(depth_);
-    parts_[i].known = kFieldBits;
+    parts_[i].known = static_cast<uint8_t>(FullKnown(depth_));
   }
 }
 
-void CompactIndex::Build(std::vector<BuildEntry> entries) {
+template <typename T>
+void PartitionedIndex<T>::Build(std::vector<BuildEntry> entries) {
   uint32_t depth = kDepthMin;
   while (depth < kDepthMax && (entries.size() >> depth) > kPartitionEntriesBuilt) ++depth;
   std::sort(entries.begin(), entries.end(),
@@ -79,52 +84,55 @@ void CompactIndex::Build(std::vector<BuildEntry> entries) {
   parts_.resize(size_t{1} << depth_);
   dir_.assign(size_t{1} << depth_, 0);
   dir_.shrink_to_fit();
-  std::vector<uint64_t> values;
+  const uint32_t known = FullKnown(depth_);
+  std::vector<Value> values;
   size_t pos = 0;
   for (uint32_t i = 0; i < dir_.size(); ++i) {
     dir_[i] = i;
     Partition& p = parts_[i];
     p.depth = static_cast<uint8_t>(depth_);
-    p.known = kFieldBits;
+    p.known = static_cast<uint8_t>(known);
     values.clear();
     while (pos < entries.size() && (entries[pos].mixed >> (64 - depth_)) == i) {
-      STRATA_ASSERT(entries[pos].address <= kAddressMax, "address above kAddressMax");
-      values.push_back(FieldOf(entries[pos].mixed, depth_, kFieldBits) << kAddressBits |
-                       entries[pos].address);
+      STRATA_ASSERT(entries[pos].payload <= kPayloadMax, "payload above kPayloadMax");
+      values.push_back(EntryOf(entries[pos].mixed, depth_, known, entries[pos].payload));
       ++pos;
     }
-    std::sort(values.begin(), values.end());  // equal fields: by address
+    std::sort(values.begin(), values.end());  // equal fields: by payload
     Grow(p, static_cast<uint32_t>(values.size()));
     for (uint32_t j = 0; j < values.size(); ++j) Store(p, j, values[j]);
     p.size = static_cast<uint32_t>(values.size());
   }
 }
 
-size_t CompactIndex::Candidates(uint64_t mixed, std::span<uint64_t> out) const {
+template <typename T>
+size_t PartitionedIndex<T>::Candidates(uint64_t mixed, std::span<uint64_t> out) const {
   const Partition& p = parts_[PartOf(mixed)];
-  const uint64_t field = FieldOf(mixed, p.depth, p.known);
+  const Value first = EntryOf(mixed, p.depth, p.known, 0);
   size_t n = 0;
-  for (uint32_t i = LowerBound(p, field << kAddressBits); i < p.size; ++i) {
-    const uint64_t v = Load(p, i);
-    if ((v >> kAddressBits) != field) break;
-    if (n < out.size()) out[n] = v & kAddressMax;
+  for (uint32_t i = LowerBound(p, first); i < p.size; ++i) {
+    const Value v = Load(p, i);
+    if ((v >> kPayloadBits) != (first >> kPayloadBits)) break;
+    if (n < out.size()) out[n] = static_cast<uint64_t>(v & kPayloadMax);
     ++n;
   }
   return n;
 }
 
-bool CompactIndex::Contains(uint64_t mixed, uint64_t address) const {
+template <typename T>
+bool PartitionedIndex<T>::Contains(uint64_t mixed, uint64_t payload) const {
   const Partition& p = parts_[PartOf(mixed)];
-  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const Value v = EntryOf(mixed, p.depth, p.known, payload);
   const uint32_t i = LowerBound(p, v);
   return i < p.size && Load(p, i) == v;
 }
 
-void CompactIndex::Insert(uint64_t mixed, uint64_t address) {
-  STRATA_ASSERT(address <= kAddressMax, "address above kAddressMax");
+template <typename T>
+void PartitionedIndex<T>::Insert(uint64_t mixed, uint64_t payload) {
+  STRATA_ASSERT(payload <= kPayloadMax, "payload above kPayloadMax");
   const uint32_t index = PartOf(mixed);
   Partition& p = parts_[index];
-  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const Value v = EntryOf(mixed, p.depth, p.known, payload);
   const uint32_t i = LowerBound(p, v);
   Grow(p, p.size + 1);
   uint8_t* at = p.data.get() + uint64_t{i} * kEntryBytes;
@@ -137,12 +145,12 @@ void CompactIndex::Insert(uint64_t mixed, uint64_t address) {
   }
 }
 
-bool CompactIndex::Replace(uint64_t mixed, uint64_t old_address, uint64_t new_address) {
-  STRATA_ASSERT(new_address <= kAddressMax, "address above kAddressMax");
+template <typename T>
+bool PartitionedIndex<T>::Replace(uint64_t mixed, uint64_t old_payload, uint64_t new_payload) {
+  STRATA_ASSERT(new_payload <= kPayloadMax, "payload above kPayloadMax");
   Partition& p = parts_[PartOf(mixed)];
-  const uint64_t field = FieldOf(mixed, p.depth, p.known) << kAddressBits;
-  const uint64_t old_v = field | old_address;
-  const uint64_t new_v = field | new_address;
+  const Value old_v = EntryOf(mixed, p.depth, p.known, old_payload);
+  const Value new_v = EntryOf(mixed, p.depth, p.known, new_payload);
   const uint32_t i = LowerBound(p, old_v);
   if (i == p.size || Load(p, i) != old_v) return false;
   if ((i == 0 || Load(p, i - 1) < new_v) && (i + 1 == p.size || Load(p, i + 1) > new_v)) {
@@ -161,9 +169,10 @@ bool CompactIndex::Replace(uint64_t mixed, uint64_t old_address, uint64_t new_ad
   return true;
 }
 
-bool CompactIndex::Erase(uint64_t mixed, uint64_t address) {
+template <typename T>
+bool PartitionedIndex<T>::Erase(uint64_t mixed, uint64_t payload) {
   Partition& p = parts_[PartOf(mixed)];
-  const uint64_t v = FieldOf(mixed, p.depth, p.known) << kAddressBits | address;
+  const Value v = EntryOf(mixed, p.depth, p.known, payload);
   const uint32_t i = LowerBound(p, v);
   if (i == p.size || Load(p, i) != v) return false;
   uint8_t* at = p.data.get() + uint64_t{i} * kEntryBytes;
@@ -173,7 +182,8 @@ bool CompactIndex::Erase(uint64_t mixed, uint64_t address) {
   return true;
 }
 
-void CompactIndex::Split(uint32_t index) {
+template <typename T>
+void PartitionedIndex<T>::Split(uint32_t index) {
   if (parts_[index].depth == depth_) {  // double the directory
     std::vector<uint32_t> dir(dir_.size() * 2);
     for (size_t i = 0; i < dir.size(); ++i) dir[i] = dir_[i >> 1];
@@ -187,11 +197,12 @@ void CompactIndex::Split(uint32_t index) {
   const uint32_t d = low.depth;
   // Entries whose field's top bit is 1 move to `high`; every field loses
   // that bit (shifted out), which keeps each half sorted.
-  const uint32_t cut = LowerBound(low, uint64_t{1} << (kFieldBits - 1 + kAddressBits));
+  const uint32_t cut = LowerBound(low, Value{1} << (kFieldBits - 1 + kPayloadBits));
   const uint32_t moved = low.size - cut;
   Grow(high, moved + moved / 8);
-  auto shifted = [](uint64_t v) {
-    return (((v >> kAddressBits) << 1) & kFieldMask) << kAddressBits | (v & kAddressMax);
+  constexpr Value kFieldMask = (Value{1} << kFieldBits) - 1;
+  auto shifted = [](Value v) {
+    return (((v >> kPayloadBits) << 1) & kFieldMask) << kPayloadBits | (v & kPayloadMax);
   };
   for (uint32_t i = 0; i < moved; ++i) Store(high, i, shifted(Load(low, cut + i)));
   high.size = moved;
@@ -207,10 +218,14 @@ void CompactIndex::Split(uint32_t index) {
   }
 }
 
-uint64_t CompactIndex::MemoryBytes() const {
+template <typename T>
+uint64_t PartitionedIndex<T>::MemoryBytes() const {
   uint64_t bytes = dir_.capacity() * sizeof(uint32_t) + parts_.capacity() * sizeof(Partition);
   for (const Partition& p : parts_) bytes += uint64_t{p.capacity} * kEntryBytes;
   return bytes;
 }
+
+template class PartitionedIndex<CompactIndexTraits>;
+template class PartitionedIndex<ExactIndexTraits>;
 
 }  // namespace strata::storage

@@ -41,7 +41,7 @@ inline constexpr uint64_t kCheckpointPointerBytesMax = 64;
 inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 
 // Format version 2: segment slots of one table's log file (a record's
-// address is slot x records per segment + index, CompactIndex::kAddressBits
+// address is slot x records per segment + index, CompactIndex::kPayloadBits
 // bits), and the range of segment sizes.
 inline constexpr uint64_t kLogSlotsMax = uint64_t{1} << 20;
 inline constexpr uint64_t kSegmentBytesMin = 64ull << 10;

@@ -15,12 +15,12 @@
 #include "base/mutex.h"
 #include "io/aligned.h"
 #include "io/io_threads.h"
-#include "storage/ssd/compact_index.h"
 #include "storage/ssd/limits.h"
 #include "storage/ssd/manifest.h"
 #include "storage/ssd/native_common.h"
 #include "storage/ssd/page_file.h"
 #include "storage/ssd/ssd_format.h"
+#include "storage/ssd/table_index.h"
 
 namespace strata::storage {
 namespace logstore {
@@ -34,8 +34,6 @@ constexpr uint64_t kNone = ~uint64_t{0};
 // checkpoint never shares its seq (and so its record seeds) with one
 // written after the reopen.
 constexpr uint64_t kSessionSegmentSeqStep = uint64_t{1} << 32;
-// Candidates of one key looked at without allocating (more: a vector).
-constexpr size_t kCandidatesInline = 8;
 
 uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
 uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
@@ -65,6 +63,8 @@ struct Head {
 };
 
 struct Table {
+  explicit Table(SsdIndex index_kind) : index(index_kind) {}
+
   // Constant after open.
   TableSpec spec;
   uint32_t record_bytes = 0;
@@ -75,7 +75,7 @@ struct Table {
   mutable base::RwLock mu;
   std::unique_ptr<PageFile> file GUARDED_BY(mu);  // 4 KiB pages
   uint64_t file_number GUARDED_BY(mu) = 1;
-  CompactIndex index GUARDED_BY(mu);
+  TableIndex index GUARDED_BY(mu);
   std::vector<Slot> slots GUARDED_BY(mu);
   uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
   Head heads[2] GUARDED_BY(mu);
@@ -320,7 +320,7 @@ bool Store::NoteCleanup(const Status& s) {
 }
 
 std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_bytes) {
-  auto t = std::make_unique<Table>();
+  auto t = std::make_unique<Table>(options_.ssd_index);
   t->spec = spec;
   t->record_bytes = ssd::RecordBytes(spec.row_bytes);
   t->segment_bytes = segment_bytes;
@@ -473,11 +473,11 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
   std::sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) {
     return a.mixed != b.mixed ? a.mixed < b.mixed : a.seq > b.seq;
   });
-  std::vector<CompactIndex::BuildEntry> entries;
+  std::vector<TableIndex::BuildEntry> entries;
   entries.reserve(seen.size());
   for (size_t i = 0; i < seen.size(); ++i) {
     if (i > 0 && seen[i].mixed == seen[i - 1].mixed) continue;
-    entries.push_back({seen[i].mixed, seen[i].address});
+    entries.push_back({seen[i].mixed, seen[i].address, seen[i].kind});
     ++t.slots[t.SlotOf(seen[i].address)].live;
     if (seen[i].kind == ssd::kRecordRow) {
       ++t.rows;
@@ -492,7 +492,7 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
                               std::to_string(mt.row_count) + ", its segments hold " +
                               std::to_string(t.rows));
   }
-  t.index.Build(std::move(entries));
+  t.index.Build(entries);
   t.free_hint = 0;
   return Status::Ok();
 }
@@ -501,7 +501,7 @@ Result<uint64_t> Store::AllocateSlot(Table& t) {
   uint64_t s = t.free_hint;
   while (s < t.slots.size() && t.slots[s].state != kFree) ++s;
   if (s == t.slots.size()) {
-    if (s >= kLogSlotsMax || t.Address(s + 1, 0) - 1 > CompactIndex::kAddressMax) {
+    if (s >= kLogSlotsMax || t.Address(s + 1, 0) - 1 > TableIndex::kAddressMax) {
       return Status::ResourceExhausted(t.file->path() + ": table " + t.spec.name +
                                        " needs more than kLogSlotsMax segments");
     }
@@ -667,19 +667,6 @@ io::AlignedBuffer* GetScratch() {
   return &buf;
 }
 
-// The addresses of `mixed`'s candidates appended to `out`.
-void AppendCandidates(const CompactIndex& index, uint64_t mixed, std::vector<uint64_t>* out) {
-  uint64_t inline_cand[kCandidatesInline];
-  size_t n = index.Candidates(mixed, inline_cand);
-  if (n <= kCandidatesInline) {
-    out->insert(out->end(), inline_cand, inline_cand + n);
-    return;
-  }
-  std::vector<uint64_t> all(n);
-  n = index.Candidates(mixed, all);
-  out->insert(out->end(), all.begin(), all.begin() + static_cast<ptrdiff_t>(n));
-}
-
 Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                        std::span<uint8_t> found) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
@@ -695,7 +682,14 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   base::ReaderLock lock(&t->mu);
   for (size_t i = 0; i < keys.size(); ++i) {
     found[i] = 0;
-    AppendCandidates(t->index, ssd::MixKey(keys[i]), &addrs);
+    const uint64_t mixed = ssd::MixKey(keys[i]);
+    uint64_t addr = 0;
+    uint8_t kind = 0;
+    if (!t->index.exact()) {
+      t->index.AppendCandidates(mixed, &addrs);
+    } else if (t->index.Find(mixed, &addr, &kind) && kind == ssd::kRecordRow) {
+      addrs.push_back(addr);  // a deleted key reads nothing
+    }
     owner.resize(addrs.size(), static_cast<uint32_t>(i));
   }
   std::vector<const std::byte*> where;
@@ -703,7 +697,12 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
   STRATA_RETURN_IF_ERROR(ReadRecords(*t, addrs, GetScratch(), &where, &parsed));
   for (size_t c = 0; c < addrs.size(); ++c) {
     const uint32_t i = owner[c];
-    if (parsed[c].key != keys[i]) continue;  // another key of the same field
+    if (parsed[c].key != keys[i]) {
+      if (!t->index.exact()) continue;  // another key of the same field
+      return CorruptionAt(t->file->path(), t->FileOffset(addrs[c]),
+                          "record of key " + std::to_string(parsed[c].key) + " where table " +
+                              t->spec.name + "'s index names key " + std::to_string(keys[i]));
+    }
     if (parsed[c].kind == ssd::kRecordRow) {
       std::memcpy(rows.data() + uint64_t{i} * rb, where[c] + ssd::kRecordHeaderBytes, rb);
       found[i] = 1;
@@ -717,10 +716,18 @@ Status Store::Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>
                       std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) {
   old_addrs->assign(keys.size(), kNone);
   old_kinds->assign(keys.size(), 0);
+  if (t.index.exact()) {  // the index knows: nothing to read
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!t.index.Find(ssd::MixKey(keys[i]), &(*old_addrs)[i], &(*old_kinds)[i])) {
+        (*old_addrs)[i] = kNone;
+      }
+    }
+    return Status::Ok();
+  }
   std::vector<uint64_t> addrs;
   std::vector<uint32_t> owner;
   for (size_t i = 0; i < keys.size(); ++i) {
-    AppendCandidates(t.index, ssd::MixKey(keys[i]), &addrs);
+    t.index.AppendCandidates(ssd::MixKey(keys[i]), &addrs);
     owner.resize(addrs.size(), static_cast<uint32_t>(i));
   }
   if (addrs.empty()) return Status::Ok();
@@ -792,7 +799,7 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     const size_t u = rec_key[r];
     const uint64_t mixed = ssd::MixKey(unique[u]);
     if (old_addrs[u] != kNone) {
-      const bool replaced = t->index.Replace(mixed, old_addrs[u], addrs[r]);
+      const bool replaced = t->index.Replace(mixed, old_addrs[u], addrs[r], recs[r].kind);
       STRATA_ASSERT(replaced, "resolved entry vanished under the writer lock");
       --t->slots[t->SlotOf(old_addrs[u])].live;
       if (old_kinds[u] == ssd::kRecordRow) {
@@ -801,7 +808,7 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
         --t->tombstones;
       }
     } else {
-      t->index.Insert(mixed, addrs[r]);
+      t->index.Insert(mixed, addrs[r], recs[r].kind);
     }
     ++t->slots[t->SlotOf(addrs[r])].live;
     if (recs[r].kind == ssd::kRecordRow) {
@@ -897,7 +904,8 @@ Status Store::CleanSegment(Table& t, uint64_t victim) {
   if (!copies.empty()) STRATA_RETURN_IF_ERROR(Append(t, kCleanerHead, copies, &addrs));
   // The copies are written: switch their entries, then give up the victim.
   for (size_t c = 0; c < copies.size(); ++c) {
-    const bool replaced = t.index.Replace(ssd::MixKey(copies[c].key), copied_from[c], addrs[c]);
+    const bool replaced =
+        t.index.Replace(ssd::MixKey(copies[c].key), copied_from[c], addrs[c], copies[c].kind);
     STRATA_ASSERT(replaced, "live record's entry vanished under the writer lock");
     ++t.slots[t.SlotOf(addrs[c])].live;
   }

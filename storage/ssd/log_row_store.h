@@ -3,9 +3,11 @@
 //
 // Every row lives in a record of a table's log file, an array of segments:
 // MultiPut and Delete append records (a tombstone for a delete) in large
-// sequential, O_DIRECT, 4 KiB-aligned writes, and a CompactIndex (at most 8
-// bytes per key) maps each key to its newest record, so a get is one device
-// read in the common case. No written 4 KiB block is written again: the
+// sequential, O_DIRECT, 4 KiB-aligned writes, and a TableIndex maps each
+// key to its newest record, so a get is one device read in the common case:
+// options.ssd_index chooses a CompactIndex (at most 8 bytes per key; a put of
+// a stored key reads its record once) or an ExactIndex (about 11.7 bytes per
+// key; puts read nothing). No written 4 KiB block is written again: the
 // partly filled last block of each head segment stays in DRAM until an
 // append fills it or a checkpoint writes it and seals the segment. A greedy
 // cleaner copies the live records of the emptiest segments forward, run in

@@ -95,7 +95,7 @@ inline uint64_t SegmentCapacity(uint64_t segment_bytes, uint32_t row_bytes) {
 // A power of two in [kSegmentBytesMin, kSegmentBytesMax] holding at least
 // one record of `row_bytes`.
 bool ValidSegmentBytes(uint64_t segment_bytes, uint32_t row_bytes);
-// Record addresses (CompactIndex::kAddressBits bits).
+// Record addresses (CompactIndex::kPayloadBits bits).
 inline constexpr uint64_t kLogAddressMax = (uint64_t{1} << 34) - 1;
 
 std::string EncodeManifestV2(const ManifestV2& manifest);

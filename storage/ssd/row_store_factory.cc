@@ -84,6 +84,11 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
             std::to_string(options.ssd_segment_bytes) + " is not a power of two in [" +
             std::to_string(kSegmentBytesMin) + ", " + std::to_string(kSegmentBytesMax) + "]");
       }
+      if (options.ssd_index != SsdIndex::kCompact && options.ssd_index != SsdIndex::kExact) {
+        return Status::InvalidArgument("row store " + options.dir + ": ssd_index " +
+                                       std::to_string(static_cast<int>(options.ssd_index)) +
+                                       " is not kCompact or kExact");
+      }
       // An existing directory opens in the format it was written in.
       io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
       STRATA_ASSIGN_OR_RETURN(std::optional<uint32_t> version,

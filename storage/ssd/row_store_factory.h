@@ -52,6 +52,11 @@ struct RowStoreOptions {
   // (raised for a table until a segment holds 8 records). The unit of
   // cleaning: larger segments make each cleaning step longer.
   uint64_t ssd_segment_bytes = 8ull << 20;
+  // Format 2: the DRAM index, kCompact (7 bytes per key plus slack; a put of
+  // a stored key reads its record once) or kExact (11 bytes per key plus
+  // slack; puts read nothing). Chosen at every open (the index is rebuilt
+  // from the log; nothing on disk depends on it). Format 1 ignores it.
+  SsdIndex ssd_index = SsdIndex::kCompact;
   // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
   // per entry of io_cores, else one (one core per SSD). More threads overlap
   // more system-call work and take more cores from the trainer.

@@ -68,7 +68,8 @@ TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
            {"--act-ahead-max", "-1"},
            {"--act-ahead-max", "1025"},
            {"--ssd-format", "3"},
-           {"--ssd-format", "two"}}) {
+           {"--ssd-format", "two"},
+           {"--ssd-index", "full"}}) {
     ExpectUsageError(Replay(store), "replay", option, value, store);
   }
 }
@@ -122,6 +123,7 @@ TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--dim", "-1", ssd);
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--segment-bytes", "-1", ssd);
   ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--segment-bytes", "1024", ssd);
+  ExpectUsageError("bench ssd --dir " + ssd, "bench ssd", "--index", "exactly", ssd);
   // A word the command does not know is refused naming it, before any file.
   {
     std::string out;

@@ -16,7 +16,8 @@
 // backend, storage::testing::RocksPowerLossFs for RocksDB.
 //
 // The *NativeV2 tests run both variants on the native tier's format 2
-// (StoreOptions::ssd_format_version).
+// (StoreOptions::ssd_format_version), the *NativeV2Exact ones with its exact
+// DRAM index (StoreOptions::ssd_index).
 //
 // STRATA_CRASH_TRIALS sets the trials per test (default 20; `make crash` runs
 // 200); STRATA_CRASH_SEED replays a campaign (the seed is printed).
@@ -59,18 +60,29 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// The native tier's format the campaign runs (1, or 2 for the *V2 tests;
-// the child gets it through its spec).
+// The native tier's format the campaign runs (1, or 2 for the *V2 tests)
+// and format 2's DRAM index (0 compact, 1 exact); the child gets both
+// through its spec.
 uint32_t ssd_format = 1;
-// Sets ssd_format for a test's campaign, back to 1 at its end.
+int ssd_index = 0;
+// Sets ssd_format and ssd_index for a test's campaign, back to 1 and
+// compact at its end.
 struct FormatScope {
-  explicit FormatScope(uint32_t format) { ssd_format = format; }
-  ~FormatScope() { ssd_format = 1; }
+  explicit FormatScope(uint32_t format, SsdIndex index = SsdIndex::kCompact) {
+    ssd_format = format;
+    ssd_index = static_cast<int>(index);
+  }
+  ~FormatScope() {
+    ssd_format = 1;
+    ssd_index = 0;
+  }
 };
+SsdIndex Index() { return static_cast<SsdIndex>(ssd_index); }
 
 std::string BackendName(SsdBackend backend) {
   if (backend == SsdBackend::kRocksDb) return "rocksdb";
-  return ssd_format == 1 ? "native" : "native, format 2";
+  if (ssd_format == 1) return "native";
+  return Index() == SsdIndex::kExact ? "native, format 2, exact index" : "native, format 2";
 }
 
 using strata::testing::ScratchDir;
@@ -97,7 +109,7 @@ enum class KillAt { kIoCall, kTime };
   }
   Progress progress(progress_path);
   env.set_kill_note_fd(progress.fd());
-  auto store = engine::StoreImpl::Open(Options(dir, backend, ssd_format), Tables(), envs);
+  auto store = engine::StoreImpl::Open(Options(dir, backend, ssd_format, Index()), Tables(), envs);
   if (!store.ok()) {
     std::fprintf(stderr, "child: open: %s\n", store.status().ToString().c_str());
     _exit(4);
@@ -118,7 +130,9 @@ TEST(CrashCampaignTest, ChildBody) {
   std::string dir, progress;
   int backend = 0, kill_at = 0;
   uint64_t seed = 0, param = 0;
-  if (!(in >> dir >> backend >> seed >> kill_at >> param >> progress >> ssd_format)) _exit(9);
+  if (!(in >> dir >> backend >> seed >> kill_at >> param >> progress >> ssd_format >> ssd_index)) {
+    _exit(9);
+  }
   ChildMain(dir, static_cast<SsdBackend>(backend), seed, static_cast<KillAt>(kill_at), param,
             progress);
 }
@@ -142,8 +156,8 @@ Calibration Calibrate(SsdBackend backend) {
   }
   const auto start = std::chrono::steady_clock::now();
   {
-    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend, ssd_format),
-                                         Tables(), envs);
+    auto store = engine::StoreImpl::Open(
+        Options(scratch.path() + "/store", backend, ssd_format, Index()), Tables(), envs);
     EXPECT_TRUE(store.ok()) << store.status().ToString();
     if (!store.ok()) return {};
     Progress none("");
@@ -215,7 +229,7 @@ void ExpectTrialReopens(const std::string& dir, SsdBackend backend, uint64_t see
   }
   std::vector<int64_t> allowed = {outcome.last_done};
   if (outcome.in_flight >= 0) allowed.push_back(outcome.in_flight);
-  auto store = Store::Open(Options(dir, backend, ssd_format), Tables());
+  auto store = Store::Open(Options(dir, backend, ssd_format, Index()), Tables());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ExpectCheckpoint(**store, Plan(seed), allowed);
   if (::testing::Test::HasFatalFailure()) return;
@@ -248,7 +262,7 @@ void KillCampaign(SsdBackend backend) {
       const std::string spec =
           dir + " " + std::to_string(static_cast<int>(backend)) + " " + std::to_string(seed) + " " +
           std::to_string(static_cast<int>(kill_at)) + " " + std::to_string(param) + " " + progress +
-          " " + std::to_string(ssd_format);
+          " " + std::to_string(ssd_format) + " " + std::to_string(ssd_index);
       setenv(kChildEnv, spec.c_str(), 1);
       const int null_fd = ::open("/dev/null", O_WRONLY);  // gtest's chatter; errors stay on stderr
       if (null_fd >= 0) ::dup2(null_fd, STDOUT_FILENO);
@@ -273,6 +287,10 @@ TEST(CrashCampaignTest, KillNative) { KillCampaign(SsdBackend::kNative); }
 TEST(CrashCampaignTest, KillRocksDb) { KillCampaign(SsdBackend::kRocksDb); }
 TEST(CrashCampaignTest, KillNativeV2) {
   FormatScope v2(2);
+  KillCampaign(SsdBackend::kNative);
+}
+TEST(CrashCampaignTest, KillNativeV2Exact) {
+  FormatScope v2(2, SsdIndex::kExact);
   KillCampaign(SsdBackend::kNative);
 }
 
@@ -327,8 +345,8 @@ void PowerLossCampaign(SsdBackend backend) {
     ScratchDir scratch;
     PowerCut counter(backend);
     counter.Count();
-    auto store = engine::StoreImpl::Open(Options(scratch.path() + "/store", backend, ssd_format),
-                                         Tables(), counter.Envs());
+    auto store = engine::StoreImpl::Open(
+        Options(scratch.path() + "/store", backend, ssd_format, Index()), Tables(), counter.Envs());
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     Progress none("");
     ASSERT_TRUE(RunWorkload(**store, Plan(1), &none).ok());
@@ -350,8 +368,8 @@ void PowerLossCampaign(SsdBackend backend) {
     power.CutAt(cut);
     {
       Progress progress(progress_path);
-      auto store =
-          engine::StoreImpl::Open(Options(dir, backend, ssd_format), Tables(), power.Envs());
+      auto store = engine::StoreImpl::Open(Options(dir, backend, ssd_format, Index()), Tables(),
+                                           power.Envs());
       if (store.ok()) (void)RunWorkload(**store, Plan(seed), &progress);
     }  // the store is dropped; its Close fails like every call after the cut
     power.LosePower();
@@ -365,6 +383,10 @@ TEST(CrashCampaignTest, PowerLossNative) { PowerLossCampaign(SsdBackend::kNative
 TEST(CrashCampaignTest, PowerLossRocksDb) { PowerLossCampaign(SsdBackend::kRocksDb); }
 TEST(CrashCampaignTest, PowerLossNativeV2) {
   FormatScope v2(2);
+  PowerLossCampaign(SsdBackend::kNative);
+}
+TEST(CrashCampaignTest, PowerLossNativeV2Exact) {
+  FormatScope v2(2, SsdIndex::kExact);
   PowerLossCampaign(SsdBackend::kNative);
 }
 

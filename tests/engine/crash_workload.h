@@ -49,12 +49,15 @@ inline std::vector<TableOptions> Tables() {
   return tables;
 }
 
-// `ssd_format`: the native tier's format of a new directory (1 or 2).
-inline StoreOptions Options(const std::string& dir, SsdBackend backend, uint32_t ssd_format = 1) {
+// `ssd_format`: the native tier's format of a new directory (1 or 2);
+// `ssd_index`: format 2's DRAM index.
+inline StoreOptions Options(const std::string& dir, SsdBackend backend, uint32_t ssd_format = 1,
+                            SsdIndex ssd_index = SsdIndex::kCompact) {
   StoreOptions o;
   o.dir = dir;
   o.ssd_backend = backend;
   o.ssd_format_version = ssd_format;
+  o.ssd_index = ssd_index;
   o.ssd_segment_bytes = 64 << 10;  // format 2: small files, many segments, the cleaner runs
   o.device_rows_max = 2 * 64;      // T0 holds the batches intents pin, little more
   o.dram_rows_max = 40;            // T1 a fraction of the 800 rows: most live on SSD

@@ -107,6 +107,13 @@ TEST(StoreOptionsTest, BadSsdFormatVersionOrSegmentBytesIsRejectedNamingTheField
         << r.status().message();
     EXPECT_FALSE(std::filesystem::exists(dir)) << bad;
   }
+  StoreOptions o = HostOptions(dir, 1024, 1024, 0.25);
+  o.ssd_format_version = 2;
+  o.ssd_index = static_cast<SsdIndex>(9);
+  auto r = Store::Open(o, std::vector<TableOptions>(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ssd_index"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 // The same pushes through a store whose T1 holds a tenth of the rows, so most
@@ -155,17 +162,18 @@ TEST(StoreOptionsTest, WriteLogFractionReachesTheSsdTier) {
 // StoreOptions::ssd_format_version reaches the tier: the same training
 // pushes through a tier of format 1 and of format 2 (its log file in the
 // tier directory, no leaf pages), checkpointed, closed and reopened, give
-// the same rows.
+// the same rows, with either DRAM index of format 2 (StoreOptions::ssd_index).
 TEST(StoreOptionsTest, SsdFormatVersion2ReachesTheTierAndGivesTheSameRows) {
   TableOptions t;
   t.name = "emb";
   t.dim = 16;
   t.optimizer.kind = Optimizer::kSgd;
   constexpr uint64_t kRounds = 20, kBatch = 256;
-  auto run = [&](uint32_t format) {
+  auto run = [&](uint32_t format, SsdIndex index) {
     const std::filesystem::path dir = ScratchDir("format" + std::to_string(format));
     StoreOptions o = HostOptions(dir, 256, 512, 0.25);
     o.ssd_format_version = format;
+    o.ssd_index = index;
     std::vector<Key> keys(kBatch);
     std::vector<float> rows(keys.size() * t.dim), grads(keys.size() * t.dim, 0.5f);
     {
@@ -206,10 +214,12 @@ TEST(StoreOptionsTest, SsdFormatVersion2ReachesTheTierAndGivesTheSameRows) {
     std::filesystem::remove_all(dir);
     return all;
   };
-  const std::vector<float> v1 = run(1);
-  const std::vector<float> v2 = run(2);
+  const std::vector<float> v1 = run(1, SsdIndex::kCompact);
+  const std::vector<float> v2 = run(2, SsdIndex::kCompact);
+  const std::vector<float> v2_exact = run(2, SsdIndex::kExact);
   ASSERT_FALSE(v1.empty());
   EXPECT_EQ(v1, v2);
+  EXPECT_EQ(v1, v2_exact);
 }
 
 }  // namespace

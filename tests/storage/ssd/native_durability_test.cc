@@ -70,15 +70,28 @@ class NativeDurabilityTest : public testing::NativeRowStoreFixture {
 // The tests below hold for both native formats (a failed switch, a failed
 // data fsync, a lost MANIFEST and an interrupted creation mean the same in
 // both); their data files differ.
+// Format 2 runs with either DRAM index (the exact one resolves puts and
+// deletes without reading).
+struct FormatParam {
+  uint32_t format;
+  SsdIndex index;
+};
 class NativeDurabilityFormatTest : public NativeDurabilityTest,
-                                   public ::testing::WithParamInterface<uint32_t> {
+                                   public ::testing::WithParamInterface<FormatParam> {
  protected:
-  NativeDurabilityFormatTest() { format_ = GetParam(); }
+  NativeDurabilityFormatTest() {
+    format_ = GetParam().format;
+    ssd_index_ = GetParam().index;
+  }
   const char* DataSuffix() const { return format_ == 1 ? ".pages" : ".log"; }
 };
-INSTANTIATE_TEST_SUITE_P(, NativeDurabilityFormatTest, ::testing::Values(1u, 2u),
-                         [](const ::testing::TestParamInfo<uint32_t>& info) {
-                           return "V" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(, NativeDurabilityFormatTest,
+                         ::testing::Values(FormatParam{1, SsdIndex::kCompact},
+                                           FormatParam{2, SsdIndex::kCompact},
+                                           FormatParam{2, SsdIndex::kExact}),
+                         [](const ::testing::TestParamInfo<FormatParam>& info) {
+                           return "V" + std::to_string(info.param.format) +
+                                  (info.param.index == SsdIndex::kExact ? "Exact" : "");
                          });
 
 // The reproduction: keys 1-3 at version 1, checkpoint; version 2,

@@ -47,15 +47,17 @@ class Sweep {
   // `gc`: checkpoint 2 garbage-collects (rewrites every table into a new
   // file); otherwise it syncs the pages written since checkpoint 1.
   // `format`: the native format (2 has no garbage collection at
-  // checkpoints: its cleaner runs in the writes).
-  explicit Sweep(bool gc, uint32_t format = 1)
-      : env_(io::Env::Default()), gc_(gc), format_(format) {}
+  // checkpoints: its cleaner runs in the writes); `index`: format 2's DRAM
+  // index.
+  explicit Sweep(bool gc, uint32_t format = 1, SsdIndex index = SsdIndex::kCompact)
+      : env_(io::Env::Default()), gc_(gc), format_(format), index_(index) {}
 
   RowStoreOptions Options() {
     RowStoreOptions o;
     o.backend = SsdBackend::kNative;
     o.ssd_format_version = format_;
     o.ssd_segment_bytes = 64 << 10;
+    o.ssd_index = index_;
     o.dir = dir_.path() + "/store";
     o.env = &env_;
     o.gc_space_amp_trigger = gc_ ? 1.2 : 1000.0;
@@ -142,13 +144,16 @@ class Sweep {
   std::map<int, std::map<TableId, Model>> models_;
   const bool gc_;
   const uint32_t format_;
+  const SsdIndex index_;
   std::set<int> possible_ = {0};
   int last_ok_ = 0;
 };
 
 // Every position of every fault of `faults` in a checkpoint of `format`,
-// with and without garbage collection (`gcs`); returns the runs.
-uint64_t SweepAll(uint32_t format, const std::vector<bool>& gcs) {
+// with and without garbage collection (`gcs`), format 2 with `index`;
+// returns the runs.
+uint64_t SweepAll(uint32_t format, const std::vector<bool>& gcs,
+                  SsdIndex index = SsdIndex::kCompact) {
   const std::vector<Fault> faults = {
       {io::FaultOp::kSync, io::FaultKind::kError},
       {io::FaultOp::kSyncDir, io::FaultKind::kError},
@@ -161,7 +166,7 @@ uint64_t SweepAll(uint32_t format, const std::vector<bool>& gcs) {
   uint64_t runs = 0;
   for (bool gc : gcs) {
     for (const Fault& fault : faults) {
-      const uint64_t positions = Sweep(gc, format).Run(fault, 0, false, false);
+      const uint64_t positions = Sweep(gc, format, index).Run(fault, 0, false, false);
       const std::string name = std::string(io::FaultOpName(fault.op)) +
                                (fault.kind == io::FaultKind::kShortWrite ? " (torn)" : "") +
                                (gc ? ", checkpoint with GC" : ", checkpoint without GC") +
@@ -176,7 +181,7 @@ uint64_t SweepAll(uint32_t format, const std::vector<bool>& gcs) {
           const bool power_loss = variant % 2 == 1, checkpoint_after = variant >= 2;
           SCOPED_TRACE(Describe(fault, nth, power_loss) +
                        (checkpoint_after ? " (a checkpoint between)" : ""));
-          Sweep(gc, format).Run(fault, nth, power_loss, checkpoint_after);
+          Sweep(gc, format, index).Run(fault, nth, power_loss, checkpoint_after);
           ++runs;
           if (::testing::Test::HasFatalFailure()) return runs;
         }
@@ -193,6 +198,10 @@ TEST(NativeFaultSweepTest, EveryDurabilityCallOfACheckpointFailsInTurn) {
 
 TEST(NativeFaultSweepTest, EveryDurabilityCallOfAVersion2CheckpointFailsInTurn) {
   EXPECT_GE(SweepAll(2, {false}), 20u);
+}
+
+TEST(NativeFaultSweepTest, EveryDurabilityCallOfAVersion2CheckpointFailsInTurnExactIndex) {
+  EXPECT_GE(SweepAll(2, {false}, SsdIndex::kExact), 20u);
 }
 
 }  // namespace

@@ -23,16 +23,24 @@ using testing::PutRows;
 struct Native {
   static constexpr SsdBackend kBackend = SsdBackend::kNative;
   static constexpr uint32_t kFormat = 1;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
 };
 // Format version 2 with the smallest segments, so tests span many segments
-// and the cleaner runs.
+// and the cleaner runs; with either DRAM index.
 struct NativeV2 {
   static constexpr SsdBackend kBackend = SsdBackend::kNative;
   static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
+};
+struct NativeV2Exact {
+  static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kExact;
 };
 struct RocksDb {
   static constexpr SsdBackend kBackend = SsdBackend::kRocksDb;
   static constexpr uint32_t kFormat = 1;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
 };
 
 constexpr uint32_t kRowBytes = 64;
@@ -46,6 +54,7 @@ class RowStoreConformanceTest : public ::testing::Test {
     o.backend = B::kBackend;
     o.ssd_format_version = B::kFormat;
     o.ssd_segment_bytes = 64 << 10;
+    o.ssd_index = B::kIndex;
     o.dir = dir_.path() + "/store";
     o.rocksdb_block_cache_bytes = 8 << 20;
     o.rocksdb_write_buffer_bytes = 4 << 20;
@@ -60,13 +69,14 @@ class RowStoreConformanceTest : public ::testing::Test {
   strata::testing::ScratchDir dir_;
 };
 
-using Backends = ::testing::Types<Native, NativeV2, RocksDb>;
+using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, RocksDb>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if (T::kBackend == SsdBackend::kRocksDb) return "RocksDb";
-    return T::kFormat == 1 ? "Native" : "NativeV2";
+    if (T::kFormat == 1) return "Native";
+    return T::kIndex == SsdIndex::kExact ? "NativeV2Exact" : "NativeV2";
   }
 };
 TYPED_TEST_SUITE(RowStoreConformanceTest, Backends, BackendNames);

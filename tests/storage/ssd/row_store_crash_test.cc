@@ -29,10 +29,12 @@ constexpr uint32_t kRowBytes = 128;
 constexpr char kChildEnv[] = "STRATA_ROW_STORE_CRASH_CHILD";
 const std::vector<TableSpec> kTables = {{2, "emb", kRowBytes}};
 
-RowStoreOptions OptionsFor(SsdBackend backend, uint32_t format, const std::string& dir) {
+RowStoreOptions OptionsFor(SsdBackend backend, uint32_t format, SsdIndex index,
+                           const std::string& dir) {
   RowStoreOptions o;
   o.backend = backend;
   o.ssd_format_version = format;
+  o.ssd_index = index;
   o.ssd_segment_bytes = 64 << 10;  // format 2: many segments, the cleaner runs
   o.dir = dir;
   o.rocksdb_block_cache_bytes = 8 << 20;
@@ -65,12 +67,14 @@ void ApplyIteration(int i, Model* model) {
 
 // The child: runs before main when kChildEnv is set, never returns.
 [[noreturn]] void ChildMain(const char* spec) {
-  const std::string s(spec);  // "<backend 0|1><format 1|2>:<fd>:<dir>"
+  // "<backend 0|1><format 1|2><index c|e>:<fd>:<dir>"
+  const std::string s(spec);
   const SsdBackend backend = s[0] == '0' ? SsdBackend::kNative : SsdBackend::kRocksDb;
   const uint32_t format = s[1] == '2' ? 2 : 1;
-  const size_t colon = s.find(':', 3);
-  const int fd = std::atoi(s.substr(3, colon - 3).c_str());
-  auto store = OpenRowStore(OptionsFor(backend, format, s.substr(colon + 1)), kTables);
+  const SsdIndex index = s[2] == 'e' ? SsdIndex::kExact : SsdIndex::kCompact;
+  const size_t colon = s.find(':', 4);
+  const int fd = std::atoi(s.substr(4, colon - 4).c_str());
+  auto store = OpenRowStore(OptionsFor(backend, format, index, s.substr(colon + 1)), kTables);
   if (!store.ok()) _exit(2);
   for (int i = 1;; ++i) {
     if (!RunIteration(**store, i).ok()) _exit(3);
@@ -87,14 +91,22 @@ const bool kChildStarted = [] {
 struct Native {
   static constexpr SsdBackend kBackend = SsdBackend::kNative;
   static constexpr uint32_t kFormat = 1;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
 };
 struct NativeV2 {
   static constexpr SsdBackend kBackend = SsdBackend::kNative;
   static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
+};
+struct NativeV2Exact {
+  static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kExact;
 };
 struct RocksDb {
   static constexpr SsdBackend kBackend = SsdBackend::kRocksDb;
   static constexpr uint32_t kFormat = 1;
+  static constexpr SsdIndex kIndex = SsdIndex::kCompact;
 };
 
 template <typename B>
@@ -102,7 +114,7 @@ class RowStoreCrashTest : public ::testing::Test {
  protected:
   strata::testing::ScratchDir dir_;
 };
-using Backends = ::testing::Types<Native, NativeV2, RocksDb>;
+using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, RocksDb>;
 TYPED_TEST_SUITE(RowStoreCrashTest, Backends);
 
 TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
@@ -112,8 +124,9 @@ TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
     const std::string spec = std::string(TypeParam::kBackend == SsdBackend::kNative ? "0" : "1") +
-                             std::to_string(TypeParam::kFormat) + ":" + std::to_string(fds[1]) +
-                             ":" + dir;
+                             std::to_string(TypeParam::kFormat) +
+                             (TypeParam::kIndex == SsdIndex::kExact ? "e" : "c") + ":" +
+                             std::to_string(fds[1]) + ":" + dir;
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
@@ -135,7 +148,8 @@ TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
     ASSERT_TRUE(WIFSIGNALED(status)) << "child exit status " << status;
     ::close(fds[0]);
 
-    auto store = OpenRowStore(OptionsFor(TypeParam::kBackend, TypeParam::kFormat, dir), kTables);
+    auto store = OpenRowStore(
+        OptionsFor(TypeParam::kBackend, TypeParam::kFormat, TypeParam::kIndex, dir), kTables);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     const std::vector<std::byte> meta = (*store)->CheckpointMeta();
     const int done =
@@ -148,7 +162,8 @@ TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
     ASSERT_TRUE(RunIteration(**store, done + 1).ok());  // writes after it, then no checkpoint
     store->reset();
     // Reopened again, the store still holds exactly that checkpoint.
-    auto again = OpenRowStore(OptionsFor(TypeParam::kBackend, TypeParam::kFormat, dir), kTables);
+    auto again = OpenRowStore(
+        OptionsFor(TypeParam::kBackend, TypeParam::kFormat, TypeParam::kIndex, dir), kTables);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     ExpectContent(**again, 2, kRowBytes, model);
     again->reset();

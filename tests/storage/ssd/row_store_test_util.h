@@ -110,6 +110,7 @@ class NativeRowStoreFixture : public ::testing::Test {
     o.backend = SsdBackend::kNative;
     o.ssd_format_version = format_;
     o.ssd_segment_bytes = 64 << 10;  // format 2: many segments, the cleaner runs
+    o.ssd_index = ssd_index_;
     o.dir = dir_.File("store");
     o.env = &fault_env_;
     return o;
@@ -140,7 +141,8 @@ class NativeRowStoreFixture : public ::testing::Test {
 
   const TableId table_;
   const uint32_t row_bytes_;
-  uint32_t format_ = 1;  // the native format of a new store
+  uint32_t format_ = 1;                      // the native format of a new store
+  SsdIndex ssd_index_ = SsdIndex::kCompact;  // format 2's DRAM index
   strata::testing::ScratchDir dir_;
   io::FaultEnv fault_env_;
 };
