@@ -111,14 +111,15 @@ Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys,
                                  (may_be_empty ? " or 0" : ""));
 }
 
-// Only mutators (holding mu_) change maps, so reading without the stripe
-// lock races with nothing but readers; the analysis knows no "either lock".
-uint32_t DramCache::FindSlot(const Table& t, Key key) const NO_THREAD_SAFETY_ANALYSIS {
+// Inserts change maps without mu_ (under the stripe locks), so the probe
+// takes the stripe's read lock.
+uint32_t DramCache::FindSlot(const Table& t, Key key) const {
   const uint64_t hash = DramKeyHash(key);
   bool dirty = false;
-  return t.index->stripe(t.index->StripeOf(hash))
-      .map.Find(
-          key, hash, [&t](uint32_t slot) { return t.KeyAt(slot); }, &dirty);
+  const DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
+  base::ReaderLock lock(&stripe.mu);
+  return stripe.map.Find(
+      key, hash, [&t](uint32_t slot) { return t.KeyAt(slot); }, &dirty);
 }
 
 uint32_t DramCache::AllocateSlot(Table& t) {
@@ -128,7 +129,7 @@ uint32_t DramCache::AllocateSlot(Table& t) {
     ts.free_head = static_cast<uint32_t>(t.KeyAt(slot));  // a free slot's key is the link
     return slot;
   }
-  STRATA_ASSERT(slots_[t.pos].touched < t.slots_max, "dram cache slot arena exhausted");
+  if (slots_[t.pos].touched >= t.slots_max) return kDramNoSlot;
   uint32_t slot = static_cast<uint32_t>(slots_[t.pos].touched++);
   Meta(t.pos, slot) = 0;
   new (t.rows->Slot(slot)) DramSlotHeader();
@@ -265,6 +266,8 @@ uint64_t DramCache::LookupPipeline(const Table& t, std::span<const Key> keys,
 
 Status DramCache::Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) {
   base::MutexLock lock(&mu_);
+  // A row an Insert holds may be its victim, about to leave.
+  while (AnyFlagged(t, keys, kDramMetaHold)) state_cv_.Wait(&mu_);
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(t, keys[i]);
     found[i] = slot != kDramNoSlot;
@@ -296,6 +299,7 @@ Status DramCache::ForEach(
     TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "ForEach"));
   base::MutexLock lock(&mu_);
+  WaitInsertsDone();  // no row is being written meanwhile
   for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
     const uint32_t meta = Meta(t->pos, static_cast<uint32_t>(slot));
     if ((meta & kDramMetaOccupied) == 0) continue;

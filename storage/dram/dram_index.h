@@ -27,9 +27,10 @@
 //
 // Thread safety: DramHashMap is not thread-safe; DramIndex hands out stripes
 // whose `mu` the caller takes (shared to read, exclusive to change the map).
-// Growth (DramIndex::ReserveOne) moves one stripe at a time under its
-// exclusive lock. Ownership: a standalone DramHashMap owns its buckets; the
-// maps of a DramIndex use segments of the index's array.
+// Growth (DramIndex::Reserve, one grower at a time under grow_mu_) moves one
+// stripe at a time under its exclusive lock, so several threads may change
+// different stripes, or grow the index, at once. Ownership: a standalone DramHashMap owns its
+// buckets; the maps of a DramIndex use segments of the index's array.
 #pragma once
 
 #include <cstdint>
@@ -135,8 +136,10 @@ class DramHashMap {
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
-  // True when one more entry would pass the load bound (7/8).
-  bool NeedsGrow() const;
+  // True when `more` more entries keep the load within its bound (7/8).
+  bool Fits(uint64_t more) const;
+  // True when one more entry would pass the load bound.
+  bool NeedsGrow() const { return !Fits(1); }
   // Moves the entries into `count` empty entries at `buckets` (owned by the
   // caller from now on; aligned, a multiple of kBucketEntries) and forgets
   // the old ones.
@@ -181,12 +184,14 @@ class DramIndex {
   // REQUIRES: stripes is a power of two >= 1.
   DramIndex(uint32_t stripes, bool huge_pages);
 
-  // Makes room for one more entry in stripe `i`: when that would pass its
-  // load bound, every stripe moves to segments 9/8 the size in a new array,
-  // one stripe at a time under its exclusive lock (lookups of the others go
-  // on). REQUIRES: the caller is the only mutator (the cache's mutation
-  // mutex) and holds no stripe lock.
-  void ReserveOne(uint32_t i);
+  // Makes room for `more` more entries in stripe `i`: while they would pass
+  // its load bound, every stripe moves to segments 9/8 the size (as many
+  // steps as needed) in a new array, one stripe at a time under its
+  // exclusive lock (lookups and changes of the others go on). Thread-safe;
+  // REQUIRES: the caller holds no stripe lock. Another thread may take the
+  // room before the caller locks the stripe: check Fits under the lock and
+  // call again when it fails.
+  void Reserve(uint32_t i, uint64_t more) EXCLUDES(grow_mu_);
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
   }
@@ -194,7 +199,10 @@ class DramIndex {
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }
   // Bucket bytes of the array and the stripes' headers.
-  uint64_t bytes() const { return sizeof(Stripe) * count_ + count_ * segment_ * 8; }
+  uint64_t bytes() const EXCLUDES(grow_mu_) {
+    base::MutexLock lock(&grow_mu_);
+    return sizeof(Stripe) * count_ + count_ * segment_ * 8;
+  }
 
  private:
   const uint32_t count_;
@@ -202,9 +210,10 @@ class DramIndex {
   const bool huge_pages_;
   std::unique_ptr<Stripe[]> stripes_;
   // Every stripe's buckets: stripe i at [i * segment_, (i + 1) * segment_).
-  // Changed by the single mutator only (ReserveOne).
-  DramHashMap::Buckets buckets_;
-  uint64_t segment_ = 0;
+  // Changed by Reserve only, one grower at a time.
+  mutable base::Mutex grow_mu_;
+  DramHashMap::Buckets buckets_ GUARDED_BY(grow_mu_);
+  uint64_t segment_ GUARDED_BY(grow_mu_) = 0;
 };
 
 }  // namespace strata::storage
