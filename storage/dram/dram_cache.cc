@@ -267,7 +267,10 @@ uint64_t DramCache::LookupPipeline(const Table& t, std::span<const Key> keys,
 Status DramCache::Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) {
   base::MutexLock lock(&mu_);
   // A row an Insert holds may be its victim, about to leave.
-  while (AnyFlagged(t, keys, kDramMetaHold)) state_cv_.Wait(&mu_);
+  while (AnyFlagged(t, keys, kDramMetaHold)) {
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    state_cv_.Wait(&mu_);
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(t, keys[i]);
     found[i] = slot != kDramNoSlot;
@@ -323,6 +326,7 @@ DramCacheStats DramCache::Stats() const {
   s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
   s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
   s.room_waits = room_waits_.load(std::memory_order_relaxed);
+  s.insert_waits = insert_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.bytes_max = options_.dram_bytes_max;
   // Queue entries; a pinned row's count costs about one hash node.

@@ -94,9 +94,12 @@ struct DramCacheStats {
   uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
-  uint64_t bytes_used = 0;        // row bytes of resident rows
-  uint64_t bytes_max = 0;         // dram_bytes_max
-  uint64_t index_bytes = 0;       // index + slot keys + per-row metadata + eviction queues
+  // Waits for an in-flight Insert: by Inserts (for a key it places, a row
+  // it holds, or room), by Erase and moves up (for a row it holds).
+  uint64_t insert_waits = 0;
+  uint64_t bytes_used = 0;   // row bytes of resident rows
+  uint64_t bytes_max = 0;    // dram_bytes_max
+  uint64_t index_bytes = 0;  // index + slot keys + per-row metadata + eviction queues
 };
 
 class DramCache {
@@ -326,7 +329,7 @@ class DramCache {
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
-  std::atomic<uint64_t> room_waits_{0};
+  std::atomic<uint64_t> room_waits_{0}, insert_waits_{0};
 };
 
 }  // namespace strata::storage

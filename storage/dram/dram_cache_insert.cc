@@ -131,6 +131,7 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
     if (k == w.picks.size()) return;
     // Another Insert is placing keys[picks[k]]: wait until it drops its claims.
     for (size_t j = 0; j < k; ++j) claims_.Remove(t.pos, keys[w.picks[j]], w.hashes[j]);
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
     state_cv_.Wait(&mu_);
   }
 }
@@ -236,6 +237,7 @@ Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
           File(t.pos, w.slots[k]);
         }
       }
+      insert_waits_.fetch_add(1, std::memory_order_relaxed);
       while (done_gen_ == gen) state_cv_.Wait(&mu_);
       continue;
     }
@@ -294,6 +296,7 @@ Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
       // rows) are not free yet: retry once one finishes.
       Unprepare(t, w, /*victims_too=*/true);
       STRATA_ASSERT(inflight_ > 0, "dram cache slot arena exhausted");
+      insert_waits_.fetch_add(1, std::memory_order_relaxed);
       while (done_gen_ == gen) state_cv_.Wait(&mu_);
       continue;
     }
@@ -310,6 +313,7 @@ Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
       continue;
     }
     if (inflight_ == 0) return s;
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
     while (done_gen_ == gen) state_cv_.Wait(&mu_);
   }
 }
@@ -585,7 +589,10 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   // A row being cleaned stays until its write is done: released now, the key
   // could come back dirty and be written again, racing the older copy. A row
   // an Insert holds (its victim, or its overwrite) is waited for too.
-  while (AnyFlagged(*t, keys, kDramMetaCleaning | kDramMetaHold)) state_cv_.Wait(&mu_);
+  while (AnyFlagged(*t, keys, kDramMetaCleaning | kDramMetaHold)) {
+    if (AnyFlagged(*t, keys, kDramMetaHold)) insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    state_cv_.Wait(&mu_);
+  }
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot != kDramNoSlot && (Meta(t->pos, slot) & kDramMetaPinned) != 0) {
@@ -634,7 +641,12 @@ Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
   // (and write back) a leaving row in between. A row being cleaned stays
   // until its write is done, as in Erase.
   if (moved) {
-    while (AnyFlagged(*t, pinned, kDramMetaCleaning | kDramMetaHold)) state_cv_.Wait(&mu_);
+    while (AnyFlagged(*t, pinned, kDramMetaCleaning | kDramMetaHold)) {
+      if (AnyFlagged(*t, pinned, kDramMetaHold)) {
+        insert_waits_.fetch_add(1, std::memory_order_relaxed);
+      }
+      state_cv_.Wait(&mu_);
+    }
   }
   std::unordered_map<uint32_t, uint32_t>& pins = slots_[t->pos].pins;
   Status status = Status::Ok();
