@@ -52,7 +52,8 @@ struct DramCache::InsertWork {
   std::vector<uint8_t> victim_reused;  // its slot takes a new row
   std::vector<uint64_t> victim_hashes;
   std::vector<uint64_t> victim_sort;  // (table, stripe, pop position) packed, sorted
-  std::vector<uint8_t> written;       // per table position: dirty victims written
+  std::vector<uint64_t> victim_sort_scratch;
+  std::vector<uint8_t> written;  // per table position: dirty victims written
   std::vector<Key> wb_keys;
   std::vector<std::byte> wb_rows;
 };
@@ -161,8 +162,10 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
     const DramIndex::Stripe& stripe = index.stripe(s);
     base::ReaderLock lock(&stripe.mu);
     for (uint32_t j = begin; j < end; ++j) {
-      if (j + kDramPrefetchRows < end)
-        stripe.map.Prefetch(w.hashes[w.by_stripe[j + kDramPrefetchRows]]);
+      // Across stripes too (the next stripe's lock is not held: a hint).
+      if (j + kDramPrefetchRows < n) {
+        index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], 1, false);
+      }
       const uint32_t k = w.by_stripe[j];
       bool dirty = false;
       w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
@@ -335,7 +338,22 @@ Status DramCache::WriteBackVictims(InsertWork& w) {
     w.victim_sort[i] =
         PackVictim(v.table, t.index->StripeOf(w.victim_hashes[i]), static_cast<uint32_t>(i));
   }
-  std::sort(w.victim_sort.begin(), w.victim_sort.end());
+  bool one_table = true;
+  for (size_t i = 1; i < m && one_table; ++i) one_table = w.victims[i].table == w.victims[0].table;
+  if (one_table && m > 0) {
+    // The common case: a counting sort by stripe (stable: pop order within).
+    const uint32_t stripes = tables_[w.victims[0].table]->index->stripes();
+    const uint32_t stripe_mask = (1u << kStripeBits) - 1;
+    w.cursor.assign(stripes + 1, 0);
+    for (uint64_t v : w.victim_sort) ++w.cursor[(VictimGroup(v) & stripe_mask) + 1];
+    for (uint32_t s = 0; s < stripes; ++s) w.cursor[s + 1] += w.cursor[s];
+    w.victim_sort_scratch.resize(m);
+    for (uint64_t v : w.victim_sort)
+      w.victim_sort_scratch[w.cursor[VictimGroup(v) & stripe_mask]++] = v;
+    w.victim_sort.swap(w.victim_sort_scratch);
+  } else {
+    std::sort(w.victim_sort.begin(), w.victim_sort.end());
+  }
   w.written.assign(tables_.size(), 0);
   if (backing_ == nullptr) return Status::Ok();  // dirty rows never became victims
   for (size_t begin = 0; begin < m;) {
@@ -378,9 +396,10 @@ void DramCache::EraseVictims(InsertWork& w) {
     {
       base::WriterLock lock(&stripe.mu);
       for (size_t j = begin; j < end; ++j) {
-        if (j + kDramPrefetchRows < end) {
-          stripe.map.PrefetchRun(w.victim_hashes[VictimPos(w.victim_sort[j + kDramPrefetchRows])],
-                                 kDramPrefetchRunLines);
+        if (j + kDramPrefetchRows < m) {
+          const uint64_t ahead = w.victim_sort[j + kDramPrefetchRows];
+          tables_[VictimTable(ahead)]->index->PrefetchHint(w.victim_hashes[VictimPos(ahead)],
+                                                           kDramPrefetchRunLines, true);
         }
         const uint32_t i = VictimPos(w.victim_sort[j]);
         const bool erased = stripe.map.Erase(w.victim_hashes[i], w.victims[i].slot);
@@ -425,9 +444,9 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
         base::WriterLock lock(&stripe.mu);
         if (stripe.map.Fits(adds)) {
           for (uint32_t j = begin; j < end; ++j) {
-            if (j + kDramPrefetchRows < end) {
-              stripe.map.PrefetchRun(w.hashes[w.by_stripe[j + kDramPrefetchRows]],
-                                     kDramPrefetchRunLines);
+            if (j + kDramPrefetchRows < n) {
+              index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]],
+                                 kDramPrefetchRunLines, true);
             }
             const uint32_t k = w.by_stripe[j];
             const uint32_t i = w.picks[k];

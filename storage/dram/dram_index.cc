@@ -163,6 +163,8 @@ DramIndex::DramIndex(uint32_t stripes, bool huge_pages)
   base::MutexLock grow_lock(&grow_mu_);  // not shared yet; for the analysis
   buckets_ = DramHashMap::Allocate(uint64_t{stripes} * kInitialBuckets, huge_pages);
   segment_ = kInitialBuckets;
+  hint_base_.store(buckets_.data, std::memory_order_relaxed);
+  hint_segment_.store(segment_, std::memory_order_relaxed);
   for (uint32_t i = 0; i < stripes; ++i) {
     base::WriterLock lock(&stripes_[i].mu);
     stripes_[i].map = DramHashMap(buckets_.data + uint64_t{i} * segment_, segment_);
@@ -192,6 +194,8 @@ void DramIndex::Reserve(uint32_t i, uint64_t more) {
   // reads the old array any more.
   buckets_ = std::move(grown);
   segment_ = segment;
+  hint_base_.store(buckets_.data, std::memory_order_relaxed);
+  hint_segment_.store(segment_, std::memory_order_relaxed);
 }
 
 }  // namespace strata::storage

@@ -33,6 +33,7 @@
 // buckets; the maps of a DramIndex use segments of the index's array.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -68,6 +69,9 @@ class DramHashMap {
   };
   // REQUIRES: n a multiple of kBucketEntries.
   static Buckets Allocate(uint64_t n, bool huge_pages);
+  // The tag of a key's hash, and its home bucket in a map of `lines` buckets.
+  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
+  static uint64_t HomeIn(uint32_t tag, uint64_t lines) { return (uint64_t{tag} * lines) >> 31; }
 
   // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
@@ -127,12 +131,6 @@ class DramHashMap {
   [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
     __builtin_prefetch(buckets_ + p.bucket * kBucketEntries);
   }
-  // For a change (insert, erase, or a probe for an absent key): the home
-  // bucket's line and the `lines - 1` after it, for writing.
-  [[gnu::always_inline]] void PrefetchRun(uint64_t hash, uint32_t lines) const {
-    const Entry* at = buckets_ + Home(TagOf(hash)) * kBucketEntries;
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(at + l * kBucketEntries, 1);
-  }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
@@ -154,9 +152,8 @@ class DramHashMap {
   uint64_t bytes() const { return count_ * sizeof(Entry); }
 
  private:
-  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
   // The home bucket of a tag: a multiply-shift onto the bucket count.
-  uint64_t Home(uint32_t tag) const { return (uint64_t{tag} * lines_) >> 31; }
+  uint64_t Home(uint32_t tag) const { return HomeIn(tag, lines_); }
   uint64_t Step(uint64_t bucket) const { return bucket + 1 == lines_ ? 0 : bucket + 1; }
   // True when bucket `b` has a free entry other than entry `except`.
   bool HasFree(uint64_t b, uint64_t except) const;
@@ -195,6 +192,25 @@ class DramIndex {
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
   }
+  // Prefetches the home bucket's line of the key of `hash` and the
+  // `lines - 1` after it (for writing when `write`) without a stripe lock:
+  // the address comes from a copy of the array's base and segment size that
+  // growth updates, so during a growth it may be stale, which costs a
+  // useless prefetch (a prefetch never faults), never a wrong access.
+  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write) const {
+    const auto* base = hint_base_.load(std::memory_order_relaxed);
+    const uint64_t segment = hint_segment_.load(std::memory_order_relaxed);
+    const uint64_t entries = DramHashMap::kBucketEntries;
+    const auto* at = base + StripeOf(hash) * segment +
+                     DramHashMap::HomeIn(DramHashMap::TagOf(hash), segment / entries) * entries;
+    for (uint32_t l = 0; l < lines; ++l) {
+      if (write) {
+        __builtin_prefetch(at + l * entries, 1);
+      } else {
+        __builtin_prefetch(at + l * entries);
+      }
+    }
+  }
   Stripe& stripe(uint32_t i) { return stripes_[i]; }
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }
@@ -214,6 +230,9 @@ class DramIndex {
   mutable base::Mutex grow_mu_;
   DramHashMap::Buckets buckets_ GUARDED_BY(grow_mu_);
   uint64_t segment_ GUARDED_BY(grow_mu_) = 0;
+  // Copies of buckets_.data and segment_ for PrefetchHint.
+  std::atomic<const DramHashMap::Entry*> hint_base_{nullptr};
+  std::atomic<uint64_t> hint_segment_{0};
 };
 
 }  // namespace strata::storage
