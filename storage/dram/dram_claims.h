@@ -2,8 +2,9 @@
 // placing, so that at most one Insert handles a key at a time (two Inserts
 // of one absent key would otherwise both find it absent and both add it).
 // An open-addressing set of (table, key) with linear probing and
-// backward-shift erase, grown by doubling at load 1/2 and never shrunk: no
-// allocation once warm.
+// backward-shift erase, grown by doubling at load 1/4 (short runs: an erase
+// shifts few entries) and never shrunk: no allocation once warm. At most
+// 2^32 entries (the home is taken from 32 bits of the key's hash).
 //
 // Thread safety: none; DramCache keeps one under its mutation mutex.
 // Ownership: owns its entries.
@@ -29,9 +30,10 @@ class DramKeyClaims {
   struct Entry {
     Key key;
     uint32_t table_plus1;  // 0: empty
+    uint32_t mix;          // Mix(table, hash): the home is mix & mask_
   };
-  uint64_t Home(uint32_t table, uint64_t hash) const {
-    return (hash ^ (uint64_t{table} * 0x9e3779b97f4a7c15ull)) & mask_;
+  static uint32_t Mix(uint32_t table, uint64_t hash) {
+    return static_cast<uint32_t>(hash ^ (uint64_t{table} * 0x9e3779b97f4a7c15ull));
   }
   void Grow();
 
