@@ -42,6 +42,8 @@ struct DramCache::InsertWork {
   std::vector<uint32_t> bounds;     // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
   std::vector<uint32_t> by_stripe;  // pick numbers grouped by stripe
   std::vector<uint32_t> cursor;     // counting sort scratch
+  std::vector<uint32_t> groups;     // stripes with picks, ascending
+  std::vector<uint8_t> deferred;    // VisitGroupsLocked's scratch
   std::vector<uint32_t> slots;      // per pick: the probe's slot, then the row's slot
   std::vector<uint8_t> fresh;       // per pick: 1 a new row, 0 an overwrite
   std::vector<uint8_t> allocated;   // per pick: its slot came from AllocateSlot
@@ -53,7 +55,8 @@ struct DramCache::InsertWork {
   std::vector<uint64_t> victim_hashes;
   std::vector<uint64_t> victim_sort;  // (table, stripe, pop position) packed, sorted
   std::vector<uint64_t> victim_sort_scratch;
-  std::vector<uint8_t> written;  // per table position: dirty victims written
+  std::vector<uint32_t> victim_groups;  // starts of (table, stripe) runs in victim_sort, then m
+  std::vector<uint8_t> written;         // per table position: dirty victims written
   std::vector<Key> wb_keys;
   std::vector<std::byte> wb_rows;
 };
@@ -72,6 +75,52 @@ uint32_t VictimPos(uint64_t packed) { return static_cast<uint32_t>(packed); }
 uint32_t VictimGroup(uint64_t packed) { return static_cast<uint32_t>(packed >> kPosBits); }
 uint32_t VictimTable(uint64_t packed) {
   return static_cast<uint32_t>(packed >> (kPosBits + kStripeBits));
+}
+
+// Runs visit(g) for the groups g < count of an Insert's stripe work, each
+// with its stripe's lock (mutex_of(g)) held, exclusively or, kShared, shared.
+// It starts at group `first` and goes round, and a group whose lock is busy
+// is left for a second round that waits for it: two Inserts walking the same
+// stripes in the same order would otherwise queue behind each other stripe
+// after stripe. visit(g) returns false when the group cannot be done under
+// the lock (its stripe must grow first): then grow(g) runs without the lock
+// and the group is tried again. One lock at a time, waiting only in the
+// second round, so the Lookup pipeline's ascending order is kept. The
+// analysis cannot follow locks chosen at run time: visit asserts its lock.
+template <bool kShared, typename MutexOf, typename Visit, typename Grow>
+void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& deferred,
+                       const MutexOf& mutex_of, const Visit& visit,
+                       const Grow& grow) NO_THREAD_SAFETY_ANALYSIS {
+  deferred.assign(count, 0);
+  bool any = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t g = (first + i) % count;
+    base::SharedMutex& mu = mutex_of(g);
+    if (!(kShared ? mu.try_lock_shared() : mu.try_lock())) {
+      deferred[g] = 1;
+      any = true;
+      continue;
+    }
+    const bool done = visit(g);
+    kShared ? mu.unlock_shared() : mu.unlock();
+    if (!done) {
+      grow(g);
+      deferred[g] = 1;
+      any = true;
+    }
+  }
+  for (uint32_t i = 0; any && i < count; ++i) {
+    const uint32_t g = (first + i) % count;
+    if (deferred[g] == 0) continue;
+    base::SharedMutex& mu = mutex_of(g);
+    while (true) {
+      kShared ? mu.lock_shared() : mu.lock();
+      const bool done = visit(g);
+      kShared ? mu.unlock_shared() : mu.unlock();
+      if (done) break;
+      grow(g);
+    }
+  }
 }
 }  // namespace
 
@@ -155,22 +204,32 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
     w.by_stripe[w.cursor[index.StripeOf(w.hashes[k])]++] = static_cast<uint32_t>(k);
   }
   w.slots.resize(n);
-  auto key_at = [&t](uint32_t slot) { return t.KeyAt(slot); };
+  // The stripes with picks: the groups of this and of PlaceRows' pass.
+  w.groups.clear();
   for (uint32_t s = 0; s < stripes; ++s) {
-    const uint32_t begin = w.bounds[s], end = w.bounds[s + 1];
-    if (begin == end) continue;
-    const DramIndex::Stripe& stripe = index.stripe(s);
-    base::ReaderLock lock(&stripe.mu);
-    for (uint32_t j = begin; j < end; ++j) {
-      // Across stripes too (the next stripe's lock is not held: a hint).
-      if (j + kDramPrefetchRows < n) {
-        index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], 1, false);
-      }
-      const uint32_t k = w.by_stripe[j];
-      bool dirty = false;
-      w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
-    }
+    if (w.bounds[s] != w.bounds[s + 1]) w.groups.push_back(s);
   }
+  if (w.groups.empty()) return;
+  auto key_at = [&t](uint32_t slot) { return t.KeyAt(slot); };
+  VisitGroupsLocked<true>(
+      static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
+      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      [&](uint32_t g) {
+        const DramIndex::Stripe& stripe = index.stripe(w.groups[g]);
+        stripe.mu.AssertHeld();  // shared, by VisitGroupsLocked
+        const uint32_t end = w.bounds[w.groups[g] + 1];
+        for (uint32_t j = w.bounds[w.groups[g]]; j < end; ++j) {
+          // Across stripes too (the next stripe's lock is not held: a hint).
+          if (j + kDramPrefetchRows < n) {
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], 1, false);
+          }
+          const uint32_t k = w.by_stripe[j];
+          bool dirty = false;
+          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
+        }
+        return true;
+      },
+      [](uint32_t) {});
 }
 
 void DramCache::Unprepare(Table& t, InsertWork& w, bool victims_too) {
@@ -387,27 +446,39 @@ Status DramCache::WriteBackVictims(InsertWork& w) {
 
 void DramCache::EraseVictims(InsertWork& w) {
   const size_t m = w.victims.size();
-  for (size_t begin = 0; begin < m;) {
-    const uint32_t group = VictimGroup(w.victim_sort[begin]);
-    size_t end = begin;
-    while (end < m && VictimGroup(w.victim_sort[end]) == group) ++end;
-    const Table& t = *tables_[VictimTable(w.victim_sort[begin])];
-    DramIndex::Stripe& stripe = t.index->stripe(group & ((1u << kStripeBits) - 1));
-    {
-      base::WriterLock lock(&stripe.mu);
-      for (size_t j = begin; j < end; ++j) {
-        if (j + kDramPrefetchRows < m) {
-          const uint64_t ahead = w.victim_sort[j + kDramPrefetchRows];
-          tables_[VictimTable(ahead)]->index->PrefetchHint(w.victim_hashes[VictimPos(ahead)],
-                                                           kDramPrefetchRunLines, true);
-        }
-        const uint32_t i = VictimPos(w.victim_sort[j]);
-        const bool erased = stripe.map.Erase(w.victim_hashes[i], w.victims[i].slot);
-        STRATA_ASSERT(erased, "dram cache: a victim missing from the index");
-      }
+  if (m == 0) return;
+  // Groups: runs of one (table, stripe) in victim_sort.
+  w.victim_groups.clear();
+  for (size_t j = 0; j < m; ++j) {
+    if (j == 0 || VictimGroup(w.victim_sort[j]) != VictimGroup(w.victim_sort[j - 1])) {
+      w.victim_groups.push_back(static_cast<uint32_t>(j));
     }
-    begin = end;
   }
+  const uint32_t groups = static_cast<uint32_t>(w.victim_groups.size());
+  w.victim_groups.push_back(static_cast<uint32_t>(m));
+  auto stripe_of = [&](uint32_t g) -> DramIndex::Stripe& {
+    const uint64_t v = w.victim_sort[w.victim_groups[g]];
+    return tables_[VictimTable(v)]->index->stripe(VictimGroup(v) & ((1u << kStripeBits) - 1));
+  };
+  VisitGroupsLocked<false>(
+      groups, static_cast<uint32_t>(w.victim_hashes[0] % groups), w.deferred,
+      [&](uint32_t g) -> base::SharedMutex& { return stripe_of(g).mu; },
+      [&](uint32_t g) {
+        DramIndex::Stripe& stripe = stripe_of(g);
+        stripe.mu.AssertHeld();  // by VisitGroupsLocked
+        for (uint32_t j = w.victim_groups[g]; j < w.victim_groups[g + 1]; ++j) {
+          if (j + kDramPrefetchRows < m) {
+            const uint64_t ahead = w.victim_sort[j + kDramPrefetchRows];
+            tables_[VictimTable(ahead)]->index->PrefetchHint(w.victim_hashes[VictimPos(ahead)],
+                                                             kDramPrefetchRunLines, true);
+          }
+          const uint32_t i = VictimPos(w.victim_sort[j]);
+          const bool erased = stripe.map.Erase(w.victim_hashes[i], w.victims[i].slot);
+          STRATA_ASSERT(erased, "dram cache: a victim missing from the index");
+        }
+        return true;
+      },
+      [](uint32_t) {});
 }
 
 void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const std::byte> rows,
@@ -431,41 +502,40 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
   }
   // Then each stripe's changes under one exclusive hold: new entries, and
   // the rows overwritten in place (lookups may be copying them).
+  if (w.groups.empty()) return;
   DramIndex& index = *t.index;
-  for (uint32_t s = 0; s < index.stripes(); ++s) {
-    const uint32_t begin = w.bounds[s], end = w.bounds[s + 1];
-    if (begin == end) continue;
+  auto adds_of = [&](uint32_t s) {
     uint64_t adds = 0;
-    for (uint32_t j = begin; j < end; ++j) adds += w.fresh[w.by_stripe[j]];
-    DramIndex::Stripe& stripe = index.stripe(s);
-    while (true) {
-      bool done = false;
-      {
-        base::WriterLock lock(&stripe.mu);
-        if (stripe.map.Fits(adds)) {
-          for (uint32_t j = begin; j < end; ++j) {
-            if (j + kDramPrefetchRows < n) {
-              index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]],
-                                 kDramPrefetchRunLines, true);
-            }
-            const uint32_t k = w.by_stripe[j];
-            const uint32_t i = w.picks[k];
-            const bool is_dirty = !dirty.empty() && dirty[i] != 0;
-            if (w.fresh[k] != 0) {
-              stripe.map.Insert(w.hashes[k], w.slots[k], is_dirty);
-            } else {
-              std::memcpy(t.Row(w.slots[k]), rows.data() + uint64_t{i} * rb, rb);
-              const bool found = stripe.map.SetDirty(w.hashes[k], w.slots[k], is_dirty);
-              STRATA_ASSERT(found, "dram cache: resident row missing from the index");
-            }
+    for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) adds += w.fresh[w.by_stripe[j]];
+    return adds;
+  };
+  VisitGroupsLocked<false>(
+      static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
+      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      [&](uint32_t g) {
+        const uint32_t s = w.groups[g];
+        DramIndex::Stripe& stripe = index.stripe(s);
+        stripe.mu.AssertHeld();  // by VisitGroupsLocked
+        if (!stripe.map.Fits(adds_of(s))) return false;
+        for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) {
+          if (j + kDramPrefetchRows < n) {
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
+                               true);
           }
-          done = true;
+          const uint32_t k = w.by_stripe[j];
+          const uint32_t i = w.picks[k];
+          const bool is_dirty = !dirty.empty() && dirty[i] != 0;
+          if (w.fresh[k] != 0) {
+            stripe.map.Insert(w.hashes[k], w.slots[k], is_dirty);
+          } else {
+            std::memcpy(t.Row(w.slots[k]), rows.data() + uint64_t{i} * rb, rb);
+            const bool found = stripe.map.SetDirty(w.hashes[k], w.slots[k], is_dirty);
+            STRATA_ASSERT(found, "dram cache: resident row missing from the index");
+          }
         }
-      }
-      if (done) break;
-      index.Reserve(s, adds);
-    }
-  }
+        return true;
+      },
+      [&](uint32_t g) { index.Reserve(w.groups[g], adds_of(w.groups[g])); });
 }
 
 void DramCache::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
