@@ -111,14 +111,15 @@ Status DramCache::CheckKeySpan(const Table& t, std::string_view op, size_t keys,
                                  (may_be_empty ? " or 0" : ""));
 }
 
-// Only mutators (holding mu_) change maps, so reading without the stripe
-// lock races with nothing but readers; the analysis knows no "either lock".
-uint32_t DramCache::FindSlot(const Table& t, Key key) const NO_THREAD_SAFETY_ANALYSIS {
+// Inserts change maps without mu_ (under the stripe locks), so the probe
+// takes the stripe's read lock.
+uint32_t DramCache::FindSlot(const Table& t, Key key) const {
   const uint64_t hash = DramKeyHash(key);
   bool dirty = false;
-  return t.index->stripe(t.index->StripeOf(hash))
-      .map.Find(
-          key, hash, [&t](uint32_t slot) { return t.KeyAt(slot); }, &dirty);
+  const DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
+  base::ReaderLock lock(&stripe.mu);
+  return stripe.map.Find(
+      key, hash, [&t](uint32_t slot) { return t.KeyAt(slot); }, &dirty);
 }
 
 uint32_t DramCache::AllocateSlot(Table& t) {
@@ -128,7 +129,7 @@ uint32_t DramCache::AllocateSlot(Table& t) {
     ts.free_head = static_cast<uint32_t>(t.KeyAt(slot));  // a free slot's key is the link
     return slot;
   }
-  STRATA_ASSERT(slots_[t.pos].touched < t.slots_max, "dram cache slot arena exhausted");
+  if (slots_[t.pos].touched >= t.slots_max) return kDramNoSlot;
   uint32_t slot = static_cast<uint32_t>(slots_[t.pos].touched++);
   Meta(t.pos, slot) = 0;
   new (t.rows->Slot(slot)) DramSlotHeader();
@@ -265,6 +266,11 @@ uint64_t DramCache::LookupPipeline(const Table& t, std::span<const Key> keys,
 
 Status DramCache::Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) {
   base::MutexLock lock(&mu_);
+  // A row an Insert holds may be its victim, about to leave.
+  while (AnyFlagged(t, keys, kDramMetaHold)) {
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    state_cv_.Wait(&mu_);
+  }
   for (size_t i = 0; i < keys.size(); ++i) {
     uint32_t slot = FindSlot(t, keys[i]);
     found[i] = slot != kDramNoSlot;
@@ -296,6 +302,7 @@ Status DramCache::ForEach(
     TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "ForEach"));
   base::MutexLock lock(&mu_);
+  WaitInsertsDone();  // no row is being written meanwhile
   for (uint64_t slot = 0; slot < slots_[t->pos].touched; ++slot) {
     const uint32_t meta = Meta(t->pos, static_cast<uint32_t>(slot));
     if ((meta & kDramMetaOccupied) == 0) continue;
@@ -319,6 +326,7 @@ DramCacheStats DramCache::Stats() const {
   s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
   s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
   s.room_waits = room_waits_.load(std::memory_order_relaxed);
+  s.insert_waits = insert_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.bytes_max = options_.dram_bytes_max;
   // Queue entries; a pinned row's count costs about one hash node.

@@ -27,11 +27,17 @@
 // Thread safety: every method may be called from any thread. Lookup takes
 // only the read locks of the stripes it touches and writes nothing shared
 // but counters, so lookups run in parallel with each other and with
-// mutations of other stripes. Mutations (Insert, Erase, BeginMoveUp,
-// EndMoveUp, SetNextUse, FlushDirty, ForEach) serialise on one mutex because
-// the eviction order is global; they hold it while writing victims back,
-// which blocks other mutations (never lookups). Erase, and an Insert short of
-// room, may wait (the mutex released) for a CleanAhead write to finish.
+// mutations of other stripes. Inserts run in parallel too: the mutation
+// mutex (the eviction order's lock) is held only to claim the batch's keys,
+// to take victims and place the accounting, and to set the rows' codes at
+// the end; the index probes, the victims' write-back I/O, their erases, the
+// row copies and the new rows' index entries run outside it, under the
+// stripe locks (one exclusive hold per stripe per batch). Every other
+// mutation (Erase, BeginMoveUp, EndMoveUp, SetNextUse, FlushDirty, ForEach)
+// holds the mutex throughout. Erase, EndMoveUp, BeginMoveUp, FlushDirty and
+// ForEach wait (the mutex released) for the in-flight Inserts that hold
+// their rows (all of them, for the last two); Erase, and an Insert short of
+// room, may wait for a CleanAhead write to finish.
 // Ownership: the cache owns its arenas; `backing` is borrowed and must
 // outlive the cache; callers own the spans they pass.
 #pragma once
@@ -46,6 +52,7 @@
 #include <vector>
 
 #include "base/mutex.h"
+#include "storage/dram/dram_claims.h"
 #include "storage/ssd/row_store.h"
 #include "strata/status.h"
 #include "strata/types.h"
@@ -87,9 +94,12 @@ struct DramCacheStats {
   uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
-  uint64_t bytes_used = 0;        // row bytes of resident rows
-  uint64_t bytes_max = 0;         // dram_bytes_max
-  uint64_t index_bytes = 0;       // index + slot keys + per-row metadata + eviction queues
+  // Waits for an in-flight Insert: by Inserts (for a key it places, a row
+  // it holds, or room), by Erase and moves up (for a row it holds).
+  uint64_t insert_waits = 0;
+  uint64_t bytes_used = 0;   // row bytes of resident rows
+  uint64_t bytes_max = 0;    // dram_bytes_max
+  uint64_t index_bytes = 0;  // index + slot keys + per-row metadata + eviction queues
 };
 
 class DramCache {
@@ -188,6 +198,7 @@ class DramCache {
     uint32_t table;
     uint32_t slot;
   };
+  struct InsertWork;  // an Insert's per-thread scratch (dram_cache_insert.cc)
   // A row queued for eviction with the code it had when queued (stale once
   // the row's code or queued flag changed).
   struct QueueEntry {
@@ -231,25 +242,45 @@ class DramCache {
   bool PopVictim(Victim* v) REQUIRES(mu_);
   Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
       REQUIRES(mu_);
-  Status WriteBack(std::vector<Victim>& victims) REQUIRES(mu_);
-  // Evicts until the new rows among keys[picks[k]] fit, waiting for a
-  // CleanAhead write when its rows are needed. Sets slots[k] to each key's
-  // slot (kDramNoSlot: new) and holds those rows (no victims); on error
-  // they are released from the hold and nothing changed.
-  Status MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
-                  std::span<uint32_t> slots) REQUIRES(mu_);
+  // Insert's steps (dram_cache_insert.cc), in order: claim the batch's keys
+  // (waiting while another Insert holds one); probe them (stripe read
+  // locks); hold the rows to overwrite, take victims and slots and place
+  // the accounting (waiting for room while CleanAhead writes or other
+  // Inserts are in flight); write dirty victims back, erase them, copy and
+  // publish the rows (stripe locks only); set flags and codes, drop claims.
+  void ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork& w) EXCLUDES(mu_);
+  void DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) REQUIRES(mu_);
+  void ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork& w) const EXCLUDES(mu_);
+  Status Prepare(Table& t, std::span<const Key> keys, InsertWork& w) REQUIRES(mu_);
+  // Undoes Prepare's holds and slots (before the accounting was placed).
+  void Unprepare(Table& t, InsertWork& w, bool victims_too) REQUIRES(mu_);
+  Status WriteBackVictims(InsertWork& w) EXCLUDES(mu_);
+  void EraseVictims(InsertWork& w) EXCLUDES(mu_);
+  void PlaceRows(Table& t, std::span<const Key> keys, std::span<const std::byte> rows,
+                 std::span<const uint8_t> dirty, InsertWork& w) EXCLUDES(mu_);
+  void Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
+              InsertWork& w) REQUIRES(mu_);
+  // A failed write-back: the victims stay (those of tables written, clean),
+  // nothing is inserted.
+  void Abandon(Table& t, InsertWork& w) REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
   void Release(const Victim& v, uint64_t hash) REQUIRES(mu_);  // hash: of the victim's key
+  // Frees a slot that is out of the index (metadata cleared, on the free list).
+  void FreeSlot(uint32_t table, uint32_t slot) REQUIRES(mu_);
 
   // The metadata word of slot `slot` of the table at position `table`.
   uint32_t& Meta(uint32_t table, uint32_t slot) const REQUIRES(mu_);
   uint32_t FindSlot(const Table& t, Key key) const REQUIRES(mu_);
+  // A free slot of table t, or kDramNoSlot when its arena has none left.
   uint32_t AllocateSlot(Table& t) REQUIRES(mu_);
   // Sets the dirty flag (metadata and index entry); `file`: queue the row
   // when that made it evictable.
   void SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file = true) REQUIRES(mu_);
-  // True when a row of `keys` is being written by CleanAhead.
-  bool AnyCleaning(const Table& t, std::span<const Key> keys) const REQUIRES(mu_);
+  // True when a row of `keys` has one of `flags` (kDramMetaCleaning: being
+  // written by CleanAhead; kDramMetaHold: held by an in-flight Insert).
+  bool AnyFlagged(const Table& t, std::span<const Key> keys, uint32_t flags) const REQUIRES(mu_);
+  // Waits until no Insert is in flight; new ones wait meanwhile.
+  void WaitInsertsDone() REQUIRES(mu_);
   // Pins the present keys (found[i] = 1) so they are never evicted; pins
   // count (a key pinned by two moves up needs both EndMoveUps).
   Status Pin(const Table& t, std::span<const Key> keys, std::span<uint8_t> found) EXCLUDES(mu_);
@@ -263,11 +294,18 @@ class DramCache {
   std::unordered_map<TableId, uint32_t> table_pos_;
   uint64_t rows_max_ = 0;
 
-  base::Mutex clean_mu_ ACQUIRED_BEFORE(mu_);   // held by CleanAhead and FlushDirty throughout
-  mutable base::Mutex mu_;                      // serialises mutations; order before stripe locks
-  base::CondVar clean_cv_;                      // with mu_: a CleanAhead write finished
+  base::Mutex clean_mu_ ACQUIRED_BEFORE(mu_);  // held by CleanAhead and FlushDirty throughout
+  mutable base::Mutex mu_;                     // serialises mutations; order before stripe locks
+  // With mu_: a CleanAhead write finished, an Insert finished or dropped its
+  // claims.
+  base::CondVar state_cv_;
   uint64_t cleaning_rows_ GUARDED_BY(mu_) = 0;  // rows with cleaning set
-  uint64_t room_waiters_ GUARDED_BY(mu_) = 0;   // Inserts waiting on clean_cv_ for room
+  uint64_t room_waiters_ GUARDED_BY(mu_) = 0;   // Inserts waiting on state_cv_ for a clean
+  // Keys of the Inserts between ClaimKeys and Finish.
+  DramKeyClaims claims_ GUARDED_BY(mu_);
+  uint64_t inflight_ GUARDED_BY(mu_) = 0;          // Inserts between Prepare and Finish
+  uint64_t done_gen_ GUARDED_BY(mu_) = 0;          // Inserts finished or abandoned
+  uint64_t quiet_waiters_ GUARDED_BY(mu_) = 0;     // callers of WaitInsertsDone waiting
   std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
   // Bytes of rows in a move up (BeginMoveUp), admitted beyond dram_bytes_max,
@@ -291,7 +329,7 @@ class DramCache {
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
-  std::atomic<uint64_t> room_waits_{0};
+  std::atomic<uint64_t> room_waits_{0}, insert_waits_{0};
 };
 
 }  // namespace strata::storage

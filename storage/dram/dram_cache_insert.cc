@@ -1,4 +1,26 @@
-// DramCache: Insert (whole or in pieces), Erase, victim selection, write-back and FlushDirty.
+// DramCache: Insert (whole or in pieces), Erase, moves up, victim selection,
+// write-back, FlushDirty and CleanAhead.
+//
+// An Insert runs in steps, holding the mutation mutex (the eviction order's
+// lock) only for the short ones:
+//   1. ClaimKeys (mutex): the batch's keys are claimed, so no other Insert
+//      places one of them meanwhile (it waits for this one).
+//   2. ProbeKeys (stripe read locks, keys grouped by stripe): each key's
+//      slot, or absent. Claimed, an absent key stays absent; a present one
+//      may only leave (evicted or erased), which step 3 sees.
+//   3. Prepare (mutex): rows to overwrite are held; victims are popped from
+//      the eviction queues and held; each new row gets a slot (this table's
+//      victims' first, the last popped first, as the free list would hand
+//      them out; then free slots); bytes and rows are accounted.
+//   4. Without the mutex: dirty victims are written back (one MultiPut per
+//      table; a victim stays resident and readable until then), erased from
+//      the index (one exclusive hold per stripe), the new rows copied into
+//      their slots (reachable by no reader now) and published, overwrites
+//      copied, both under one exclusive hold per stripe.
+//   5. Finish (mutex): flags and codes set, spare victim slots freed, holds
+//      and claims dropped.
+// A held row is no victim, and Erase, EndMoveUp and BeginMoveUp wait for it;
+// ForEach and FlushDirty wait until no Insert is between steps 3 and 5.
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -10,6 +32,97 @@
 #include "storage/dram/limits.h"
 
 namespace strata::storage {
+
+// One Insert's scratch, per thread (no allocation once warm). Per pick (a
+// key that goes in: the last occurrence of each key, in key order).
+struct DramCache::InsertWork {
+  std::vector<uint32_t> last;       // dedup: positions + 1, open addressing
+  std::vector<uint32_t> picks;      // key positions
+  std::vector<uint64_t> hashes;     // per pick
+  std::vector<uint32_t> bounds;     // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
+  std::vector<uint32_t> by_stripe;  // pick numbers grouped by stripe
+  std::vector<uint32_t> cursor;     // counting sort scratch
+  std::vector<uint32_t> groups;     // stripes with picks, ascending
+  std::vector<uint8_t> deferred;    // VisitGroupsLocked's scratch
+  std::vector<uint32_t> slots;      // per pick: the probe's slot, then the row's slot
+  std::vector<uint8_t> fresh;       // per pick: 1 a new row, 0 an overwrite
+  std::vector<uint8_t> allocated;   // per pick: its slot came from AllocateSlot
+  uint64_t new_rows = 0;
+  uint64_t freed_bytes = 0;     // victims' row bytes
+  std::vector<Victim> victims;  // in pop order
+  std::vector<uint8_t> victim_dirty;
+  std::vector<uint8_t> victim_reused;  // its slot takes a new row
+  std::vector<uint64_t> victim_hashes;
+  std::vector<uint64_t> victim_sort;  // (table, stripe, pop position) packed, sorted
+  std::vector<uint64_t> victim_sort_scratch;
+  std::vector<uint32_t> victim_groups;  // starts of (table, stripe) runs in victim_sort, then m
+  std::vector<uint8_t> written;         // per table position: dirty victims written
+  std::vector<Key> wb_keys;
+  std::vector<std::byte> wb_rows;
+};
+
+namespace {
+// Packs a victim's (table, stripe, position) so that a sort groups victims by
+// table, then stripe, keeping pop order within a group.
+constexpr uint32_t kPosBits = 32;
+constexpr uint32_t kStripeBits = 12;  // kDramLockStripesMax = 4096
+static_assert(kDramLockStripesMax <= (1u << kStripeBits));
+static_assert(kTablesMax <= (1u << (64 - kPosBits - kStripeBits)));
+uint64_t PackVictim(uint32_t table, uint32_t stripe, uint32_t pos) {
+  return (uint64_t{table} << kStripeBits | stripe) << kPosBits | pos;
+}
+uint32_t VictimPos(uint64_t packed) { return static_cast<uint32_t>(packed); }
+uint32_t VictimGroup(uint64_t packed) { return static_cast<uint32_t>(packed >> kPosBits); }
+uint32_t VictimTable(uint64_t packed) {
+  return static_cast<uint32_t>(packed >> (kPosBits + kStripeBits));
+}
+
+// Runs visit(g) for the groups g < count of an Insert's stripe work, each
+// with its stripe's lock (mutex_of(g)) held, exclusively or, kShared, shared.
+// It starts at group `first` and goes round, and a group whose lock is busy
+// is left for a second round that waits for it: two Inserts walking the same
+// stripes in the same order would otherwise queue behind each other stripe
+// after stripe. visit(g) returns false when the group cannot be done under
+// the lock (its stripe must grow first): then grow(g) runs without the lock
+// and the group is tried again. One lock at a time, waiting only in the
+// second round, so the Lookup pipeline's ascending order is kept. The
+// analysis cannot follow locks chosen at run time: visit asserts its lock.
+template <bool kShared, typename MutexOf, typename Visit, typename Grow>
+void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& deferred,
+                       const MutexOf& mutex_of, const Visit& visit,
+                       const Grow& grow) NO_THREAD_SAFETY_ANALYSIS {
+  deferred.assign(count, 0);
+  bool any = false;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t g = (first + i) % count;
+    base::SharedMutex& mu = mutex_of(g);
+    if (!(kShared ? mu.try_lock_shared() : mu.try_lock())) {
+      deferred[g] = 1;
+      any = true;
+      continue;
+    }
+    const bool done = visit(g);
+    kShared ? mu.unlock_shared() : mu.unlock();
+    if (!done) {
+      grow(g);
+      deferred[g] = 1;
+      any = true;
+    }
+  }
+  for (uint32_t i = 0; any && i < count; ++i) {
+    const uint32_t g = (first + i) % count;
+    if (deferred[g] == 0) continue;
+    base::SharedMutex& mu = mutex_of(g);
+    while (true) {
+      kShared ? mu.lock_shared() : mu.lock();
+      const bool done = visit(g);
+      kShared ? mu.unlock_shared() : mu.unlock();
+      if (done) break;
+      grow(g);
+    }
+  }
+}
+}  // namespace
 
 Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
                                 std::vector<Victim>* victims) {
@@ -34,42 +147,12 @@ Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
   return Status::Ok();
 }
 
-Status DramCache::WriteBack(std::vector<Victim>& victims) {
-  if (backing_ == nullptr) return Status::Ok();  // dirty rows never became victims
-  Status first_error;
-  for (const auto& t : tables_) {
-    std::vector<Key> keys;
-    std::vector<uint32_t> slots;
-    for (const Victim& v : victims) {
-      if (v.table != t->pos || (Meta(t->pos, v.slot) & kDramMetaDirty) == 0) continue;
-      keys.push_back(t->KeyAt(v.slot));
-      slots.push_back(v.slot);
-    }
-    if (keys.empty()) continue;
-    const uint32_t rb = t->spec.row_bytes;
-    std::vector<std::byte> rows(keys.size() * rb);
-    // Row bytes change only under mu_, which this thread holds.
-    for (size_t i = 0; i < slots.size(); ++i) {
-      std::memcpy(rows.data() + i * rb, t->Row(slots[i]), rb);
-    }
-    Status s = backing_->MultiPut(t->spec.id, keys, rows);
-    if (!s.ok()) {
-      writeback_errors_.fetch_add(1, std::memory_order_relaxed);
-      first_error = s.WithContext("dram cache write-back of " + std::to_string(keys.size()) +
-                                  " dirty victims of " + t->Name());
-      break;
-    }
-    for (uint32_t slot : slots) SetDirtyLocked(*t, slot, false, /*file=*/false);
-    dirty_writebacks_.fetch_add(keys.size(), std::memory_order_relaxed);
-  }
-  if (!first_error.ok()) {
-    // The victims stay: written ones now clean, the others still dirty; the
-    // next pop sweeps them up again.
-    for (const Victim& v : victims) Meta(v.table, v.slot) &= ~kDramMetaHold;
-    victims.clear();
-    DropQueues();
-  }
-  return first_error;
+void DramCache::FreeSlot(uint32_t table, uint32_t slot) {
+  Meta(table, slot) = 0;  // any queue entry goes stale
+  // Out of the index (no lookup reads the key any more): the key field
+  // links the free slots, reused last in, first out.
+  tables_[table]->Header(slot).key = slots_[table].free_head;
+  slots_[table].free_head = slot;
 }
 
 void DramCache::Release(const Victim& v) {
@@ -84,86 +167,409 @@ void DramCache::Release(const Victim& v, uint64_t hash) {
     bool erased = stripe.map.Erase(hash, v.slot);
     STRATA_ASSERT(erased, "dram cache: released row missing from the index");
   }
-  uint32_t& meta = Meta(t.pos, v.slot);
-  if ((meta & kDramMetaPinned) != 0) slots_[t.pos].pins.erase(v.slot);
-  meta = 0;  // any queue entry goes stale
-  // Out of the index (no lookup reads the key any more): the key field
-  // links the free slots, reused last in, first out.
-  t.Header(v.slot).key = slots_[t.pos].free_head;
-  slots_[t.pos].free_head = v.slot;
+  if ((Meta(t.pos, v.slot) & kDramMetaPinned) != 0) slots_[t.pos].pins.erase(v.slot);
+  FreeSlot(t.pos, v.slot);
   --rows_;
   bytes_used_ -= t.spec.row_bytes;
 }
 
-Status DramCache::MakeRoom(Table& t, std::span<const Key> keys, std::span<const uint32_t> picks,
-                           std::span<uint32_t> slots) {
+void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork& w) {
+  base::MutexLock lock(&mu_);
   while (true) {
-    // Rows being overwritten are held so they cannot become victims.
-    uint64_t new_rows = 0;
-    for (size_t k = 0; k < picks.size(); ++k) {
-      if (k + kDramPrefetchRows < picks.size())
-        t.PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
-      slots[k] = FindSlot(t, keys[picks[k]]);
-      if (slots[k] == kDramNoSlot) {
-        ++new_rows;
-      } else {
-        Meta(t.pos, slots[k]) |= kDramMetaHold;
-      }
+    size_t k = 0;
+    while (k < w.picks.size() && claims_.Add(t.pos, keys[w.picks[k]], w.hashes[k])) ++k;
+    if (k == w.picks.size()) return;
+    // Another Insert is placing keys[picks[k]]: wait until it drops its claims.
+    for (size_t j = 0; j < k; ++j) claims_.Remove(t.pos, keys[w.picks[j]], w.hashes[j]);
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    state_cv_.Wait(&mu_);
+  }
+}
+
+void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
+  for (size_t k = 0; k < w.picks.size(); ++k) claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
+}
+
+void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork& w) const {
+  const DramIndex& index = *t.index;
+  const uint32_t stripes = index.stripes();
+  const size_t n = w.picks.size();
+  // Picks grouped by stripe (counting sort, stable).
+  w.bounds.assign(stripes + 1, 0);
+  for (size_t k = 0; k < n; ++k) ++w.bounds[index.StripeOf(w.hashes[k]) + 1];
+  for (uint32_t s = 0; s < stripes; ++s) w.bounds[s + 1] += w.bounds[s];
+  w.cursor.assign(w.bounds.begin(), w.bounds.end() - 1);
+  w.by_stripe.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    w.by_stripe[w.cursor[index.StripeOf(w.hashes[k])]++] = static_cast<uint32_t>(k);
+  }
+  w.slots.resize(n);
+  // The stripes with picks: the groups of this and of PlaceRows' pass.
+  w.groups.clear();
+  for (uint32_t s = 0; s < stripes; ++s) {
+    if (w.bounds[s] != w.bounds[s + 1]) w.groups.push_back(s);
+  }
+  if (w.groups.empty()) return;
+  auto key_at = [&t](uint32_t slot) { return t.KeyAt(slot); };
+  VisitGroupsLocked<true>(
+      static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
+      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      [&](uint32_t g) {
+        const DramIndex::Stripe& stripe = index.stripe(w.groups[g]);
+        stripe.mu.AssertHeld();  // shared, by VisitGroupsLocked
+        const uint32_t end = w.bounds[w.groups[g] + 1];
+        for (uint32_t j = w.bounds[w.groups[g]]; j < end; ++j) {
+          // Across stripes too (the next stripe's lock is not held: a hint).
+          if (j + kDramPrefetchRows < n) {
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], 1, false);
+          }
+          const uint32_t k = w.by_stripe[j];
+          bool dirty = false;
+          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
+        }
+        return true;
+      },
+      [](uint32_t) {});
+}
+
+void DramCache::Unprepare(Table& t, InsertWork& w, bool victims_too) {
+  for (size_t k = 0; k < w.picks.size(); ++k) {
+    const uint32_t slot = w.slots[k];
+    if (slot == kDramNoSlot) continue;
+    if (w.fresh[k] == 0) {
+      Meta(t.pos, slot) &= ~kDramMetaHold;
+      File(t.pos, slot);
+      continue;
     }
-    const uint64_t bytes_new = new_rows * t.spec.row_bytes;
+    if (w.allocated[k] != 0) FreeSlot(t.pos, slot);
+    w.slots[k] = kDramNoSlot;  // a new row: absent (claimed)
+  }
+  if (victims_too) {
+    // The victims stay; the next pop sweeps them up again.
+    for (const Victim& v : w.victims) Meta(v.table, v.slot) &= ~kDramMetaHold;
+    w.victims.clear();
+    DropQueues();
+  }
+}
+
+Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
+  const size_t n = w.picks.size();
+  const uint32_t rb = t.spec.row_bytes;
+  w.fresh.resize(n);
+  w.allocated.assign(n, 0);
+  while (true) {
+    while (quiet_waiters_ > 0) state_cv_.Wait(&mu_);
+    const uint64_t gen = done_gen_;
+    // Rows to overwrite are held (no victims, no other change) until Finish.
+    // A row the probe found may have left since (evicted or erased): its key
+    // is claimed, so it stays absent. One held by another Insert (its
+    // victim, or its slot reused) is waited for.
+    uint64_t new_rows = 0;
+    bool busy = false;
+    for (size_t k = 0; k < n; ++k) {
+      if (k + kDramPrefetchRows < n && w.slots[k + kDramPrefetchRows] != kDramNoSlot) {
+        __builtin_prefetch(&Meta(t.pos, w.slots[k + kDramPrefetchRows]));
+      }
+      w.fresh[k] = 1;
+      const uint32_t slot = w.slots[k];
+      if (slot == kDramNoSlot) {
+        ++new_rows;
+        continue;
+      }
+      uint32_t& meta = Meta(t.pos, slot);
+      if ((meta & kDramMetaHold) != 0) {
+        busy = true;
+        // Only the picks before k are held: Unprepare must not see this one.
+        for (size_t j = k; j < n; ++j) w.fresh[j] = 1;
+        break;
+      }
+      if ((meta & kDramMetaOccupied) != 0 && t.KeyAt(slot) == keys[w.picks[k]]) {
+        meta |= kDramMetaHold;
+        w.fresh[k] = 0;
+        continue;
+      }
+      w.slots[k] = kDramNoSlot;
+      ++new_rows;
+    }
+    if (busy) {
+      // Unprepare resets the slots of fresh picks: keep the probe's results.
+      for (size_t k = 0; k < n; ++k) {
+        if (w.fresh[k] == 0) {
+          Meta(t.pos, w.slots[k]) &= ~kDramMetaHold;
+          File(t.pos, w.slots[k]);
+        }
+      }
+      insert_waits_.fetch_add(1, std::memory_order_relaxed);
+      while (done_gen_ == gen) state_cv_.Wait(&mu_);
+      continue;
+    }
     // Rows moving up still occupy their slots; their bytes are admitted on
     // top of the budget (and resident bytes may be above it after a move up
     // that did not happen: then this Insert evicts down to it).
+    const uint64_t bytes_new = new_rows * rb;
     const uint64_t limit = options_.dram_bytes_max + leaving_bytes_;
-    if (bytes_used_ + bytes_new <= limit) return Status::Ok();
-    thread_local std::vector<Victim> victims;  // no allocation once warm
-    victims.clear();
-    Status s = SelectVictims(t, bytes_used_ + bytes_new - limit, &victims);
-    if (s.ok()) s = WriteBack(victims);
+    w.victims.clear();
+    Status s;
+    if (bytes_used_ + bytes_new > limit) {
+      s = SelectVictims(t, bytes_used_ + bytes_new - limit, &w.victims);
+    }
+    bool out_of_slots = false;
     if (s.ok()) {
-      // Two passes, so that no prefetch address waits for a load: the
-      // victims' keys (their slots' first lines fetched kDramPrefetchRows
-      // ahead), then the index erases, each victim's buckets and the rest of
-      // its slot (the new rows go there next: for writing) fetched ahead.
-      thread_local std::vector<uint64_t> hashes;
-      hashes.resize(victims.size());
-      for (size_t k = 0; k < victims.size(); ++k) {
-        if (k + kDramPrefetchRows < victims.size()) {
-          const Victim& w = victims[k + kDramPrefetchRows];
-          __builtin_prefetch(tables_[w.table]->rows->Slot(w.slot));
+      // New rows take this table's victims' slots, the last popped first (as
+      // the free list would hand them out), then free slots.
+      const size_t m = w.victims.size();
+      w.victim_reused.assign(m, 0);
+      size_t r = m;
+      for (size_t k = 0; k < n && !out_of_slots; ++k) {
+        if (w.fresh[k] == 0) continue;
+        while (r > 0 && w.victims[r - 1].table != t.pos) --r;
+        if (r > 0) {
+          --r;
+          w.victim_reused[r] = 1;
+          w.slots[k] = w.victims[r].slot;
+          continue;
         }
-        hashes[k] = DramKeyHash(tables_[victims[k].table]->KeyAt(victims[k].slot));
+        const uint32_t slot = AllocateSlot(t);
+        if (slot == kDramNoSlot) {
+          out_of_slots = true;
+          break;
+        }
+        w.slots[k] = slot;
+        w.allocated[k] = 1;
+        Meta(t.pos, slot) = kDramMetaOccupied | kDramMetaHold;  // no sweep takes it
       }
-      for (size_t k = 0; k < victims.size(); ++k) {
-        if (k + kDramPrefetchRows < victims.size()) {
-          const Victim& w = victims[k + kDramPrefetchRows];
-          const Table& wt = *tables_[w.table];
-          wt.PrefetchRun(hashes[k + kDramPrefetchRows]);
-          const uint32_t slot_bytes = DramSlotBytes(wt.spec.row_bytes);
-          const std::byte* line = wt.rows->Slot(w.slot);
-          for (uint32_t off = 64; off < std::min<uint32_t>(slot_bytes, 1024); off += 64) {
-            __builtin_prefetch(line + off, 1);
+      if (!out_of_slots) {
+        w.victim_dirty.resize(m);
+        uint64_t freed = 0;
+        for (size_t i = 0; i < m; ++i) {
+          const Victim& v = w.victims[i];
+          w.victim_dirty[i] =
+              backing_ != nullptr && (Meta(v.table, v.slot) & kDramMetaDirty) != 0 ? 1 : 0;
+          freed += tables_[v.table]->spec.row_bytes;
+        }
+        w.new_rows = new_rows;
+        w.freed_bytes = freed;
+        rows_ = rows_ + new_rows - m;
+        bytes_used_ = bytes_used_ + bytes_new - freed;
+        ++inflight_;
+        return Status::Ok();
+      }
+      // Slots of victims still in flight in other Inserts (of other tables'
+      // rows) are not free yet: retry once one finishes.
+      Unprepare(t, w, /*victims_too=*/true);
+      STRATA_ASSERT(inflight_ > 0, "dram cache slot arena exhausted");
+      insert_waits_.fetch_add(1, std::memory_order_relaxed);
+      while (done_gen_ == gen) state_cv_.Wait(&mu_);
+      continue;
+    }
+    Unprepare(t, w, /*victims_too=*/false);
+    // Rows being cleaned are victims again once their write is done, rows
+    // held by other Inserts once those finish: wait (one MultiPut; no new
+    // clean starts while an Insert waits), then look again, since other
+    // mutations may run meanwhile.
+    if (cleaning_rows_ > 0) {
+      room_waits_.fetch_add(1, std::memory_order_relaxed);
+      ++room_waiters_;
+      while (cleaning_rows_ > 0) state_cv_.Wait(&mu_);
+      --room_waiters_;
+      continue;
+    }
+    if (inflight_ == 0) return s;
+    insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    while (done_gen_ == gen) state_cv_.Wait(&mu_);
+  }
+}
+
+Status DramCache::WriteBackVictims(InsertWork& w) {
+  // Victims grouped by table, then stripe: their hashes (keys read from
+  // their slots, held, so stable), sorted.
+  const size_t m = w.victims.size();
+  w.victim_hashes.resize(m);
+  w.victim_sort.resize(m);
+  for (size_t i = 0; i < m; ++i) {
+    if (i + kDramPrefetchRows < m) {
+      const Victim& ahead = w.victims[i + kDramPrefetchRows];
+      __builtin_prefetch(tables_[ahead.table]->rows->Slot(ahead.slot));
+    }
+    const Victim& v = w.victims[i];
+    const Table& t = *tables_[v.table];
+    w.victim_hashes[i] = DramKeyHash(t.KeyAt(v.slot));
+    w.victim_sort[i] =
+        PackVictim(v.table, t.index->StripeOf(w.victim_hashes[i]), static_cast<uint32_t>(i));
+  }
+  bool one_table = true;
+  for (size_t i = 1; i < m && one_table; ++i) one_table = w.victims[i].table == w.victims[0].table;
+  if (one_table && m > 0) {
+    // The common case: a counting sort by stripe (stable: pop order within).
+    const uint32_t stripes = tables_[w.victims[0].table]->index->stripes();
+    const uint32_t stripe_mask = (1u << kStripeBits) - 1;
+    w.cursor.assign(stripes + 1, 0);
+    for (uint64_t v : w.victim_sort) ++w.cursor[(VictimGroup(v) & stripe_mask) + 1];
+    for (uint32_t s = 0; s < stripes; ++s) w.cursor[s + 1] += w.cursor[s];
+    w.victim_sort_scratch.resize(m);
+    for (uint64_t v : w.victim_sort)
+      w.victim_sort_scratch[w.cursor[VictimGroup(v) & stripe_mask]++] = v;
+    w.victim_sort.swap(w.victim_sort_scratch);
+  } else {
+    std::sort(w.victim_sort.begin(), w.victim_sort.end());
+  }
+  w.written.assign(tables_.size(), 0);
+  if (backing_ == nullptr) return Status::Ok();  // dirty rows never became victims
+  for (size_t begin = 0; begin < m;) {
+    const uint32_t table = VictimTable(w.victim_sort[begin]);
+    size_t end = begin;
+    while (end < m && VictimTable(w.victim_sort[end]) == table) ++end;
+    const Table& t = *tables_[table];
+    const uint32_t rb = t.spec.row_bytes;
+    w.wb_keys.clear();
+    for (size_t j = begin; j < end; ++j) {
+      const uint32_t i = VictimPos(w.victim_sort[j]);
+      if (w.victim_dirty[i] == 0) continue;
+      w.wb_keys.push_back(t.KeyAt(w.victims[i].slot));
+      w.wb_rows.resize(w.wb_keys.size() * rb);
+      std::memcpy(w.wb_rows.data() + (w.wb_keys.size() - 1) * rb, t.Row(w.victims[i].slot), rb);
+    }
+    begin = end;
+    if (w.wb_keys.empty()) continue;
+    Status s = backing_->MultiPut(
+        t.spec.id, w.wb_keys, std::span<const std::byte>(w.wb_rows.data(), w.wb_keys.size() * rb));
+    if (!s.ok()) {
+      writeback_errors_.fetch_add(1, std::memory_order_relaxed);
+      return s.WithContext("dram cache write-back of " + std::to_string(w.wb_keys.size()) +
+                           " dirty victims of " + t.Name());
+    }
+    w.written[table] = 1;
+    dirty_writebacks_.fetch_add(w.wb_keys.size(), std::memory_order_relaxed);
+  }
+  return Status::Ok();
+}
+
+void DramCache::EraseVictims(InsertWork& w) {
+  const size_t m = w.victims.size();
+  if (m == 0) return;
+  // Groups: runs of one (table, stripe) in victim_sort.
+  w.victim_groups.clear();
+  for (size_t j = 0; j < m; ++j) {
+    if (j == 0 || VictimGroup(w.victim_sort[j]) != VictimGroup(w.victim_sort[j - 1])) {
+      w.victim_groups.push_back(static_cast<uint32_t>(j));
+    }
+  }
+  const uint32_t groups = static_cast<uint32_t>(w.victim_groups.size());
+  w.victim_groups.push_back(static_cast<uint32_t>(m));
+  auto stripe_of = [&](uint32_t g) -> DramIndex::Stripe& {
+    const uint64_t v = w.victim_sort[w.victim_groups[g]];
+    return tables_[VictimTable(v)]->index->stripe(VictimGroup(v) & ((1u << kStripeBits) - 1));
+  };
+  VisitGroupsLocked<false>(
+      groups, static_cast<uint32_t>(w.victim_hashes[0] % groups), w.deferred,
+      [&](uint32_t g) -> base::SharedMutex& { return stripe_of(g).mu; },
+      [&](uint32_t g) {
+        DramIndex::Stripe& stripe = stripe_of(g);
+        stripe.mu.AssertHeld();  // by VisitGroupsLocked
+        for (uint32_t j = w.victim_groups[g]; j < w.victim_groups[g + 1]; ++j) {
+          if (j + kDramPrefetchRows < m) {
+            const uint64_t ahead = w.victim_sort[j + kDramPrefetchRows];
+            tables_[VictimTable(ahead)]->index->PrefetchHint(w.victim_hashes[VictimPos(ahead)],
+                                                             kDramPrefetchRunLines, true);
+          }
+          const uint32_t i = VictimPos(w.victim_sort[j]);
+          const bool erased = stripe.map.Erase(w.victim_hashes[i], w.victims[i].slot);
+          STRATA_ASSERT(erased, "dram cache: a victim missing from the index");
+        }
+        return true;
+      },
+      [](uint32_t) {});
+}
+
+void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const std::byte> rows,
+                          std::span<const uint8_t> dirty, InsertWork& w) {
+  const uint32_t rb = t.spec.row_bytes;
+  const size_t n = w.picks.size();
+  const uint32_t slot_bytes = DramSlotBytes(rb);
+  // New rows first: their slots are reachable by no reader (victims' entries
+  // are erased, other slots never published or released long ago).
+  for (size_t k = 0; k < n; ++k) {
+    if (k + kDramPrefetchRows < n && w.fresh[k + kDramPrefetchRows] != 0) {
+      const std::byte* line = t.rows->Slot(w.slots[k + kDramPrefetchRows]);
+      for (uint32_t off = 0; off < std::min<uint32_t>(slot_bytes, 1024); off += 64) {
+        __builtin_prefetch(line + off, 1);
+      }
+    }
+    if (w.fresh[k] == 0) continue;
+    const uint32_t i = w.picks[k];
+    t.Header(w.slots[k]).key = keys[i];
+    std::memcpy(t.Row(w.slots[k]), rows.data() + uint64_t{i} * rb, rb);
+  }
+  // Then each stripe's changes under one exclusive hold: new entries, and
+  // the rows overwritten in place (lookups may be copying them).
+  if (w.groups.empty()) return;
+  DramIndex& index = *t.index;
+  auto adds_of = [&](uint32_t s) {
+    uint64_t adds = 0;
+    for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) adds += w.fresh[w.by_stripe[j]];
+    return adds;
+  };
+  VisitGroupsLocked<false>(
+      static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
+      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      [&](uint32_t g) {
+        const uint32_t s = w.groups[g];
+        DramIndex::Stripe& stripe = index.stripe(s);
+        stripe.mu.AssertHeld();  // by VisitGroupsLocked
+        if (!stripe.map.Fits(adds_of(s))) return false;
+        for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) {
+          if (j + kDramPrefetchRows < n) {
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
+                               true);
+          }
+          const uint32_t k = w.by_stripe[j];
+          const uint32_t i = w.picks[k];
+          const bool is_dirty = !dirty.empty() && dirty[i] != 0;
+          if (w.fresh[k] != 0) {
+            stripe.map.Insert(w.hashes[k], w.slots[k], is_dirty);
+          } else {
+            std::memcpy(t.Row(w.slots[k]), rows.data() + uint64_t{i} * rb, rb);
+            const bool found = stripe.map.SetDirty(w.hashes[k], w.slots[k], is_dirty);
+            STRATA_ASSERT(found, "dram cache: resident row missing from the index");
           }
         }
-        Release(victims[k], hashes[k]);
-      }
-      evictions_.fetch_add(victims.size(), std::memory_order_relaxed);
-      return Status::Ok();
+        return true;
+      },
+      [&](uint32_t g) { index.Reserve(w.groups[g], adds_of(w.groups[g])); });
+}
+
+void DramCache::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
+                       InsertWork& w) {
+  for (size_t k = 0; k < w.picks.size(); ++k) {
+    const uint32_t i = w.picks[k];
+    const uint32_t slot = w.slots[k];
+    const bool is_dirty = !dirty.empty() && dirty[i] != 0;
+    uint32_t& meta = Meta(t.pos, slot);
+    if (w.fresh[k] != 0) {
+      meta = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u);
+    } else {
+      meta &= ~(kDramMetaHold | kDramMetaDirty);
+      if (is_dirty) meta |= kDramMetaDirty;
     }
-    for (uint32_t slot : slots) {
-      if (slot == kDramNoSlot) continue;
-      Meta(t.pos, slot) &= ~kDramMetaHold;
-      File(t.pos, slot);
-    }
-    // Rows being cleaned are victims again once their write is done: wait for
-    // it (one MultiPut; no new clean starts while an Insert waits), then look
-    // again from the start, since other mutations may run meanwhile.
-    if (!s.IsResourceExhausted() || cleaning_rows_ == 0) return s;
-    room_waits_.fetch_add(1, std::memory_order_relaxed);
-    ++room_waiters_;
-    while (cleaning_rows_ > 0) clean_cv_.Wait(&mu_);
-    --room_waiters_;
+    SetCode(t.pos, slot, CodeOf(next_use.empty() ? kClockNever : next_use[i]));
   }
+  for (size_t i = 0; i < w.victims.size(); ++i) {
+    if (w.victim_reused[i] == 0) FreeSlot(w.victims[i].table, w.victims[i].slot);
+  }
+  evictions_.fetch_add(w.victims.size(), std::memory_order_relaxed);
+  inserts_.fetch_add(w.new_rows, std::memory_order_relaxed);
+}
+
+void DramCache::Abandon(Table& t, InsertWork& w) {
+  for (size_t i = 0; i < w.victims.size(); ++i) {
+    const Victim& v = w.victims[i];
+    if (w.victim_dirty[i] != 0 && w.written[v.table] != 0) {
+      SetDirtyLocked(*tables_[v.table], v.slot, false, /*file=*/false);
+    }
+  }
+  rows_ = rows_ + w.victims.size() - w.new_rows;
+  bytes_used_ = bytes_used_ + w.freed_bytes - w.new_rows * t.spec.row_bytes;
+  Unprepare(t, w, /*victims_too=*/true);
 }
 
 Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
@@ -176,64 +582,55 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n, next_use.size(), "next_use", true));
   if (n == 0) return Status::Ok();
 
-  // The last occurrence of each key wins: a per-thread open-addressing set
-  // of positions (index + 1, 0 empty) at load at most 1/2.
-  thread_local std::vector<uint32_t> last;
+  thread_local InsertWork w;
+  // The last occurrence of each key wins: an open-addressing set of
+  // positions (index + 1, 0 empty) at load at most 1/2.
   const uint64_t mask = std::bit_ceil(2 * n) - 1;
-  last.assign(mask + 1, 0);
+  w.last.assign(mask + 1, 0);
   auto position = [&](Key key) -> uint32_t& {
     uint64_t at = DramKeyHash(key) & mask;
-    while (last[at] != 0 && keys[last[at] - 1] != key) at = (at + 1) & mask;
-    return last[at];
+    while (w.last[at] != 0 && keys[w.last[at] - 1] != key) at = (at + 1) & mask;
+    return w.last[at];
   };
   for (size_t i = 0; i < n; ++i) position(keys[i]) = static_cast<uint32_t>(i + 1);
-  thread_local std::vector<uint32_t> picks;  // no allocation once warm
-  picks.clear();
+  w.picks.clear();
+  w.hashes.clear();
   for (size_t i = 0; i < n; ++i) {
-    if (position(keys[i]) == i + 1) picks.push_back(static_cast<uint32_t>(i));
+    if (position(keys[i]) != i + 1) continue;
+    w.picks.push_back(static_cast<uint32_t>(i));
+    w.hashes.push_back(DramKeyHash(keys[i]));
   }
 
-  base::MutexLock lock(&mu_);
-  thread_local std::vector<uint32_t> slots;
-  slots.resize(picks.size());
-  STRATA_RETURN_IF_ERROR(MakeRoom(*t, keys, picks, slots));
-
-  for (size_t k = 0; k < picks.size(); ++k) {
-    if (k + kDramPrefetchRows < picks.size()) t->PrefetchBucket(keys[picks[k + kDramPrefetchRows]]);
-    const uint32_t i = picks[k];
-    const std::byte* src = rows.data() + uint64_t{i} * rb;
-    const bool is_dirty = !dirty.empty() && dirty[i] != 0;
-    const uint32_t code = CodeOf(next_use.empty() ? kClockNever : next_use[i]);
-    const uint64_t hash = DramKeyHash(keys[i]);
-    DramIndex::Stripe& stripe = t->index->stripe(t->index->StripeOf(hash));
-    uint32_t slot = slots[k];
-    if (slot != kDramNoSlot) {
-      {
-        base::WriterLock stripe_lock(&stripe.mu);  // lookups may be copying this row
-        std::memcpy(t->Row(slot), src, rb);
-        bool found = stripe.map.SetDirty(hash, slot, is_dirty);
-        STRATA_ASSERT(found, "dram cache: resident row missing from the index");
-      }
-      uint32_t& meta = Meta(t->pos, slot);
-      meta &= ~(kDramMetaHold | kDramMetaDirty);
-      if (is_dirty) meta |= kDramMetaDirty;
-    } else {
-      slot = AllocateSlot(*t);
-      t->Header(slot).key = keys[i];  // unpublished: no reader yet
-      std::memcpy(t->Row(slot), src, rb);
-      Meta(t->pos, slot) = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u);
-      t->index->ReserveOne(t->index->StripeOf(hash));
-      {
-        base::WriterLock stripe_lock(&stripe.mu);
-        stripe.map.Insert(hash, slot, is_dirty);
-      }
-      ++rows_;
-      bytes_used_ += rb;
-      inserts_.fetch_add(1, std::memory_order_relaxed);
+  ClaimKeys(*t, keys, w);
+  ProbeKeys(*t, keys, w);
+  {
+    base::MutexLock lock(&mu_);
+    Status s = Prepare(*t, keys, w);
+    if (!s.ok()) {
+      DropClaims(*t, keys, w);
+      lock.Unlock();
+      state_cv_.SignalAll();
+      return s;
     }
-    SetCode(t->pos, slot, code);
   }
-  return Status::Ok();
+  Status s = WriteBackVictims(w);
+  if (s.ok()) {
+    EraseVictims(w);
+    PlaceRows(*t, keys, rows, dirty, w);
+  }
+  {
+    base::MutexLock lock(&mu_);
+    if (s.ok()) {
+      Finish(*t, dirty, next_use, w);
+    } else {
+      Abandon(*t, w);
+    }
+    DropClaims(*t, keys, w);
+    --inflight_;
+    ++done_gen_;
+  }
+  state_cv_.SignalAll();
+  return s;
 }
 
 Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
@@ -260,20 +657,31 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
   return Status::Ok();
 }
 
-bool DramCache::AnyCleaning(const Table& t, std::span<const Key> keys) const {
+bool DramCache::AnyFlagged(const Table& t, std::span<const Key> keys, uint32_t flags) const {
   for (Key key : keys) {
     uint32_t slot = FindSlot(t, key);
-    if (slot != kDramNoSlot && (Meta(t.pos, slot) & kDramMetaCleaning) != 0) return true;
+    if (slot != kDramNoSlot && (Meta(t.pos, slot) & flags) != 0) return true;
   }
   return false;
+}
+
+void DramCache::WaitInsertsDone() {
+  ++quiet_waiters_;
+  while (inflight_ > 0) state_cv_.Wait(&mu_);
+  --quiet_waiters_;
+  state_cv_.SignalAll();  // Inserts waiting for quiet_waiters_ to reach 0
 }
 
 Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Erase"));
   base::MutexLock lock(&mu_);
   // A row being cleaned stays until its write is done: released now, the key
-  // could come back dirty and be written again, racing the older copy.
-  while (AnyCleaning(*t, keys)) clean_cv_.Wait(&mu_);
+  // could come back dirty and be written again, racing the older copy. A row
+  // an Insert holds (its victim, or its overwrite) is waited for too.
+  while (AnyFlagged(*t, keys, kDramMetaCleaning | kDramMetaHold)) {
+    if (AnyFlagged(*t, keys, kDramMetaHold)) insert_waits_.fetch_add(1, std::memory_order_relaxed);
+    state_cv_.Wait(&mu_);
+  }
   for (Key key : keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot != kDramNoSlot && (Meta(t->pos, slot) & kDramMetaPinned) != 0) {
@@ -322,7 +730,12 @@ Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
   // (and write back) a leaving row in between. A row being cleaned stays
   // until its write is done, as in Erase.
   if (moved) {
-    while (AnyCleaning(*t, pinned)) clean_cv_.Wait(&mu_);
+    while (AnyFlagged(*t, pinned, kDramMetaCleaning | kDramMetaHold)) {
+      if (AnyFlagged(*t, pinned, kDramMetaHold)) {
+        insert_waits_.fetch_add(1, std::memory_order_relaxed);
+      }
+      state_cv_.Wait(&mu_);
+    }
   }
   std::unordered_map<uint32_t, uint32_t>& pins = slots_[t->pos].pins;
   Status status = Status::Ok();
@@ -358,6 +771,7 @@ Status DramCache::FlushDirty() {
   // of a row is being written while this writes the newest.
   base::MutexLock clean_lock(&clean_mu_);
   base::MutexLock lock(&mu_);
+  WaitInsertsDone();  // no row is being written or written back meanwhile
   for (const auto& t : tables_) {
     const uint32_t rb = t->spec.row_bytes;
     std::vector<uint32_t> slots;
@@ -475,10 +889,12 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
         uint32_t& meta = Meta(t.pos, c.slot);
         meta &= ~kDramMetaCleaning;
         // Erase waited for this write, so the slot still holds the key; an
-        // Insert that overwrote it meanwhile left it dirty with other bytes.
+        // Insert that overwrote it meanwhile left it dirty with other bytes,
+        // and one overwriting it now (holding it) sets its flag itself.
         STRATA_ASSERT((meta & kDramMetaOccupied) != 0 && t.KeyAt(c.slot) == c.key,
                       "dram cache: a row left while being cleaned");
-        if (written[ti] && std::memcmp(t.Row(c.slot), bytes[ti].data() + i * rb, rb) == 0) {
+        if (written[ti] && (meta & kDramMetaHold) == 0 &&
+            std::memcmp(t.Row(c.slot), bytes[ti].data() + i * rb, rb) == 0) {
           SetDirtyLocked(t, c.slot, false);
           ++cleaned;
         }
@@ -487,7 +903,7 @@ Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     }
     cleaning_rows_ -= taken;
   }
-  clean_cv_.SignalAll();
+  state_cv_.SignalAll();
   for (size_t ti = 0; ti < tables_.size(); ++ti) {
     if (written[ti]) dirty_writebacks_.fetch_add(copies[ti].size(), std::memory_order_relaxed);
   }

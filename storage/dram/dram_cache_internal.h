@@ -73,14 +73,6 @@ struct DramCache::Table {
   }
   Key KeyAt(uint32_t slot) const { return Header(slot).key; }
   std::byte* Row(uint32_t slot) const { return rows->Slot(slot) + kDramSlotHeaderBytes; }
-  // Prefetches the index buckets a change for the key of `hash` (or an
-  // absent key's probe) walks. Reads no entry, so it needs no stripe lock
-  // (the caller holds mu_, so no map grows meanwhile).
-  [[gnu::always_inline]] void PrefetchRun(uint64_t hash) const NO_THREAD_SAFETY_ANALYSIS {
-    index->stripe(index->StripeOf(hash)).map.PrefetchRun(hash, kDramPrefetchRunLines);
-  }
-  [[gnu::always_inline]] void PrefetchBucket(Key key) const { PrefetchRun(DramKeyHash(key)); }
-
   std::string Name() const {
     return "table '" + spec.name + "' (id " + std::to_string(spec.id) + ")";
   }

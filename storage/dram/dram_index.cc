@@ -129,8 +129,8 @@ bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
   return true;
 }
 
-bool DramHashMap::NeedsGrow() const {
-  return (size_ + 1) * kDramIndexLoadDen > count_ * kDramIndexLoadNum;
+bool DramHashMap::Fits(uint64_t more) const {
+  return (size_ + more) * kDramIndexLoadDen <= count_ * kDramIndexLoadNum;
 }
 
 void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
@@ -158,30 +158,44 @@ DramIndex::DramIndex(uint32_t stripes, bool huge_pages)
     : count_(stripes),
       shift_(64 - static_cast<uint32_t>(std::countr_zero(stripes))),
       huge_pages_(huge_pages),
-      stripes_(new Stripe[stripes]),
-      buckets_(DramHashMap::Allocate(uint64_t{stripes} * kInitialBuckets, huge_pages)),
-      segment_(kInitialBuckets) {
+      stripes_(new Stripe[stripes]) {
   STRATA_ASSERT(std::has_single_bit(stripes), "DramIndex stripes must be a power of two");
+  base::MutexLock grow_lock(&grow_mu_);  // not shared yet; for the analysis
+  buckets_ = DramHashMap::Allocate(uint64_t{stripes} * kInitialBuckets, huge_pages);
+  segment_ = kInitialBuckets;
+  hint_base_.store(buckets_.data, std::memory_order_relaxed);
+  hint_segment_.store(segment_, std::memory_order_relaxed);
   for (uint32_t i = 0; i < stripes; ++i) {
-    base::WriterLock lock(&stripes_[i].mu);  // not shared yet; for the analysis
+    base::WriterLock lock(&stripes_[i].mu);
     stripes_[i].map = DramHashMap(buckets_.data + uint64_t{i} * segment_, segment_);
   }
 }
 
-void DramIndex::ReserveOne(uint32_t i) NO_THREAD_SAFETY_ANALYSIS {
-  // Only the caller changes maps, so reading a map without its lock races
-  // with nothing but readers.
-  if (!stripes_[i].map.NeedsGrow()) return;
-  const uint64_t segment = GrownCount(segment_);
+void DramIndex::Reserve(uint32_t i, uint64_t more) {
+  base::MutexLock grow_lock(&grow_mu_);
+  uint64_t size = 0;
+  {
+    base::ReaderLock lock(&stripes_[i].mu);
+    if (stripes_[i].map.Fits(more)) return;
+    size = stripes_[i].map.size();
+  }
+  uint64_t segment = GrownCount(segment_);
+  while ((size + more) * kDramIndexLoadDen > segment * kDramIndexLoadNum) {
+    segment = GrownCount(segment);
+  }
   DramHashMap::Buckets grown = DramHashMap::Allocate(uint64_t{count_} * segment, huge_pages_);
+  // A stripe not yet moved may gain entries meanwhile, but only up to its
+  // load bound in the old segment, which is smaller than the new one.
   for (uint32_t k = 0; k < count_; ++k) {
     base::WriterLock lock(&stripes_[k].mu);
     stripes_[k].map.MoveTo(grown.data + uint64_t{k} * segment, segment);
   }
-  // Every stripe has moved under its exclusive lock: no lookup reads the
-  // old array any more.
+  // Every stripe has moved under its exclusive lock: no lookup or change
+  // reads the old array any more.
   buckets_ = std::move(grown);
   segment_ = segment;
+  hint_base_.store(buckets_.data, std::memory_order_relaxed);
+  hint_segment_.store(segment_, std::memory_order_relaxed);
 }
 
 }  // namespace strata::storage

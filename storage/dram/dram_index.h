@@ -27,11 +27,13 @@
 //
 // Thread safety: DramHashMap is not thread-safe; DramIndex hands out stripes
 // whose `mu` the caller takes (shared to read, exclusive to change the map).
-// Growth (DramIndex::ReserveOne) moves one stripe at a time under its
-// exclusive lock. Ownership: a standalone DramHashMap owns its buckets; the
-// maps of a DramIndex use segments of the index's array.
+// Growth (DramIndex::Reserve, one grower at a time under grow_mu_) moves one
+// stripe at a time under its exclusive lock, so several threads may change
+// different stripes, or grow the index, at once. Ownership: a standalone DramHashMap owns its
+// buckets; the maps of a DramIndex use segments of the index's array.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -67,6 +69,9 @@ class DramHashMap {
   };
   // REQUIRES: n a multiple of kBucketEntries.
   static Buckets Allocate(uint64_t n, bool huge_pages);
+  // The tag of a key's hash, and its home bucket in a map of `lines` buckets.
+  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
+  static uint64_t HomeIn(uint32_t tag, uint64_t lines) { return (uint64_t{tag} * lines) >> 31; }
 
   // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
@@ -126,17 +131,13 @@ class DramHashMap {
   [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
     __builtin_prefetch(buckets_ + p.bucket * kBucketEntries);
   }
-  // For a change (insert, erase, or a probe for an absent key): the home
-  // bucket's line and the `lines - 1` after it, for writing.
-  [[gnu::always_inline]] void PrefetchRun(uint64_t hash, uint32_t lines) const {
-    const Entry* at = buckets_ + Home(TagOf(hash)) * kBucketEntries;
-    for (uint32_t l = 0; l < lines; ++l) __builtin_prefetch(at + l * kBucketEntries, 1);
-  }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
-  // True when one more entry would pass the load bound (7/8).
-  bool NeedsGrow() const;
+  // True when `more` more entries keep the load within its bound (7/8).
+  bool Fits(uint64_t more) const;
+  // True when one more entry would pass the load bound.
+  bool NeedsGrow() const { return !Fits(1); }
   // Moves the entries into `count` empty entries at `buckets` (owned by the
   // caller from now on; aligned, a multiple of kBucketEntries) and forgets
   // the old ones.
@@ -151,9 +152,8 @@ class DramHashMap {
   uint64_t bytes() const { return count_ * sizeof(Entry); }
 
  private:
-  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
   // The home bucket of a tag: a multiply-shift onto the bucket count.
-  uint64_t Home(uint32_t tag) const { return (uint64_t{tag} * lines_) >> 31; }
+  uint64_t Home(uint32_t tag) const { return HomeIn(tag, lines_); }
   uint64_t Step(uint64_t bucket) const { return bucket + 1 == lines_ ? 0 : bucket + 1; }
   // True when bucket `b` has a free entry other than entry `except`.
   bool HasFree(uint64_t b, uint64_t except) const;
@@ -181,20 +181,44 @@ class DramIndex {
   // REQUIRES: stripes is a power of two >= 1.
   DramIndex(uint32_t stripes, bool huge_pages);
 
-  // Makes room for one more entry in stripe `i`: when that would pass its
-  // load bound, every stripe moves to segments 9/8 the size in a new array,
-  // one stripe at a time under its exclusive lock (lookups of the others go
-  // on). REQUIRES: the caller is the only mutator (the cache's mutation
-  // mutex) and holds no stripe lock.
-  void ReserveOne(uint32_t i);
+  // Makes room for `more` more entries in stripe `i`: while they would pass
+  // its load bound, every stripe moves to segments 9/8 the size (as many
+  // steps as needed) in a new array, one stripe at a time under its
+  // exclusive lock (lookups and changes of the others go on). Thread-safe;
+  // REQUIRES: the caller holds no stripe lock. Another thread may take the
+  // room before the caller locks the stripe: check Fits under the lock and
+  // call again when it fails.
+  void Reserve(uint32_t i, uint64_t more) EXCLUDES(grow_mu_);
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
+  }
+  // Prefetches the home bucket's line of the key of `hash` and the
+  // `lines - 1` after it (for writing when `write`) without a stripe lock:
+  // the address comes from a copy of the array's base and segment size that
+  // growth updates, so during a growth it may be stale, which costs a
+  // useless prefetch (a prefetch never faults), never a wrong access.
+  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write) const {
+    const auto* base = hint_base_.load(std::memory_order_relaxed);
+    const uint64_t segment = hint_segment_.load(std::memory_order_relaxed);
+    const uint64_t entries = DramHashMap::kBucketEntries;
+    const auto* at = base + StripeOf(hash) * segment +
+                     DramHashMap::HomeIn(DramHashMap::TagOf(hash), segment / entries) * entries;
+    for (uint32_t l = 0; l < lines; ++l) {
+      if (write) {
+        __builtin_prefetch(at + l * entries, 1);
+      } else {
+        __builtin_prefetch(at + l * entries);
+      }
+    }
   }
   Stripe& stripe(uint32_t i) { return stripes_[i]; }
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }
   // Bucket bytes of the array and the stripes' headers.
-  uint64_t bytes() const { return sizeof(Stripe) * count_ + count_ * segment_ * 8; }
+  uint64_t bytes() const EXCLUDES(grow_mu_) {
+    base::MutexLock lock(&grow_mu_);
+    return sizeof(Stripe) * count_ + count_ * segment_ * 8;
+  }
 
  private:
   const uint32_t count_;
@@ -202,9 +226,13 @@ class DramIndex {
   const bool huge_pages_;
   std::unique_ptr<Stripe[]> stripes_;
   // Every stripe's buckets: stripe i at [i * segment_, (i + 1) * segment_).
-  // Changed by the single mutator only (ReserveOne).
-  DramHashMap::Buckets buckets_;
-  uint64_t segment_ = 0;
+  // Changed by Reserve only, one grower at a time.
+  mutable base::Mutex grow_mu_;
+  DramHashMap::Buckets buckets_ GUARDED_BY(grow_mu_);
+  uint64_t segment_ GUARDED_BY(grow_mu_) = 0;
+  // Copies of buckets_.data and segment_ for PrefetchHint.
+  std::atomic<const DramHashMap::Entry*> hint_base_{nullptr};
+  std::atomic<uint64_t> hint_segment_{0};
 };
 
 }  // namespace strata::storage

@@ -10,61 +10,16 @@
 #include "base/mutex.h"
 #include "storage/dram/dram_cache.h"
 #include "tests/storage/dram/dram_test_util.h"
+#include "tests/storage/dram/gated_row_store.h"
 #include "tests/storage/ssd/memory_row_store.h"
 
 namespace strata::storage {
 namespace {
 
+using testing::GatedRowStore;
 using testing::MakeRow;
 using testing::MemoryRowStore;
 using DramCleanAheadTest = testing::DramCacheFixture;
-
-// A MemoryRowStore whose MultiPut, once armed, announces that it started and
-// waits until the test lets it finish.
-class GatedRowStore : public MemoryRowStore {
- public:
-  using MemoryRowStore::MemoryRowStore;
-  void Arm() {
-    base::MutexLock lock(&gate_mu_);
-    armed_ = true;
-  }
-  void WaitUntilPutStarted() {
-    base::MutexLock lock(&gate_mu_);
-    while (!started_) gate_cv_.Wait(&gate_mu_);
-  }
-  void Release() {
-    base::MutexLock lock(&gate_mu_);
-    released_ = true;
-    gate_cv_.SignalAll();
-  }
-  bool put_finished() const {
-    base::MutexLock lock(&gate_mu_);
-    return finished_;
-  }
-  Status MultiPut(TableId table, std::span<const Key> keys,
-                  std::span<const std::byte> rows) override {
-    {
-      base::MutexLock lock(&gate_mu_);
-      if (armed_) {
-        started_ = true;
-        gate_cv_.SignalAll();
-        while (!released_) gate_cv_.Wait(&gate_mu_);
-      }
-    }
-    Status s = MemoryRowStore::MultiPut(table, keys, rows);
-    base::MutexLock lock(&gate_mu_);
-    if (armed_) finished_ = true;
-    return s;
-  }
-
- private:
-  mutable base::Mutex gate_mu_;
-  base::CondVar gate_cv_;  // with gate_mu_: started_ or released_ set
-  bool armed_ GUARDED_BY(gate_mu_) = false;
-  bool started_ GUARDED_BY(gate_mu_) = false;
-  bool released_ GUARDED_BY(gate_mu_) = false;
-  bool finished_ GUARDED_BY(gate_mu_) = false;
-};
 
 TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
   MemoryRowStore store(OneTable());

@@ -150,7 +150,7 @@ TEST(DramIndexTest, StripesShareOneArrayGrownTogether) {
     keys.push_back(k);
     const uint64_t h = DramKeyHash(k);
     const uint32_t s = index.StripeOf(h);
-    index.ReserveOne(s);
+    index.Reserve(s, 1);
     base::WriterLock lock(&index.stripe(s).mu);
     index.stripe(s).map.Insert(h, slot, slot % 2 == 0);
   }
