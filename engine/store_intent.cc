@@ -8,9 +8,9 @@
 // is applied by the next Pull or planner round, whichever comes first: so a
 // Pull's evictions see every intent given before it, as Belady on the known
 // future asks, however far the planner is behind, and the work is done on
-// the intent giver's thread (a loader's, batches ahead) where it can be.
-// The planner's rounds also expire windows (unpinning) and act on the
-// windows AdaPM's timing says are due, a bounded number of keys per round.
+// the intent giver's thread (a loader's, batches ahead) where it can be. The planner's rounds also
+// expire windows (unpinning) and act on the windows AdaPM's timing says are due, a bounded number
+// of keys per round.
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
