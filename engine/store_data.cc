@@ -71,7 +71,7 @@ Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> k
                        void* stream) {
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, out, "Pull"));
   if (keys.empty()) return Status::Ok();
-  STRATA_RETURN_IF_ERROR(ApplyWaitingIntents(/*wait=*/true));
+  STRATA_RETURN_IF_ERROR(ApplyWaitingIntents());
   Table& table = *tables_[table_id];
   base::MutexLock lock(&table.mu);
   counters_.pulls.fetch_add(keys.size(), std::memory_order_relaxed);

@@ -37,8 +37,8 @@
 //
 // Locking, outermost first:
 //   close_.mu            held by Close throughout
-//   apply_mu_            ApplyWaitingIntents (Intent, without waiting; a
-//                        Pull, before its table's lock; the planner's round)
+//   apply_mu_            ApplyWaitingIntents (a Pull, before its table's
+//                        lock; the planner's round)
 //   Table::mu            a table's T0, its staging and every move of its rows
 //                        between tiers; one at a time, except Checkpoint
 //                        (every table, ascending ids)
@@ -314,17 +314,11 @@ class StoreImpl final : public Store {
   void DrainInboxes(std::vector<std::vector<Key>>* added_keys) REQUIRES(apply_mu_)
       EXCLUDES(intent_mu_);
   // DrainInboxes and ApplyNewIntents now, on the caller's thread, when any
-  // intent waits in an inbox or a table's re-ranking was put off: a Pull's
-  // eviction then sees every intent given before it, not only those the
-  // planner's last round took. `wait` false (Intent's call): takes no lock
-  // another thread holds; returns at once if another thread applies, and
-  // puts off the re-ranking of tables whose lock is held (the next Pull or
-  // round does it).
-  Status ApplyWaitingIntents(bool wait) EXCLUDES(apply_mu_, intent_mu_);
-  Status ApplyWaitingIntentsLocked(bool wait) REQUIRES(apply_mu_) EXCLUDES(intent_mu_);
-  // Re-ranks the resident rows of apply_keys_ per table and clears them;
-  // with `wait` false a table whose lock is held keeps its keys (put off).
-  Status ApplyNewIntents(bool wait) REQUIRES(apply_mu_) EXCLUDES(intent_mu_);
+  // intent waits in an inbox: a Pull's eviction then sees every intent given
+  // before it, not only those the planner's last round took.
+  Status ApplyWaitingIntents() EXCLUDES(apply_mu_, intent_mu_);
+  Status ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) REQUIRES(apply_mu_)
+      EXCLUDES(intent_mu_);
   Status ApplyKeyUpdates(std::vector<KeyUpdate>& updates) EXCLUDES(intent_mu_);
   Status ActOnWindows(Table& table, std::span<IntentWindow* const> windows, Clock worker_clock)
       EXCLUDES(table.mu, intent_mu_);
@@ -350,11 +344,8 @@ class StoreImpl final : public Store {
   // Inbox entries not drained yet (Intent adds, DrainInboxes subtracts,
   // both under the worker's inbox_mu).
   std::atomic<uint64_t> intents_waiting_{0};
-  // Tables whose re-ranking an Intent put off (their keys stay in apply_keys_).
-  std::atomic<uint64_t> apply_put_off_{0};
   base::Mutex apply_mu_ ACQUIRED_BEFORE(Table::mu);
-  // New intents' keys per table not re-ranked yet.
-  std::vector<std::vector<Key>> apply_keys_ GUARDED_BY(apply_mu_);
+  std::vector<std::vector<Key>> apply_keys_ GUARDED_BY(apply_mu_);  // new keys per table
 
   base::Mutex intent_mu_ ACQUIRED_AFTER(Table::mu);
   IntentIndex intents_ GUARDED_BY(intent_mu_);

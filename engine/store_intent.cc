@@ -1,16 +1,13 @@
 // Intents, DrainIntents and the planner thread.
 //
-// Intent() appends to the worker's inbox (a mutex held for one memcpy), then
-// applies what waits (ApplyWaitingIntents without waiting: the inboxes move
-// into the IntentIndex and resident rows are re-ranked by their new next
-// use, table by table, skipping a table whose lock another thread holds and
-// returning at once when another thread applies; never I/O). What is left
-// is applied by the next Pull or planner round, whichever comes first: so a
-// Pull's evictions see every intent given before it, as Belady on the known
-// future asks, however far the planner is behind, and the work is done on
-// the intent giver's thread (a loader's, batches ahead) where it can be. The planner's rounds also
-// expire windows (unpinning) and act on the windows AdaPM's timing says are due, a bounded number
-// of keys per round.
+// Intent() only appends to the worker's inbox (a mutex held for one memcpy;
+// never I/O). Intents waiting in inboxes are moved into the IntentIndex, and
+// resident rows re-ranked by their new next use (ApplyWaitingIntents), by
+// the next Pull or planner round, whichever comes first: so a Pull's
+// evictions see every intent given before it, as Belady on the known future
+// asks, however far the planner is behind. The planner's rounds also expire
+// windows (unpinning) and act on the windows AdaPM's timing says are due, a
+// bounded number of keys per round.
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
@@ -45,50 +42,31 @@ Status StoreImpl::Intent(WorkerId worker, std::span<const TableKeys> keys, Clock
     counters_.expired_intents.fetch_add(total, std::memory_order_relaxed);
     return Status::Ok();
   }
-  {
-    base::MutexLock lock(&w.inbox_mu);
-    if (w.inbox_keys.size() + total > kInboxKeysMax) {
-      return Status::ResourceExhausted("Intent: worker " + std::to_string(worker) + " has " +
-                                       std::to_string(w.inbox_keys.size()) +
-                                       " keys waiting for the planner (at most " +
-                                       std::to_string(kInboxKeysMax) + ")");
-    }
-    uint64_t entries = 0;
-    for (const TableKeys& tk : keys) {
-      if (tk.keys.empty()) continue;
-      w.inbox.push_back({tk.table, start, end, w.inbox_keys.size(), tk.keys.size()});
-      w.inbox_keys.insert(w.inbox_keys.end(), tk.keys.begin(), tk.keys.end());
-      ++entries;
-    }
-    counters_.intents.fetch_add(total, std::memory_order_relaxed);
-    intents_waiting_.fetch_add(entries, std::memory_order_release);
+  base::MutexLock lock(&w.inbox_mu);
+  if (w.inbox_keys.size() + total > kInboxKeysMax) {
+    return Status::ResourceExhausted(
+        "Intent: worker " + std::to_string(worker) + " has " + std::to_string(w.inbox_keys.size()) +
+        " keys waiting for the planner (at most " + std::to_string(kInboxKeysMax) + ")");
   }
-  // The intent is recorded; applying it here keeps that work off the
-  // worker's Pull when the giver is another thread.
-  return ApplyWaitingIntents(/*wait=*/false)
-      .WithContext("Intent: applying the intents given so far");
+  uint64_t entries = 0;
+  for (const TableKeys& tk : keys) {
+    if (tk.keys.empty()) continue;
+    w.inbox.push_back({tk.table, start, end, w.inbox_keys.size(), tk.keys.size()});
+    w.inbox_keys.insert(w.inbox_keys.end(), tk.keys.begin(), tk.keys.end());
+    ++entries;
+  }
+  counters_.intents.fetch_add(total, std::memory_order_relaxed);
+  intents_waiting_.fetch_add(entries, std::memory_order_release);
+  return Status::Ok();
 }
 
-Status StoreImpl::ApplyWaitingIntents(bool wait) {
-  if (intents_waiting_.load(std::memory_order_acquire) == 0 &&
-      apply_put_off_.load(std::memory_order_acquire) == 0) {
-    return Status::Ok();
-  }
-  if (wait) {
-    base::MutexLock lock(&apply_mu_);
-    return ApplyWaitingIntentsLocked(/*wait=*/true);
-  }
-  // Another thread applies: it, or the next Pull or round, takes these too.
-  if (!apply_mu_.TryLock()) return Status::Ok();
-  Status s = ApplyWaitingIntentsLocked(/*wait=*/false);
-  apply_mu_.Unlock();
-  return s;
-}
-
-Status StoreImpl::ApplyWaitingIntentsLocked(bool wait) {
+Status StoreImpl::ApplyWaitingIntents() {
+  if (intents_waiting_.load(std::memory_order_acquire) == 0) return Status::Ok();
+  base::MutexLock lock(&apply_mu_);
   apply_keys_.resize(tables_.size());
+  for (std::vector<Key>& keys : apply_keys_) keys.clear();
   DrainInboxes(&apply_keys_);
-  return ApplyNewIntents(wait);
+  return ApplyNewIntents(apply_keys_);
 }
 
 void StoreImpl::NoteIntentIndexSize() {
@@ -209,30 +187,17 @@ void StoreImpl::DrainInboxes(std::vector<std::vector<Key>>* added_keys) {
 
 // Resident rows named by new intents get their nearest intended use as
 // next_use (T0 and T1), so eviction keeps them over rows nobody asked for.
-Status StoreImpl::ApplyNewIntents(bool wait) {
-  Status result = Status::Ok();
-  for (size_t t = 0; t < apply_keys_.size() && result.ok(); ++t) {
-    std::vector<Key>& keys = apply_keys_[t];
+Status StoreImpl::ApplyNewIntents(std::vector<std::vector<Key>>& added_keys) {
+  for (size_t t = 0; t < added_keys.size(); ++t) {
+    std::vector<Key>& keys = added_keys[t];
     if (keys.empty()) continue;
     std::sort(keys.begin(), keys.end());
     keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     Table& table = *tables_[t];
-    if (wait) {
-      base::MutexLock lock(&table.mu);
-      result = RefreshNextUse(table, keys, /*with_t1=*/true);
-    } else if (table.mu.TryLock()) {
-      result = RefreshNextUse(table, keys, /*with_t1=*/true);
-      table.mu.Unlock();
-    } else {
-      continue;  // a Pull holds the lock: the next Pull or round re-ranks them
-    }
-    keys.clear();
+    base::MutexLock lock(&table.mu);
+    STRATA_RETURN_IF_ERROR(RefreshNextUse(table, keys, /*with_t1=*/true));
   }
-  // Put off, or not reached after an error: left for the next call.
-  uint64_t put_off = 0;
-  for (const std::vector<Key>& keys : apply_keys_) put_off += keys.empty() ? 0 : 1;
-  apply_put_off_.store(put_off, std::memory_order_release);
-  return result;
+  return Status::Ok();
 }
 
 Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
@@ -261,7 +226,7 @@ Status StoreImpl::ApplyKeyUpdates(std::vector<KeyUpdate>& updates) {
 }
 
 Result<bool> StoreImpl::PlannerRound() {
-  STRATA_RETURN_IF_ERROR(ApplyWaitingIntents(/*wait=*/true));
+  STRATA_RETURN_IF_ERROR(ApplyWaitingIntents());
 
   bool more = false;
   uint64_t budget = options_.planner_keys_per_round_max;

@@ -53,13 +53,8 @@ class Store {
   virtual Result<WorkerId> RegisterWorker(int device = -1) = 0;
 
   // Worker w will access `keys` of `table` while its clock is in [start, end).
-  // Records the intent and applies it to the eviction order of resident rows
-  // where it can without waiting (a table whose lock another thread holds,
-  // or all of it while another thread applies, is left to the next Pull or
-  // planner round): call it from a loader thread, batches ahead, and that
-  // work stays off the Pull. Never blocks on I/O, nor on a lock held across
-  // I/O. An already expired window (end <= clock) is ignored and counted.
-  // REQUIRES: start < end.
+  // Never blocks on I/O. An already expired window (end <= clock) is ignored
+  // and counted. REQUIRES: start < end.
   [[nodiscard]] virtual Status Intent(WorkerId worker, TableId table, std::span<const Key> keys,
                                       Clock start, Clock end) = 0;
   [[nodiscard]] virtual Status Intent(WorkerId worker, std::span<const TableKeys> keys, Clock start,

@@ -384,24 +384,6 @@ TEST_P(StoreIntentTest, APullsEvictionsSeeAnIntentThePlannerHasNotTaken) {
   ASSERT_TRUE(store->Close().ok());
 }
 
-TEST_P(StoreIntentTest, AnIntentIsInTheOrderWhenIntentReturns) {
-  StoreOptions o = Options(64, 1024);
-  o.planner_round_us = 100'000'000;  // the planner never takes it
-  auto store = Open(o, SgdTables(2, 4, 0.1f, Initializer::kZeros));
-  ASSERT_NE(store, nullptr);
-  WorkerId w = *store->RegisterWorker();
-  std::vector<float> out(32 * 4);
-  ASSERT_TRUE(Pull(*store, w, 0, KeyRange(0, 32), out.data()).ok());
-  ASSERT_TRUE(store->Intent(w, 0, KeyRange(0, 32), 200, 201).ok());
-  ASSERT_TRUE(store->Intent(w, 1, KeyRange(0, 8), 300, 301).ok());
-  // Applied by the Intent calls themselves: no Pull and no planner round
-  // came between.
-  const auto s = store->Stats();
-  EXPECT_EQ(s.planner_rounds, 0u);
-  EXPECT_EQ(s.intent_pairs, 40u);
-  ASSERT_TRUE(store->Close().ok());
-}
-
 TEST_P(StoreIntentTest, BadShareGrowthIsRejected) {
   for (double bad : {-0.5, 17.0, std::nan("")}) {
     StoreOptions o = Options(64, 1024);
