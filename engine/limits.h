@@ -55,6 +55,10 @@ inline constexpr uint64_t kSketchWidthMax = uint64_t{1} << 24;
 // victims, in passes of at most kCleanBatchRowsMax rows.
 inline constexpr uint64_t kCleanWindowDivisor = 4;
 inline constexpr uint64_t kCleanBatchRowsMax = 1024;
+// The cleaner wakes once T1 took a window / this rows since its last pass
+// (or every planner period): each pass reads all of T1's metadata, and T1
+// taking a few rows moves the window by as few.
+inline constexpr uint64_t kCleanWakeDivisor = 16;
 
 // Retries of an I/O error in a chunked Push after its first chunk was applied.
 inline constexpr uint32_t kPushRetriesMax = 64;

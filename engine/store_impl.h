@@ -222,7 +222,7 @@ class StoreImpl final : public Store {
   // The cleaner thread: writes T1's dirty rows ahead of their eviction so the
   // inserts that evict them do no SSD writes. Kicked by every demotion.
   struct Cleaner : BackgroundThread {
-    uint64_t kicks GUARDED_BY(mu) = 0;  // T1 inserts since start
+    uint64_t kicks GUARDED_BY(mu) = 0;  // rows T0 demoted into T1 since start
   };
   struct CloseState {
     base::Mutex mu ACQUIRED_BEFORE(Table::mu, BackgroundThread::mu);
@@ -288,7 +288,7 @@ class StoreImpl final : public Store {
 
   // The cleaner thread (store_tiers.cc).
   void CleanerLoop() EXCLUDES(cleaner_.mu);
-  void KickCleaner() EXCLUDES(cleaner_.mu);
+  void KickCleaner(uint64_t rows) EXCLUDES(cleaner_.mu);
 
   // The eviction order (store_eviction.cc).
   int64_t FallbackValue(uint64_t freq, uint64_t seq) const;

@@ -176,7 +176,7 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   uint64_t dirty_rows = 0;
   for (uint64_t i = 0; i < moved; ++i) dirty_rows += out.dirty[i] ? 1 : 0;
   table.t0_rows.store(table.t0->Size(), std::memory_order_relaxed);
-  if (moved > 0) KickCleaner();
+  if (moved > 0) KickCleaner(moved);
   counters_.t0_evictions.fetch_add(moved, std::memory_order_relaxed);
   counters_.t0_rows_out.fetch_add(moved, std::memory_order_relaxed);
   counters_.t0_bytes_out.fetch_add(moved * table.row_bytes, std::memory_order_relaxed);
@@ -188,26 +188,28 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   return Status::Ok();
 }
 
-void StoreImpl::KickCleaner() {
+void StoreImpl::KickCleaner(uint64_t rows) {
   {
     base::MutexLock lock(&cleaner_.mu);
-    ++cleaner_.kicks;
+    cleaner_.kicks += rows;
   }
   cleaner_.cv.Signal();
 }
 
-// Runs after T1 took rows (kicked) or every planner period: writes the dirty
-// rows among the ones the next `dram_rows_max / 4` rows T1 takes would evict,
-// in bounded passes. While T1 has free room for that many rows nothing is
-// due: no SSD write, and no promotion waits for a write of the row it takes
-// (DramCache::Erase waits for one). An I/O error costs nothing but the head
-// start: the rows stay dirty and their eviction writes them (and reports an
-// error that persists).
+// Runs after T1 took window_max / kCleanWakeDivisor rows (kicked) or every
+// planner period: writes the dirty rows among the ones the next
+// `dram_rows_max / 4` rows T1 takes would evict, in bounded passes. While T1
+// has free room for that many rows nothing is due: no SSD write, and no
+// promotion waits for a write of the row it takes (DramCache::Erase waits
+// for one). An I/O error costs nothing but the head start: the rows stay
+// dirty and their eviction writes them (and reports an error that
+// persists).
 void StoreImpl::CleanerLoop() {
   const auto period =
       std::chrono::microseconds(uint64_t{std::max<uint32_t>(options_.planner_round_us, 1)} * 10);
   const uint64_t window_max = std::max<uint64_t>(options_.dram_rows_max / kCleanWindowDivisor, 1);
   const uint64_t passes_max = window_max / kCleanBatchRowsMax + 1;
+  const uint64_t wake_rows = std::max<uint64_t>(window_max / kCleanWakeDivisor, 1);
   uint32_t row_bytes_max = 1;
   for (const auto& table : tables_) row_bytes_max = std::max(row_bytes_max, table->row_bytes);
   uint64_t seen = 0;
@@ -215,7 +217,7 @@ void StoreImpl::CleanerLoop() {
     {
       base::MutexLock lock(&cleaner_.mu);
       const auto deadline = std::chrono::steady_clock::now() + period;
-      while (!cleaner_.stop && cleaner_.kicks == seen &&
+      while (!cleaner_.stop && cleaner_.kicks - seen < wake_rows &&
              cleaner_.cv.WaitUntil(&cleaner_.mu, deadline)) {
       }
       if (cleaner_.stop) return;

@@ -224,8 +224,9 @@ class DeviceTable {
   // kHost scratch for Push: (slot, index) of keys that occur more than once,
   // grown geometrically and kept.
   std::vector<uint64_t> host_repeats_;
-  // kHost scratch for LargestNextUses (grown and kept).
+  // kHost scratch for LargestNextUses and Evict (grown and kept).
   std::vector<int64_t> host_next_uses_;
+  std::vector<std::pair<int64_t, uint32_t>> host_candidates_;
   // kGpu: a page-locked word FindTouch copies its miss count into.
   HostStaging<uint64_t> host_word_;
   // kGpu scratch for Push: summed gradients, grown on demand.
