@@ -93,13 +93,14 @@ inline uint64_t EvictableFlag(const DeviceTableRef& ref, uint64_t s) {
          static_cast<uint64_t>(ref.pins[s] == 0);
 }
 
-// Moves the first `take` of `v` by `before` to its front, in that order:
-// a linear selection, then a sort of those alone.
+// Moves the first `take` of v[0, n) by `before` to its front, in that
+// order: a linear selection, then a sort of those alone.
 template <class T, class Before>
-void SelectFirst(std::vector<T>& v, uint64_t take, Before before) {
+void SelectFirst(std::vector<T>& v, uint64_t n, uint64_t take, Before before) {
   if (take == 0) return;
-  if (take < v.size()) std::nth_element(v.begin(), v.begin() + (take - 1), v.end(), before);
-  std::sort(v.begin(), v.begin() + take, before);
+  const auto begin = v.begin();
+  if (take < n) std::nth_element(begin, begin + (take - 1), begin + n, before);
+  std::sort(begin, begin + take, before);
 }
 
 }  // namespace
@@ -262,20 +263,20 @@ Status DeviceTable::HostEvict(uint64_t k, RowBatch* out) {
   const DeviceTableRef ref = ref_;
   // Candidates: occupied and unpinned, latest next use first (ties: lower
   // slot first, the order LargestNextUses counts by).
+  // Scratch kept at its largest size: the first n entries are this call's.
   std::vector<std::pair<int64_t, uint32_t>>& candidates = host_candidates_;
   const uint64_t slots = ref.slots();
-  candidates.resize(slots);
+  if (candidates.size() < slots) candidates.resize(slots);
   uint64_t n = 0;
   for (uint64_t s = 0; s < slots; ++s) {  // without a branch per slot
     candidates[n] = {ref.next_use[s], static_cast<uint32_t>(s)};
     n += EvictableFlag(ref, s);
   }
-  candidates.resize(n);
   const uint64_t take = std::min<uint64_t>(k, n);
   auto later = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
-  SelectFirst(candidates, take, later);
+  SelectFirst(candidates, n, take, later);
   ForEachKey(take, options_.host_threads, [&](uint64_t i) {
     const uint32_t s = candidates[i].second;
     ref.Export(s, *out, i);
@@ -287,17 +288,16 @@ Status DeviceTable::HostEvict(uint64_t k, RowBatch* out) {
 
 Status DeviceTable::HostLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count) {
   const DeviceTableRef ref = ref_;
-  std::vector<int64_t>& values = host_next_uses_;
+  std::vector<int64_t>& values = host_next_uses_;  // the first n entries are this call's
   const uint64_t slots = ref.slots();
-  values.resize(slots);
+  if (values.size() < slots) values.resize(slots);
   uint64_t n = 0;
   for (uint64_t s = 0; s < slots; ++s) {  // without a branch per slot
     values[n] = ref.next_use[s];
     n += EvictableFlag(ref, s);
   }
-  values.resize(n);
   const uint64_t take = std::min<uint64_t>(k, n);
-  SelectFirst(values, take, std::greater<>());
+  SelectFirst(values, n, take, std::greater<>());
   std::copy(values.begin(), values.begin() + take, out_host);
   *count = take;
   return Status::Ok();
