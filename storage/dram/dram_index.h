@@ -117,12 +117,22 @@ class DramHashMap {
     }
   }
   // The slot of `key`, or kDramNoSlot; key_at(slot) is the key slot holds.
+  // *past_home (when given): how many buckets past the key's home bucket the
+  // probe stopped, at the key's entry, or, for an absent key, at the bucket
+  // with a free entry where Insert would put it.
   template <typename KeyAt>
-  uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty) const {
+  uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty,
+                uint64_t* past_home = nullptr) const {
     Probe p = Start(hash);
+    const uint64_t home = p.bucket;
     while (true) {
       const uint32_t slot = Next(&p, dirty);
-      if (slot == kDramNoSlot || key_at(slot) == key) return slot;
+      if (slot == kDramNoSlot || key_at(slot) == key) {
+        if (past_home != nullptr) {
+          *past_home = p.bucket >= home ? p.bucket - home : p.bucket + lines_ - home;
+        }
+        return slot;
+      }
     }
   }
   // The home bucket's line, which holds the key's entry unless the bucket
@@ -192,22 +202,29 @@ class DramIndex {
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
   }
-  // Prefetches the home bucket's line of the key of `hash` and the
-  // `lines - 1` after it (for writing when `write`) without a stripe lock:
+  // Prefetches the line `skip` buckets past the home bucket of the key of
+  // `hash` and the `lines - 1` after it (for writing when `write`) without a
+  // stripe lock:
   // the address comes from a copy of the array's base and segment size that
   // growth updates, so during a growth it may be stale, which costs a
   // useless prefetch (a prefetch never faults), never a wrong access.
-  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write) const {
+  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write,
+                                           uint64_t skip = 0) const {
     const auto* base = hint_base_.load(std::memory_order_relaxed);
     const uint64_t segment = hint_segment_.load(std::memory_order_relaxed);
     const uint64_t entries = DramHashMap::kBucketEntries;
-    const auto* at = base + StripeOf(hash) * segment +
-                     DramHashMap::HomeIn(DramHashMap::TagOf(hash), segment / entries) * entries;
-    for (uint32_t l = 0; l < lines; ++l) {
+    const uint64_t lines_in = segment / entries;
+    if (lines_in == 0) return;
+    const auto* stripe = base + StripeOf(hash) * segment;
+    const uint64_t home = DramHashMap::HomeIn(DramHashMap::TagOf(hash), lines_in);
+    for (uint64_t l = skip; l < skip + lines; ++l) {
+      uint64_t b = home + l;
+      if (b >= lines_in) b %= lines_in;  // wraps round as the probe does
+      const auto* at = stripe + b * entries;
       if (write) {
-        __builtin_prefetch(at + l * entries, 1);
+        __builtin_prefetch(at, 1);
       } else {
-        __builtin_prefetch(at + l * entries);
+        __builtin_prefetch(at);
       }
     }
   }
