@@ -228,6 +228,12 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
             index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
                                false);
           }
+          // Half as far ahead, in this stripe: those two lines have arrived;
+          // a run that goes on past both gets its next two prefetched.
+          if (j + kDramPrefetchRows / 2 < end) {
+            stripe.map.PrefetchRunOn(w.hashes[w.by_stripe[j + kDramPrefetchRows / 2]],
+                                     kDramPrefetchRunLines);
+          }
           const uint32_t k = w.by_stripe[j];
           bool dirty = false;
           uint64_t past_home = 0;

@@ -175,6 +175,21 @@ class DramHashMap {
   [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
     __builtin_prefetch(buckets_ + p.bucket * kBucketEntries);
   }
+  // For a probe whose first `lines` buckets from its home have arrived in
+  // cache: when the overflow counts of all of them are above 0 (the probe
+  // of an absent key goes on past them), prefetches the `lines` after them.
+  [[gnu::always_inline]] void PrefetchRunOn(uint64_t hash, uint32_t lines) const {
+    uint64_t b = Home(TagOf(hash));
+    for (uint32_t l = 0; l < lines; ++l, b = Step(b)) {
+      const Entry* e = buckets_ + b * kBucketEntries;
+      uint32_t over = 0;
+      for (uint32_t k = 0; k < kBucketEntries; ++k) over |= e[k].tag_dirty;
+      if ((over & kCountBit) == 0) return;
+    }
+    for (uint32_t l = 0; l < lines; ++l, b = Step(b)) {
+      __builtin_prefetch(buckets_ + b * kBucketEntries);
+    }
+  }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
