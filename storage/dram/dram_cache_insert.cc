@@ -45,6 +45,7 @@ struct DramCache::InsertWork {
   std::vector<uint32_t> groups;     // stripes with picks, ascending
   std::vector<uint8_t> deferred;    // VisitGroupsLocked's scratch
   std::vector<uint32_t> slots;      // per pick: the probe's slot, then the row's slot
+  std::vector<uint8_t> past_home;   // per pick: buckets past its home where the probe stopped
   std::vector<uint8_t> fresh;       // per pick: 1 a new row, 0 an overwrite
   std::vector<uint8_t> allocated;   // per pick: its slot came from AllocateSlot
   uint64_t new_rows = 0;
@@ -204,6 +205,7 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
     w.by_stripe[w.cursor[index.StripeOf(w.hashes[k])]++] = static_cast<uint32_t>(k);
   }
   w.slots.resize(n);
+  w.past_home.resize(n);
   // The stripes with picks: the groups of this and of PlaceRows' pass.
   w.groups.clear();
   for (uint32_t s = 0; s < stripes; ++s) {
@@ -220,12 +222,23 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
         const uint32_t end = w.bounds[w.groups[g] + 1];
         for (uint32_t j = w.bounds[w.groups[g]]; j < end; ++j) {
           // Across stripes too (the next stripe's lock is not held: a hint).
+          // Two lines: a new key's probe ends at the first bucket with a
+          // free entry, often the one after its home.
           if (j + kDramPrefetchRows < n) {
-            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], 1, false);
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
+                               false);
+          }
+          // Half as far ahead, in this stripe: those two lines have arrived;
+          // a run that goes on past both gets its next two prefetched.
+          if (j + kDramPrefetchRows / 2 < end) {
+            stripe.map.PrefetchRunOn(w.hashes[w.by_stripe[j + kDramPrefetchRows / 2]],
+                                     kDramPrefetchRunLines);
           }
           const uint32_t k = w.by_stripe[j];
           bool dirty = false;
-          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
+          uint64_t past_home = 0;
+          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty, &past_home);
+          w.past_home[k] = static_cast<uint8_t>(std::min<uint64_t>(past_home, UINT8_MAX));
         }
         return true;
       },
@@ -518,9 +531,11 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
         stripe.mu.AssertHeld();  // by VisitGroupsLocked
         if (!stripe.map.Fits(adds_of(s))) return false;
         for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) {
+          // The line where the probe found the entry or its free place
+          // (other changes may have moved it since: then a useless prefetch).
           if (j + kDramPrefetchRows < n) {
-            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
-                               true);
+            const uint32_t ahead = w.by_stripe[j + kDramPrefetchRows];
+            index.PrefetchHint(w.hashes[ahead], 1, true, w.past_home[ahead]);
           }
           const uint32_t k = w.by_stripe[j];
           const uint32_t i = w.picks[k];
@@ -583,23 +598,25 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   if (n == 0) return Status::Ok();
 
   thread_local InsertWork w;
-  // The last occurrence of each key wins: an open-addressing set of
-  // positions (index + 1, 0 empty) at load at most 1/2.
+  // The last occurrence of each key wins: keys from the last back, each
+  // kept unless an open-addressing set of positions (index + 1, 0 empty, load
+  // at most 1/2) holds it already; one hash and one probe per key. Picks end
+  // in key order.
   const uint64_t mask = std::bit_ceil(2 * n) - 1;
   w.last.assign(mask + 1, 0);
-  auto position = [&](Key key) -> uint32_t& {
-    uint64_t at = DramKeyHash(key) & mask;
-    while (w.last[at] != 0 && keys[w.last[at] - 1] != key) at = (at + 1) & mask;
-    return w.last[at];
-  };
-  for (size_t i = 0; i < n; ++i) position(keys[i]) = static_cast<uint32_t>(i + 1);
   w.picks.clear();
   w.hashes.clear();
-  for (size_t i = 0; i < n; ++i) {
-    if (position(keys[i]) != i + 1) continue;
+  for (size_t i = n; i-- > 0;) {
+    const uint64_t hash = DramKeyHash(keys[i]);
+    uint64_t at = hash & mask;
+    while (w.last[at] != 0 && keys[w.last[at] - 1] != keys[i]) at = (at + 1) & mask;
+    if (w.last[at] != 0) continue;  // a later occurrence wins
+    w.last[at] = static_cast<uint32_t>(i + 1);
     w.picks.push_back(static_cast<uint32_t>(i));
-    w.hashes.push_back(DramKeyHash(keys[i]));
+    w.hashes.push_back(hash);
   }
+  std::reverse(w.picks.begin(), w.picks.end());
+  std::reverse(w.hashes.begin(), w.hashes.end());
 
   ClaimKeys(*t, keys, w);
   ProbeKeys(*t, keys, w);

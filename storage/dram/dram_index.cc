@@ -14,10 +14,6 @@ constexpr uint64_t kInitialBuckets = 2 * kB;
 uint64_t GrownCount(uint64_t count) {
   return (count * kDramIndexGrowNum / kDramIndexGrowDen + kB - 1) / kB * kB;
 }
-// True when `home` lies cyclically in (from, to].
-bool InRange(uint64_t home, uint64_t from, uint64_t to) {
-  return from <= to ? (home > from && home <= to) : (home > from || home <= to);
-}
 }  // namespace
 
 DramHashMap::DramHashMap(bool huge_pages)
@@ -52,18 +48,31 @@ DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
   return b;
 }
 
-bool DramHashMap::HasFree(uint64_t b, uint64_t except) const {
-  for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
-    if (k != except && buckets_[k].slot == kDramNoSlot) return true;
-  }
-  return false;
+uint32_t DramHashMap::CountOf(uint64_t b) const {
+  uint32_t count = 0;
+  for (uint32_t k = 0; k < kB; ++k) count |= (buckets_[b * kB + k].tag_dirty >> 31) << k;
+  return count;
 }
 
-uint64_t DramHashMap::FreeEntryFor(uint32_t tag) const {
+void DramHashMap::SetCount(uint64_t b, uint32_t count) {
+  for (uint32_t k = 0; k < kB; ++k) {
+    uint32_t& td = buckets_[b * kB + k].tag_dirty;
+    td = (td & ~kCountBit) | ((count >> k) & 1) << 31;
+  }
+}
+
+void DramHashMap::Place(uint32_t tag, uint32_t slot, uint32_t dirty) {
+  // At most 7/8 full: some bucket has a free entry.
   for (uint64_t b = Home(tag);; b = Step(b)) {
-    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
-      if (buckets_[k].slot == kDramNoSlot) return k;
+    const uint32_t k = FreeIn(b);
+    if (k != kBucketEntries) {
+      Entry& e = buckets_[b * kB + k];
+      e.slot = slot;
+      e.tag_dirty = (e.tag_dirty & kCountBit) | tag << 1 | dirty;
+      return;
     }
+    const uint32_t count = CountOf(b);
+    if (count < kCountMax) SetCount(b, count + 1);
   }
 }
 
@@ -74,24 +83,19 @@ void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
     STRATA_ASSERT(owns_, "DramHashMap::Insert past the load bound of its index's segment");
     Grow();
   }
-  const uint32_t tag = TagOf(hash);
-  buckets_[FreeEntryFor(tag)] = Entry{slot, tag << 1 | (dirty ? 1u : 0u)};
+  Place(TagOf(hash), slot, dirty ? 1u : 0u);
   ++size_;
 }
 
 uint64_t DramHashMap::FindEntry(uint64_t hash, uint32_t slot) const {
   const uint32_t tag = TagOf(hash);
+  uint64_t walked = 0;
   for (uint64_t b = Home(tag);; b = Step(b)) {
-    bool free = false;
     for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
       const Entry& e = buckets_[k];
-      if (e.slot == kDramNoSlot) {
-        free = true;
-      } else if (e.slot == slot && (e.tag_dirty >> 1) == tag) {
-        return k;
-      }
+      if (e.slot == slot && slot != kDramNoSlot && ((e.tag_dirty >> 1) & kTagMask) == tag) return k;
     }
-    if (free) return count_;
+    if (CountOf(b) == 0 || ++walked == lines_) return count_;
   }
 }
 
@@ -105,26 +109,14 @@ bool DramHashMap::SetDirty(uint64_t hash, uint32_t slot, bool dirty) {
 bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
   const uint64_t i = FindEntry(hash, slot);
   if (i == count_) return false;
-  // Backward shift over buckets: an entry lies in the first bucket with a
-  // free entry at or after its home, so every bucket from its home to its
-  // own is full. The hole breaks that for the entries of later buckets whose
-  // home lies at or before the hole's bucket: one of them moves into the
-  // hole, which moves to its place, until a bucket with another free entry
-  // ends every run through it.
-  uint64_t hole = i;
-  uint64_t hole_bucket = i / kB;
-  for (uint64_t b = hole_bucket; !HasFree(b, hole);) {
-    b = Step(b);
-    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
-      const Entry& e = buckets_[k];
-      if (e.slot == kDramNoSlot || InRange(Home(e.tag_dirty >> 1), hole_bucket, b)) continue;
-      buckets_[hole] = e;
-      hole = k;
-      hole_bucket = b;
-      break;
-    }
+  // No entry moves: the buckets the entry passed when it was placed (full
+  // then, from its home to its own) count one overflowing entry fewer.
+  buckets_[i].slot = kDramNoSlot;
+  for (uint64_t b = Home(TagOf(hash)); b != i / kB; b = Step(b)) {
+    const uint32_t count = CountOf(b);
+    STRATA_ASSERT(count > 0, "DramHashMap::Erase: an overflow count below zero");
+    if (count < kCountMax) SetCount(b, count - 1);
   }
-  buckets_[hole].slot = kDramNoSlot;
   --size_;
   return true;
 }
@@ -134,7 +126,7 @@ bool DramHashMap::Fits(uint64_t more) const {
 }
 
 void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
-  STRATA_ASSERT(count % kB == 0 && count / kB < (uint64_t{1} << 31),
+  STRATA_ASSERT(count % kB == 0 && count / kB <= (uint64_t{1} << kTagBits),
                 "DramHashMap: a stripe outgrew its tag space");
   const Entry* old = buckets_;
   const uint64_t old_count = count_;
@@ -143,7 +135,7 @@ void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
   lines_ = count / kB;
   for (uint64_t k = 0; k < old_count; ++k) {
     const Entry& e = old[k];
-    if (e.slot != kDramNoSlot) buckets_[FreeEntryFor(e.tag_dirty >> 1)] = e;
+    if (e.slot != kDramNoSlot) Place((e.tag_dirty >> 1) & kTagMask, e.slot, e.tag_dirty & 1);
   }
 }
 

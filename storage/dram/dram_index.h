@@ -1,13 +1,20 @@
 // DramIndex: the key -> slot index of one table of the DRAM cache, split into
 // lock stripes. Each stripe is an open-addressing hash map of 8-byte entries
-// in buckets of one cache line (8 entries; linear probing over buckets,
-// backward-shift deletion, so no tombstones) guarded by a reader-writer
-// lock. A probe reads its home bucket's line whole: a key's entry is there
-// unless the bucket overflowed into the next, and a probe for an absent key
-// ends at the first bucket with a free entry, usually the home bucket.
+// in buckets of one cache line (8 entries; linear probing over buckets)
+// guarded by a reader-writer lock. A probe reads its home bucket's line
+// whole: a key's entry is there unless the bucket overflowed into the next.
+// Each bucket keeps an overflow count (8 bits, one in each entry): how many
+// entries that passed it because it was full live beyond it. A probe goes on
+// to the next bucket only while that count is above 0, so a probe for an
+// absent key ends at the first bucket no entry passed, often its home, even
+// when that bucket is full; an insert takes the first free entry at or after
+// its home and counts the full buckets it passes; an erase empties the entry
+// (no entry moves, no tombstone) and uncounts them. A count that reaches 255
+// stays there (probes past it go on, as they must).
 //
-// An entry holds the slot, a 31-bit tag of the key's hash and the row's dirty
-// flag; the key itself lives in the row's slot header (DramSlotHeader), which
+// An entry holds the slot, a 30-bit tag of the key's hash, the row's dirty
+// flag and one bit of its bucket's overflow count; the key itself lives in
+// the row's slot header (DramSlotHeader), which
 // a hit reads anyway, so the index costs 8 bytes per entry. The tag also
 // gives an entry's home bucket (a multiply-shift of the tag onto the bucket
 // count), so growth and deletion never read keys. Bucket counts are not
@@ -16,7 +23,7 @@
 //
 // Every 64-bit key is valid: emptiness is marked in the slot field (value
 // kDramNoSlot), never in the key. Keys are mixed with a 64-bit finaliser; the
-// top bits pick the stripe, the low 32 the tag.
+// top bits pick the stripe, bits 31..2 the tag.
 //
 // A DramIndex keeps the buckets of all its stripes in one array (a DramArena
 // on huge pages once it reaches 2 MiB), each stripe a segment of equal size,
@@ -54,11 +61,20 @@ class DramHashMap {
  public:
   struct Entry {
     uint32_t slot;
-    uint32_t tag_dirty;  // tag << 1 | dirty
+    // Bit 31: one bit of the bucket's overflow count (entry k holds bit k,
+    // free entries too); bits 30..1: the tag; bit 0: the dirty flag.
+    uint32_t tag_dirty;
   };
   static_assert(sizeof(Entry) == 8);
   // Entries per bucket: a bucket is one 64-byte cache line.
   static constexpr uint32_t kBucketEntries = 8;
+  static constexpr uint32_t kTagBits = 30;
+  static constexpr uint32_t kTagMask = (1u << kTagBits) - 1;
+  static constexpr uint32_t kCountBit = 1u << 31;
+  static constexpr uint32_t kTagBitsMask = kTagMask << 1;  // the tag in place
+  // A bucket's overflow count: how many entries whose probe passed it (it
+  // was full when they were placed) live beyond it. Saturated counts stay.
+  static constexpr uint32_t kCountMax = (1u << kBucketEntries) - 1;
   // Entries: a vector when small, an arena of 2 MiB and more (interleaved,
   // huge pages when `huge_pages`) when large, every entry empty, `data`
   // aligned to a cache line.
@@ -70,8 +86,10 @@ class DramHashMap {
   // REQUIRES: n a multiple of kBucketEntries.
   static Buckets Allocate(uint64_t n, bool huge_pages);
   // The tag of a key's hash, and its home bucket in a map of `lines` buckets.
-  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 1; }
-  static uint64_t HomeIn(uint32_t tag, uint64_t lines) { return (uint64_t{tag} * lines) >> 31; }
+  static uint32_t TagOf(uint64_t hash) { return static_cast<uint32_t>(hash) >> 2; }
+  static uint64_t HomeIn(uint32_t tag, uint64_t lines) {
+    return (uint64_t{tag} * lines) >> kTagBits;
+  }
 
   // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
@@ -81,28 +99,30 @@ class DramHashMap {
   DramHashMap(Entry* buckets, uint64_t count);
 
   // A probe: the bucket it is at, the entry of that bucket it looks at next
-  // (kBucketEntries: the bucket is done) and the tag it looks for.
+  // (kBucketEntries: the bucket is done), the tag it looks for and the
+  // buckets it has left behind.
   struct Probe {
     uint64_t bucket;
     uint32_t next;
     uint32_t tag;
+    uint64_t walked = 0;
   };
   Probe Start(uint64_t hash) const {
     const uint32_t tag = TagOf(hash);
     return {Home(tag), 0, tag};
   }
   // The slot of the next entry with the probe's tag at or after the probe's
-  // position (the probe moves past it), or kDramNoSlot once a bucket with a
-  // free entry has been searched; *dirty is its dirty flag. A tag match is a
-  // candidate: the caller compares the key.
+  // position (the probe moves past it), or kDramNoSlot once a bucket whose
+  // overflow count is 0 has been searched (no entry that passed it lives
+  // further on) or every bucket has; *dirty is its dirty flag. A tag match
+  // is a candidate: the caller compares the key.
   uint32_t Next(Probe* p, bool* dirty) const {
     while (true) {
       const Entry* b = buckets_ + p->bucket * kBucketEntries;
-      uint32_t match = 0, empty = 0;
+      const uint32_t want = p->tag << 1;
+      uint32_t match = 0;
       for (uint32_t k = 0; k < kBucketEntries; ++k) {
-        const bool free = b[k].slot == kDramNoSlot;
-        empty |= uint32_t{free} << k;
-        match |= uint32_t{!free && (b[k].tag_dirty >> 1) == p->tag} << k;
+        match |= uint32_t{b[k].slot != kDramNoSlot && (b[k].tag_dirty & kTagBitsMask) == want} << k;
       }
       match &= ~0u << p->next;
       if (match != 0) {
@@ -111,18 +131,42 @@ class DramHashMap {
         p->next = k + 1;
         return b[k].slot;
       }
-      if (empty != 0) return kDramNoSlot;
+      // The count only when the bucket holds no candidate (a hit's path
+      // reads no more than the tags).
+      uint32_t count = 0;
+      for (uint32_t k = 0; k < kBucketEntries; ++k) count |= (b[k].tag_dirty >> 31) << k;
+      if (count == 0 || ++p->walked == lines_) return kDramNoSlot;
       p->bucket = Step(p->bucket);
       p->next = 0;
     }
   }
   // The slot of `key`, or kDramNoSlot; key_at(slot) is the key slot holds.
+  // *past_home (when given): how many buckets past the key's home bucket
+  // its entry is, or, for an absent key, the first bucket with a free entry
+  // (where Insert will put it) among those the probe read, or the one after
+  // them.
   template <typename KeyAt>
-  uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty) const {
+  uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty,
+                uint64_t* past_home = nullptr) const {
     Probe p = Start(hash);
     while (true) {
       const uint32_t slot = Next(&p, dirty);
-      if (slot == kDramNoSlot || key_at(slot) == key) return slot;
+      if (slot != kDramNoSlot && key_at(slot) != key) continue;
+      if (past_home != nullptr) {
+        *past_home = p.walked;
+        if (slot == kDramNoSlot) {
+          // The buckets read are in cache: the first with a free entry.
+          const uint64_t home = Home(p.tag);
+          *past_home = p.walked + 1;
+          for (uint64_t d = 0, b = home; d <= p.walked; ++d, b = Step(b)) {
+            if (FreeIn(b) != kBucketEntries) {
+              *past_home = d;
+              break;
+            }
+          }
+        }
+      }
+      return slot;
     }
   }
   // The home bucket's line, which holds the key's entry unless the bucket
@@ -130,6 +174,21 @@ class DramHashMap {
   [[gnu::always_inline]] void Prefetch(uint64_t hash) const { PrefetchAt(Start(hash)); }
   [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
     __builtin_prefetch(buckets_ + p.bucket * kBucketEntries);
+  }
+  // For a probe whose first `lines` buckets from its home have arrived in
+  // cache: when the overflow counts of all of them are above 0 (the probe
+  // of an absent key goes on past them), prefetches the `lines` after them.
+  [[gnu::always_inline]] void PrefetchRunOn(uint64_t hash, uint32_t lines) const {
+    uint64_t b = Home(TagOf(hash));
+    for (uint32_t l = 0; l < lines; ++l, b = Step(b)) {
+      const Entry* e = buckets_ + b * kBucketEntries;
+      uint32_t over = 0;
+      for (uint32_t k = 0; k < kBucketEntries; ++k) over |= e[k].tag_dirty;
+      if ((over & kCountBit) == 0) return;
+    }
+    for (uint32_t l = 0; l < lines; ++l, b = Step(b)) {
+      __builtin_prefetch(buckets_ + b * kBucketEntries);
+    }
   }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
@@ -155,10 +214,19 @@ class DramHashMap {
   // The home bucket of a tag: a multiply-shift onto the bucket count.
   uint64_t Home(uint32_t tag) const { return HomeIn(tag, lines_); }
   uint64_t Step(uint64_t bucket) const { return bucket + 1 == lines_ ? 0 : bucket + 1; }
-  // True when bucket `b` has a free entry other than entry `except`.
-  bool HasFree(uint64_t b, uint64_t except) const;
-  // The first free entry at or after the home bucket of `tag`.
-  uint64_t FreeEntryFor(uint32_t tag) const;
+  // The first free entry of bucket `b` (0..7), or kBucketEntries.
+  uint32_t FreeIn(uint64_t b) const {
+    const Entry* e = buckets_ + b * kBucketEntries;
+    for (uint32_t k = 0; k < kBucketEntries; ++k) {
+      if (e[k].slot == kDramNoSlot) return k;
+    }
+    return kBucketEntries;
+  }
+  uint32_t CountOf(uint64_t b) const;
+  void SetCount(uint64_t b, uint32_t count);
+  // Puts an entry into the first free entry at or after the home bucket of
+  // `tag`, counting the full buckets it passes.
+  void Place(uint32_t tag, uint32_t slot, uint32_t dirty);
   uint64_t FindEntry(uint64_t hash, uint32_t slot) const;  // entry, or count_
   void Grow();                                             // own entries only
 
@@ -192,22 +260,29 @@ class DramIndex {
   uint32_t StripeOf(uint64_t hash) const {
     return shift_ >= 64 ? 0 : static_cast<uint32_t>(hash >> shift_);
   }
-  // Prefetches the home bucket's line of the key of `hash` and the
-  // `lines - 1` after it (for writing when `write`) without a stripe lock:
+  // Prefetches the line `skip` buckets past the home bucket of the key of
+  // `hash` and the `lines - 1` after it (for writing when `write`) without a
+  // stripe lock:
   // the address comes from a copy of the array's base and segment size that
   // growth updates, so during a growth it may be stale, which costs a
   // useless prefetch (a prefetch never faults), never a wrong access.
-  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write) const {
+  [[gnu::always_inline]] void PrefetchHint(uint64_t hash, uint32_t lines, bool write,
+                                           uint64_t skip = 0) const {
     const auto* base = hint_base_.load(std::memory_order_relaxed);
     const uint64_t segment = hint_segment_.load(std::memory_order_relaxed);
     const uint64_t entries = DramHashMap::kBucketEntries;
-    const auto* at = base + StripeOf(hash) * segment +
-                     DramHashMap::HomeIn(DramHashMap::TagOf(hash), segment / entries) * entries;
-    for (uint32_t l = 0; l < lines; ++l) {
+    const uint64_t lines_in = segment / entries;
+    if (lines_in == 0) return;
+    const auto* stripe = base + StripeOf(hash) * segment;
+    const uint64_t home = DramHashMap::HomeIn(DramHashMap::TagOf(hash), lines_in);
+    for (uint64_t l = skip; l < skip + lines; ++l) {
+      uint64_t b = home + l;
+      if (b >= lines_in) b %= lines_in;  // wraps round as the probe does
+      const auto* at = stripe + b * entries;
       if (write) {
-        __builtin_prefetch(at + l * entries, 1);
+        __builtin_prefetch(at, 1);
       } else {
-        __builtin_prefetch(at + l * entries);
+        __builtin_prefetch(at);
       }
     }
   }

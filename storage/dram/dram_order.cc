@@ -119,13 +119,25 @@ bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64
       only_at[bin] = kNoCode - 1;
     }
   };
+  const uint32_t evict_mask = evict_mask_, evict_occupied = evict_occupied_;
   for (const auto& t : tables_) {
     const TableSlots& ts = slots_[t->pos];
+    const uint32_t* const meta_at = ts.meta;
     uint32_t run_code = 0;
     uint64_t run = 0;
+    // A word equal to the one before it (same code, same flags: rows filed
+    // alike, the common case) costs one compare and one add.
+    uint32_t last = 0;
+    uint64_t last_evictable = 0;  // 1 when `last` is evictable
     for (uint64_t s = 0; s < ts.touched; ++s) {
-      const uint32_t meta = ts.meta[s];
-      if (!Evictable(meta)) continue;
+      const uint32_t meta = meta_at[s];
+      if (meta == last) {
+        run += last_evictable;
+        continue;
+      }
+      last = meta;
+      last_evictable = (meta & evict_mask) == evict_occupied ? 1 : 0;
+      if (last_evictable == 0) continue;
       const uint32_t c = DramMetaCode(meta);
       if (c != run_code) {
         end_run(run_code, run);

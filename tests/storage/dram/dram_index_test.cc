@@ -13,9 +13,9 @@ namespace {
 
 // Random inserts, dirty flags and erases against std::unordered_map, with
 // growth past the 2 MiB threshold (buckets in a DramArena) and many erases of
-// present keys, each of which shifts later entries of its probe run back.
+// present keys, each of which uncounts the buckets its entry passed.
 // The map keeps no keys: key_of (slot -> key) plays the slot headers.
-TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
+TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndErase) {
   DramHashMap map(/*huge_pages=*/true);
   std::unordered_map<Key, uint32_t> model;
   std::unordered_map<uint32_t, Key> key_of;
@@ -69,16 +69,19 @@ TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndBackwardShiftErase) {
 // home buckets (bucket 3 most, so runs overflow and wrap around to bucket 0)
 // and often share a tag (so a probe passes candidates whose key differs).
 // After every insert, erase or dirty change every key of the model is found
-// with its slot and flag and every other key is not: an erase's backward
-// shift over buckets keeps each entry reachable from its home.
+// with its slot and flag and every other key is not: the buckets' overflow
+// counts keep each entry reachable from its home (fails when an insert does
+// not count a full bucket it passes, or an erase uncounts the wrong ones).
+// Once every key is erased again, every count is back at 0: an absent key's
+// probe reads its home bucket only.
 TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
   using Entry = DramHashMap::Entry;
   constexpr uint64_t kEntries = 4 * DramHashMap::kBucketEntries;
   alignas(64) std::array<Entry, kEntries> entries;
   entries.fill(Entry{kDramNoSlot, 0});
   DramHashMap map(entries.data(), kEntries);
-  // Tags (the hash's low 32 bits >> 1): homes are tag * 4 >> 31.
-  const uint32_t bucket = 1u << 29;
+  // Tags (the hash's low 32 bits >> 2): homes are tag * 4 >> 30.
+  const uint32_t bucket = 1u << 28;
   const std::array<uint32_t, 6> tags = {
       5, bucket + 9, 2 * bucket + 1, 3 * bucket + 2, 3 * bucket + 2, 3 * bucket + 77};
   constexpr Key kKeys = 64;
@@ -87,7 +90,7 @@ TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
   for (Key k = 0; k < kKeys; ++k) {
     // Half of the keys home in bucket 3; many keys share each tag.
     const uint32_t tag = rng() % 2 == 0 ? tags[3 + rng() % 3] : tags[rng() % tags.size()];
-    hash_of[k] = (rng() << 32) | uint64_t{tag} << 1 | (rng() % 2);
+    hash_of[k] = (rng() << 32) | uint64_t{tag} << 2 | (rng() % 4);
   }
   std::unordered_map<Key, uint32_t> model;  // key -> slot
   std::unordered_map<uint32_t, Key> key_of;
@@ -123,6 +126,59 @@ TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
       }
     }
   }
+  for (const auto& [k, slot] : std::unordered_map<Key, uint32_t>(model)) {
+    ASSERT_TRUE(map.Erase(hash_of[k], slot));
+  }
+  ASSERT_EQ(map.size(), 0u);
+  for (Key q = 0; q < kKeys; ++q) {
+    DramHashMap::Probe p = map.Start(hash_of[q]);
+    bool dirty = false;
+    EXPECT_EQ(map.Next(&p, &dirty), kDramNoSlot);
+    EXPECT_EQ(p.walked, 0u) << "key " << q << ": a count left above 0";
+  }
+}
+
+// More entries pass one bucket than its count holds (255): the count stays
+// saturated, and every key is still found, before and after erases.
+TEST(DramIndexTest, SaturatedOverflowCountKeepsEntriesReachable) {
+  using Entry = DramHashMap::Entry;
+  constexpr uint64_t kEntries = 64 * DramHashMap::kBucketEntries;  // 448 at the load bound
+  alignas(64) std::array<Entry, kEntries> entries;
+  entries.fill(Entry{kDramNoSlot, 0});
+  DramHashMap map(entries.data(), kEntries);
+  std::mt19937_64 rng(5);
+  constexpr Key kKeys = 440;
+  std::vector<uint64_t> hash_of(kKeys);
+  std::vector<Key> key_of(kKeys);
+  for (Key k = 0; k < kKeys; ++k) {
+    // Tags homing in bucket 0 (tag * 64 >> 30 == 0): runs of 300 keys pass it.
+    const uint32_t tag = k < 300 ? static_cast<uint32_t>(rng() % (1u << 24))
+                                 : static_cast<uint32_t>(rng() % (1u << 30));
+    hash_of[k] = (rng() << 32) | uint64_t{tag} << 2;
+    map.Insert(hash_of[k], static_cast<uint32_t>(k), false);
+    key_of[k] = k;
+  }
+  auto key_at = [&](uint32_t slot) { return key_of[slot]; };
+  auto check = [&](const std::vector<uint8_t>& present) {
+    for (Key k = 0; k < kKeys; ++k) {
+      bool dirty = false;
+      ASSERT_EQ(map.Find(k, hash_of[k], key_at, &dirty),
+                present[k] ? static_cast<uint32_t>(k) : kDramNoSlot)
+          << "key " << k;
+    }
+  };
+  std::vector<uint8_t> present(kKeys, 1);
+  check(present);
+  for (Key k = 0; k < kKeys; k += 2) {
+    ASSERT_TRUE(map.Erase(hash_of[k], static_cast<uint32_t>(k)));
+    present[k] = 0;
+  }
+  check(present);
+  for (Key k = 0; k < kKeys; k += 2) {
+    map.Insert(hash_of[k], static_cast<uint32_t>(k), true);
+    present[k] = 1;
+  }
+  check(present);
 }
 
 TEST(DramIndexTest, StripesSplitKeysByTopHashBits) {
