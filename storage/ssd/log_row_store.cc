@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -62,6 +63,25 @@ struct Head {
   io::AlignedBuffer pend;
 };
 
+// Where an append's records go: one chunk per segment they fill, the first
+// maybe continuing the head's segment, the others fresh slots taken by the
+// plan (given back by UndoAppend if the write fails).
+struct AppendPlan {
+  struct Chunk {
+    uint64_t slot;
+    uint64_t segment_seq;
+    bool fresh;         // a new segment (its header block is written too)
+    uint64_t first;     // index of its first record in the segment
+    uint64_t n;         // records of recs
+    uint64_t base;      // segment offset of the chunk's first staged byte
+    uint64_t from, to;  // segment bytes written
+    size_t at;          // staging offset
+  };
+  std::vector<Chunk> chunks;
+  std::vector<uint64_t> taken;  // slots allocated for it
+  size_t staged = 0;            // staging bytes
+};
+
 struct Table {
   explicit Table(SsdIndex index_kind) : index(index_kind) {}
 
@@ -71,9 +91,13 @@ struct Table {
   uint64_t segment_bytes = 0;
   uint64_t capacity = 0;  // records per segment
   uint64_t slot_blocks = 0;
+  size_t pos = 0;  // in the store's tables_
+  // 4 KiB pages; set at open. Reads and writes of disjoint pages run
+  // concurrently (the cleaner's I/O runs without `mu`); Truncate runs only
+  // with `mu` held exclusively and the cleaner quiesced.
+  std::unique_ptr<PageFile> file;
 
   mutable base::RwLock mu;
-  std::unique_ptr<PageFile> file GUARDED_BY(mu);  // 4 KiB pages
   uint64_t file_number GUARDED_BY(mu) = 1;
   TableIndex index GUARDED_BY(mu);
   std::vector<Slot> slots GUARDED_BY(mu);
@@ -85,8 +109,9 @@ struct Table {
   uint64_t tombstones GUARDED_BY(mu) = 0;     // index entries that are tombstones
   uint64_t used_slots GUARDED_BY(mu) = 0;     // not free
   uint64_t current_slots GUARDED_BY(mu) = 0;  // kCurrent or kBoth
-  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one append
-  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being cleaned
+  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one put's append
+  AppendPlan plan GUARDED_BY(mu);             // of one put's append
+  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being read at open
 
   uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
   uint64_t SlotOf(uint64_t address) const { return address / capacity; }
@@ -222,8 +247,11 @@ struct NewRecord {
 class Store final : public RowStore {
  public:
   Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
+  ~Store() override;
 
   Status Open(const std::vector<TableSpec>& tables);
+  // Starts the background cleaner (ssd_background_cleaning), after Open.
+  void StartCleaner() EXCLUDES(cleaner_mu_);
 
   Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                   std::span<uint8_t> found) override;
@@ -252,9 +280,21 @@ class Store final : public RowStore {
 
   // A free slot, marked kCurrent with a new segment seq.
   Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
-  // Appends `recs` through head `which`: writes them, and only then sets
-  // (*addrs)[i] to their addresses and moves the head. On failure nothing
-  // changed (slots taken meanwhile are free again).
+  // An append in four parts, so the cleaner writes without the table lock:
+  // PlanAppend (under it) places `n` records through head `which`, taking
+  // fresh slots, and copies the head's pending bytes into `staging`;
+  // WriteAppend (no lock needed: the plan's blocks are this append's alone)
+  // encodes the records and writes them; then CommitAppend (under it) sets
+  // (*addrs)[i] to their addresses and moves the head, or UndoAppend frees
+  // the slots taken. Only one append of a head is planned at a time.
+  Status PlanAppend(Table& t, int which, size_t n, AppendPlan* plan, io::AlignedBuffer* staging)
+      REQUIRES(t.mu);
+  Status WriteAppend(const Table& t, int which, const AppendPlan& plan,
+                     std::span<const NewRecord> recs, std::byte* staging);
+  void CommitAppend(Table& t, int which, const AppendPlan& plan, std::span<const NewRecord> recs,
+                    const std::byte* staging, std::vector<uint64_t>* addrs) REQUIRES(t.mu);
+  void UndoAppend(Table& t, const AppendPlan& plan) REQUIRES(t.mu);
+  // The four under the lock. On failure nothing changed.
   Status Append(Table& t, int which, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
       REQUIRES(t.mu);
   // Reads the records at `addrs` (from a head's pend or the device, one
@@ -266,14 +306,39 @@ class Store final : public RowStore {
   Status Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
                  std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) REQUIRES(t.mu);
   Status Write(TableId table, std::span<const Key> keys, const std::byte* rows);
-  // Cleaning while the table's segments exceed the space target: victims
-  // until twice the room of `records` records is reclaimed (about two
-  // victims per segment of records appended at space amplification 1.5).
-  Status Clean(Table& t, uint64_t records) REQUIRES(t.mu);
-  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu);
+  // Cleaning inside a write (ssd_background_cleaning off): steps while the
+  // table's segments exceed the space target, until twice the room of
+  // `records` records is reclaimed (about two victims per segment of
+  // records appended at space amplification 1.5).
+  Status Clean(Table& t, uint64_t records) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // The table's segments exceed `space_amp` x its live row bytes.
+  bool Over(const Table& t, double space_amp) const REQUIRES_SHARED(t.mu);
+  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu) {
+    return Over(t, options_.gc_space_amp_trigger);
+  }
   // The sealed segment with the fewest live records, or kNone.
   uint64_t PickVictim(const Table& t) const REQUIRES_SHARED(t.mu);
-  Status CleanSegment(Table& t, uint64_t victim) REQUIRES(t.mu);
+  // One cleaning step: while the table is over its target, copies the live
+  // records of the best victim to the cleaner head and frees it, taking the
+  // table lock only to pick, to plan the copies and to switch entries, not
+  // across the I/O. *reclaimed: the victim's records not copied (0: no step).
+  Status CleanStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // The background cleaner: steps over the tables over their target, until
+  // none is (then it sleeps until a write wakes it), an error is pending,
+  // or a checkpoint pauses it.
+  void CleanerThread() EXCLUDES(cleaner_mu_);
+  // A write found its table over the target: wakes the cleaner.
+  void WakeCleaner() EXCLUDES(cleaner_mu_);
+  // Before a write of `records` records (background cleaning): the pending
+  // cleaner error, if any (reported once); and when the table is over the
+  // stall bound, waits for the cleaner to reclaim twice that room (or to
+  // find nothing to clean).
+  Status BeforeWrite(Table& t, uint64_t records) EXCLUDES(t.mu, cleaner_mu_);
+  // The cleaner's pending error, reported once (then it cleans again).
+  Status TakeCleanError() EXCLUDES(cleaner_mu_);
+  void Hook(CleanPoint point) const {
+    if (options_.clean_hook) options_.clean_hook(point);
+  }
   // Frees a slot without live records (checkpoint-only while the durable
   // MANIFEST names it).
   void Release(Table& t, uint64_t slot) REQUIRES(t.mu);
@@ -295,8 +360,48 @@ class Store final : public RowStore {
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
       user_bytes_written_{0}, cleanup_errors_{0};
 
+  // The cleaning lock: whoever cleans (the cleaner thread, or a write when
+  // cleaning runs in the writes) holds it for a whole step, I/O included;
+  // Checkpoint holds it to quiesce cleaning. Taken before any table's mu
+  // (after checkpoint_mu_).
+  base::Mutex clean_mu_;
+  io::AlignedBuffer clean_victim_ GUARDED_BY(clean_mu_);   // the victim segment read
+  io::AlignedBuffer clean_staging_ GUARDED_BY(clean_mu_);  // encoding of its copies
+  AppendPlan clean_plan_ GUARDED_BY(clean_mu_);
+  // The background cleaner's state. A leaf lock: taken with or without a
+  // table's mu, and nothing is taken while holding it.
+  base::Mutex cleaner_mu_;
+  base::CondVar cleaner_cv_;                           // wakes the cleaner
+  base::CondVar progress_cv_;                          // wakes writes waiting for cleaning
+  uint64_t wake_seq_ GUARDED_BY(cleaner_mu_) = 0;      // wakes so far
+  bool cleaner_idle_ GUARDED_BY(cleaner_mu_) = false;  // asleep: nothing to clean
+  int pauses_ GUARDED_BY(cleaner_mu_) = 0;             // checkpoints waiting or running
+  bool stopping_ GUARDED_BY(cleaner_mu_) = false;
+  Status clean_error_ GUARDED_BY(cleaner_mu_);               // pending, not yet reported
+  std::vector<uint64_t> reclaimed_ GUARDED_BY(cleaner_mu_);  // records, per table
+  std::thread cleaner_;
+
   FsyncFailure failure_;
 };
+
+Store::~Store() {
+  {
+    base::MutexLock lock(&cleaner_mu_);
+    stopping_ = true;
+    cleaner_cv_.SignalAll();
+    progress_cv_.SignalAll();
+  }
+  if (cleaner_.joinable()) cleaner_.join();
+}
+
+void Store::StartCleaner() {
+  {
+    base::MutexLock lock(&cleaner_mu_);
+    reclaimed_.assign(tables_.size(), 0);
+  }
+  for (size_t i = 0; i < tables_.size(); ++i) tables_[i]->pos = i;
+  if (options_.ssd_background_cleaning) cleaner_ = std::thread([this] { CleanerThread(); });
+}
 
 Result<Table*> Store::Find(TableId table) const {
   STRATA_RETURN_IF_ERROR(Failed());
@@ -513,75 +618,67 @@ Result<uint64_t> Store::AllocateSlot(Table& t) {
   return s;
 }
 
-Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
-                     std::vector<uint64_t>* addrs) {
+Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
+                         io::AlignedBuffer* staging) {
   Head& h = t.heads[which];
   if (h.pend.size() == 0) {
     // At most a record and two blocks are pending (see Head).
     STRATA_ASSIGN_OR_RETURN(h.pend,
                             io::AlignedBuffer::Allocate(RoundUp(t.record_bytes) + 3 * kBlock));
   }
-  struct Chunk {
-    uint64_t slot;
-    bool fresh;         // a new segment (its header block is written too)
-    uint64_t first;     // index of its first record in the segment
-    uint64_t n;         // records of recs
-    uint64_t base;      // segment offset of the chunk's first staged byte
-    uint64_t from, to;  // segment bytes written
-    size_t at;          // staging offset
-  };
-  std::vector<Chunk> chunks;
-  std::vector<uint64_t> taken;  // slots allocated here (freed on failure)
-  auto undo = [&]() REQUIRES(t.mu) {
-    for (uint64_t s : taken) t.SetState(s, kFree);
-  };
-  size_t staged = 0;
+  plan->chunks.clear();
+  plan->taken.clear();
+  plan->staged = 0;
   int64_t slot = h.slot;
-  for (size_t done = 0; done < recs.size();) {
-    Chunk c{};
+  for (size_t done = 0; done < n;) {
+    AppendPlan::Chunk c{};
     if (slot < 0) {
       auto s = AllocateSlot(t);
       if (!s.ok()) {
-        undo();
+        UndoAppend(t, *plan);
         return s.status();
       }
-      taken.push_back(*s);
-      c = {*s, true, 0, 0, 0, 0, 0, 0};
+      plan->taken.push_back(*s);
+      c = {*s, t.slots[*s].segment_seq, true, 0, 0, 0, 0, 0, 0};
     } else {
       const uint64_t us = static_cast<uint64_t>(slot);
-      c = {us, false, t.slots[us].records, 0, h.pend_off, h.written, 0, 0};
+      c = {us, t.slots[us].segment_seq, false, t.slots[us].records, 0, h.pend_off, h.written, 0, 0};
     }
-    c.n = std::min<uint64_t>(recs.size() - done, t.capacity - c.first);
+    c.n = std::min<uint64_t>(n - done, t.capacity - c.first);
     const uint64_t end = t.RecordOffset(c.first + c.n);
     const bool full = c.first + c.n == t.capacity;
     c.to = full ? RoundUp(end) : RoundDown(end);
-    c.at = staged;
-    staged += RoundUp(end) - c.base;
-    chunks.push_back(c);
+    c.at = plan->staged;
+    plan->staged += RoundUp(end) - c.base;
+    plan->chunks.push_back(c);
     done += c.n;
     slot = full ? -1 : static_cast<int64_t>(c.slot);
   }
-  if (Status s = EnsureBytes(&t.staging, staged); !s.ok()) {
-    undo();
+  if (Status s = EnsureBytes(staging, plan->staged); !s.ok()) {
+    UndoAppend(t, *plan);
     return s;
   }
-  auto* staging = reinterpret_cast<std::byte*>(t.staging.data());
+  // The head's pending bytes before the first new record.
+  const AppendPlan::Chunk& c = plan->chunks.front();
+  if (!c.fresh) std::memcpy(staging->data(), h.pend.data(), t.RecordOffset(c.first) - c.base);
+  return Status::Ok();
+}
+
+Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
+                          std::span<const NewRecord> recs, std::byte* staging) {
   size_t r = 0;
   std::vector<uint32_t> pages;
-  uint64_t written = 0;
-  for (const Chunk& c : chunks) {
+  for (const AppendPlan::Chunk& c : plan.chunks) {
     std::byte* dst = staging + c.at;
     const uint64_t end = t.RecordOffset(c.first + c.n);
-    const uint64_t seq = t.slots[c.slot].segment_seq;
     if (c.fresh) {
-      SealSegmentHeader(dst, t, seq, which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
-    } else {
-      std::memcpy(dst, h.pend.data(), t.RecordOffset(c.first) - c.base);
+      SealSegmentHeader(dst, t, c.segment_seq,
+                        which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
     }
     for (uint64_t i = 0; i < c.n; ++i, ++r) {
       const NewRecord& rec = recs[r];
-      SealRecord(dst + (t.RecordOffset(c.first + i) - c.base), t, seq, c.first + i, rec.key,
-                 rec.seq, rec.kind, rec.row);
+      SealRecord(dst + (t.RecordOffset(c.first + i) - c.base), t, c.segment_seq, c.first + i,
+                 rec.key, rec.seq, rec.kind, rec.row);
     }
     std::memset(dst + (end - c.base), 0, RoundUp(end) - end);
     if (c.to <= c.from) continue;
@@ -589,17 +686,23 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
     for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
     }
-    if (Status s = t.file->WritePages(pages, dst + (c.from - c.base)); !s.ok()) {
-      undo();
-      return s;
-    }
-    written += c.to - c.from;
+    STRATA_RETURN_IF_ERROR(t.file->WritePages(pages, dst + (c.from - c.base)));
+    bytes_written_ += c.to - c.from;
   }
-  bytes_written_ += written;
-  // Written: switch the head and the slots.
+  return Status::Ok();
+}
+
+void Store::UndoAppend(Table& t, const AppendPlan& plan) {
+  for (uint64_t s : plan.taken) t.SetState(s, kFree);
+}
+
+void Store::CommitAppend(Table& t, int which, const AppendPlan& plan,
+                         std::span<const NewRecord> recs, const std::byte* staging,
+                         std::vector<uint64_t>* addrs) {
+  Head& h = t.heads[which];
   addrs->resize(recs.size());
-  r = 0;
-  for (const Chunk& c : chunks) {
+  size_t r = 0;
+  for (const AppendPlan::Chunk& c : plan.chunks) {
     Slot& s = t.slots[c.slot];
     for (uint64_t i = 0; i < c.n; ++i, ++r) {
       (*addrs)[r] = t.Address(c.slot, c.first + i);
@@ -607,13 +710,13 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
     }
     s.records = static_cast<uint32_t>(c.first + c.n);
   }
-  const Chunk& last = chunks.back();
+  const AppendPlan::Chunk& last = plan.chunks.back();
   if (last.first + last.n == t.capacity) {
-    for (const Chunk& c : chunks) t.slots[c.slot].sealed = true;
+    for (const AppendPlan::Chunk& c : plan.chunks) t.slots[c.slot].sealed = true;
     h.slot = -1;
-    return Status::Ok();
+    return;
   }
-  for (size_t i = 0; i + 1 < chunks.size(); ++i) t.slots[chunks[i].slot].sealed = true;
+  for (size_t i = 0; i + 1 < plan.chunks.size(); ++i) t.slots[plan.chunks[i].slot].sealed = true;
   h.slot = static_cast<int64_t>(last.slot);
   h.written = last.to;
   // The first record not wholly on disk, and the block where it starts.
@@ -624,6 +727,18 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
   STRATA_ASSERT(keep <= h.pend.size(), "pending bytes above a record and two blocks");
   std::memcpy(h.pend.data(), staging + last.at + (pend_off - last.base), keep);
   h.pend_off = pend_off;
+}
+
+Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
+                     std::vector<uint64_t>* addrs) {
+  AppendPlan& plan = t.plan;
+  STRATA_RETURN_IF_ERROR(PlanAppend(t, which, recs.size(), &plan, &t.staging));
+  auto* staging = reinterpret_cast<std::byte*>(t.staging.data());
+  if (Status s = WriteAppend(t, which, plan, recs, staging); !s.ok()) {
+    UndoAppend(t, plan);
+    return s;
+  }
+  CommitAppend(t, which, plan, recs, staging, addrs);
   return Status::Ok();
 }
 
@@ -771,9 +886,14 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     unique.push_back(keys[order[j]]);
     unique_rows.push_back(rows == nullptr ? nullptr : rows + uint64_t{order[j]} * rb);
   }
+  if (options_.ssd_background_cleaning) {
+    STRATA_RETURN_IF_ERROR(BeforeWrite(*t, unique.size()));
+  } else {
+    base::MutexLock clean(&clean_mu_);
+    STRATA_RETURN_IF_ERROR(Clean(*t, unique.size()));
+  }
   base::WriterLock lock(&t->mu);
   STRATA_RETURN_IF_ERROR(Failed());
-  STRATA_RETURN_IF_ERROR(Clean(*t, unique.size()));
   std::vector<uint64_t> old_addrs;
   std::vector<uint8_t> old_kinds;
   STRATA_RETURN_IF_ERROR(Resolve(*t, unique, &old_addrs, &old_kinds, GetScratch()));
@@ -821,16 +941,17 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     rows_written_ += keys.size();
     user_bytes_written_ += keys.size() * uint64_t{rb};
   }
+  if (options_.ssd_background_cleaning && OverTarget(*t)) WakeCleaner();
   return Status::Ok();
 }
 
-bool Store::OverTarget(const Table& t) const {
+bool Store::Over(const Table& t, double space_amp) const {
   // A few segments of slack: a small table (a head or two and a few sealed
   // segments) is never "over".
   constexpr uint64_t kSlackSegments = 4;
   if (t.current_slots <= kSlackSegments) return false;
   return double(t.current_slots) * double(t.segment_bytes) >
-         options_.gc_space_amp_trigger * double(t.rows) * double(t.spec.row_bytes);
+         space_amp * double(t.rows) * double(t.spec.row_bytes);
 }
 
 uint64_t Store::PickVictim(const Table& t) const {
@@ -848,77 +969,206 @@ uint64_t Store::PickVictim(const Table& t) const {
 }
 
 Status Store::Clean(Table& t, uint64_t records) {
-  // While over the target, reclaim the room of twice the records about to
-  // be appended (so the segments shrink back to the target), in whole
-  // victims; a bound on the victims ends the loop when they hold little.
+  // Reclaim the room of twice the records about to be appended (so the
+  // segments shrink back to the target), in whole victims; a bound on the
+  // victims ends the loop when they hold little.
   const uint64_t victims_max = 2 + 4 * (records / t.capacity);
   uint64_t freed = 0;
-  for (uint64_t i = 0; i < victims_max && freed < 2 * records && OverTarget(t); ++i) {
-    const uint64_t victim = PickVictim(t);
-    if (victim == kNone) break;
-    freed += t.capacity - t.slots[victim].live;
-    STRATA_RETURN_IF_ERROR(CleanSegment(t, victim));
+  for (uint64_t i = 0; i < victims_max && freed < 2 * records; ++i) {
+    uint64_t reclaimed = 0;
+    STRATA_RETURN_IF_ERROR(CleanStep(t, &reclaimed));
+    if (reclaimed == 0) break;
+    freed += reclaimed;
   }
   return Status::Ok();
 }
 
-Status Store::CleanSegment(Table& t, uint64_t victim) {
-  Slot& v = t.slots[victim];
-  const uint64_t bytes = RoundUp(t.RecordOffset(v.records));
-  STRATA_RETURN_IF_ERROR(EnsureBytes(&t.victim, bytes));
+Status Store::CleanStep(Table& t, uint64_t* reclaimed) {
+  *reclaimed = 0;
+  if (!Failed().ok()) return Status::Ok();  // writes refused: nothing to make room for
+  uint64_t victim = kNone, records = 0, segment_seq = 0;
+  {
+    base::ReaderLock lock(&t.mu);
+    if (!OverTarget(t)) return Status::Ok();
+    victim = PickVictim(t);
+    if (victim == kNone) return Status::Ok();
+    records = t.slots[victim].records;
+    segment_seq = t.slots[victim].segment_seq;
+  }
+  // The victim is sealed and stays until this step frees it: only cleaning
+  // frees a sealed current segment, and a checkpoint waits for the step.
+  const uint64_t bytes = RoundUp(t.RecordOffset(records));
+  STRATA_RETURN_IF_ERROR(EnsureBytes(&clean_victim_, bytes));
   std::vector<uint32_t> pages;
   for (uint64_t b = 0; b < bytes / kBlock; ++b) {
     pages.push_back(static_cast<uint32_t>(victim * t.slot_blocks + b));
   }
-  auto* data = reinterpret_cast<std::byte*>(t.victim.data());
+  auto* data = reinterpret_cast<std::byte*>(clean_victim_.data());
   STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
   bytes_read_ += bytes;
   const uint64_t base = victim * t.segment_bytes;
-  STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, v.segment_seq, t.file->path(), base));
-  // A tombstone may go once no other segment (current or checkpointed)
-  // holds a record older than it: none could then reappear at a rebuild.
-  uint64_t others_min_seq = kNone;
-  for (uint64_t s = 0; s < t.slots.size(); ++s) {
-    if (s != victim && t.slots[s].state != kFree) {
-      others_min_seq = std::min(others_min_seq, t.slots[s].min_seq);
+  STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, segment_seq, t.file->path(), base));
+  Hook(CleanPoint::kVictimRead);
+  // Under the lock: which records entries still name, and where their
+  // copies go. A tombstone may go once no other segment (current or
+  // checkpointed) holds a record older than it: none could then reappear
+  // at a rebuild (a copy written later holds a seq of the victim's, and
+  // no copy of an older record of its key is made: that record is dead).
+  std::vector<uint64_t> live, dropped;  // record indexes in the victim
+  {
+    base::WriterLock lock(&t.mu);
+    uint64_t others_min_seq = kNone;
+    for (uint64_t s = 0; s < t.slots.size(); ++s) {
+      if (s != victim && t.slots[s].state != kFree) {
+        others_min_seq = std::min(others_min_seq, t.slots[s].min_seq);
+      }
+    }
+    for (uint64_t i = 0; i < records; ++i) {
+      const Parsed p = ParseRecord(data + t.RecordOffset(i));
+      if (!t.index.Contains(ssd::MixKey(p.key), t.Address(victim, i))) continue;
+      if (p.kind == ssd::kRecordTombstone && p.seq < others_min_seq) {
+        dropped.push_back(i);
+      } else {
+        live.push_back(i);
+      }
+    }
+    if (!live.empty()) {
+      STRATA_RETURN_IF_ERROR(
+          PlanAppend(t, kCleanerHead, live.size(), &clean_plan_, &clean_staging_));
     }
   }
+  // Without the lock: verify what is kept or dropped, write the copies.
   std::vector<NewRecord> copies;
-  std::vector<uint64_t> copied_from, dropped;
-  for (uint64_t i = 0; i < v.records; ++i) {
+  copies.reserve(live.size());
+  Status s;
+  for (size_t j = 0; j < live.size() + dropped.size() && s.ok(); ++j) {
+    const uint64_t i = j < live.size() ? live[j] : dropped[j - live.size()];
     const std::byte* rec = data + t.RecordOffset(i);
-    const uint64_t addr = t.Address(victim, i);
-    if (!t.index.Contains(ssd::MixKey(ParseRecord(rec).key), addr)) continue;
     Parsed p;
-    STRATA_RETURN_IF_ERROR(
-        VerifyRecord(rec, t, v.segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p));
-    if (p.kind == ssd::kRecordTombstone && p.seq < others_min_seq) {
-      dropped.push_back(addr);
-      continue;
+    s = VerifyRecord(rec, t, segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p);
+    if (s.ok() && j < live.size()) {
+      copies.push_back({p.key, p.seq, p.kind,
+                        p.kind == ssd::kRecordRow ? rec + ssd::kRecordHeaderBytes : nullptr});
     }
-    copies.push_back({p.key, p.seq, p.kind,
-                      p.kind == ssd::kRecordRow ? rec + ssd::kRecordHeaderBytes : nullptr});
-    copied_from.push_back(addr);
   }
+  auto* staging = reinterpret_cast<std::byte*>(clean_staging_.data());
+  if (s.ok() && !copies.empty()) s = WriteAppend(t, kCleanerHead, clean_plan_, copies, staging);
+  if (!s.ok()) {
+    base::WriterLock lock(&t.mu);
+    if (!live.empty()) UndoAppend(t, clean_plan_);
+    return s;
+  }
+  Hook(CleanPoint::kCopiesWritten);
+  base::WriterLock lock(&t.mu);
+  // The copies are written: switch the entries still naming the victim's
+  // records to them (an entry a put changed meanwhile stays with the put;
+  // its copy is dead), then give up the victim.
   std::vector<uint64_t> addrs;
-  if (!copies.empty()) STRATA_RETURN_IF_ERROR(Append(t, kCleanerHead, copies, &addrs));
-  // The copies are written: switch their entries, then give up the victim.
+  if (!copies.empty()) CommitAppend(t, kCleanerHead, clean_plan_, copies, staging, &addrs);
+  Slot& v = t.slots[victim];
   for (size_t c = 0; c < copies.size(); ++c) {
-    const bool replaced =
-        t.index.Replace(ssd::MixKey(copies[c].key), copied_from[c], addrs[c], copies[c].kind);
-    STRATA_ASSERT(replaced, "live record's entry vanished under the writer lock");
-    ++t.slots[t.SlotOf(addrs[c])].live;
+    if (t.index.Replace(ssd::MixKey(copies[c].key), t.Address(victim, live[c]), addrs[c],
+                        copies[c].kind)) {
+      ++t.slots[t.SlotOf(addrs[c])].live;
+      --v.live;
+    }
   }
-  for (uint64_t addr : dropped) {
-    // ParseRecord again: the key of a dropped tombstone.
-    const Parsed p = ParseRecord(data + t.RecordOffset(t.IndexOf(addr)));
-    const bool erased = t.index.Erase(ssd::MixKey(p.key), addr);
-    STRATA_ASSERT(erased, "tombstone's entry vanished under the writer lock");
-    --t.tombstones;
+  for (uint64_t i : dropped) {
+    const Parsed p = ParseRecord(data + t.RecordOffset(i));
+    if (t.index.Erase(ssd::MixKey(p.key), t.Address(victim, i))) {
+      --t.tombstones;
+      --v.live;
+    }
   }
-  t.slots[victim].live = 0;
+  STRATA_ASSERT(v.live == 0, "a cleaned segment's record is still named by the index");
   Release(t, victim);
+  *reclaimed = t.capacity - copies.size();
   return Status::Ok();
+}
+
+void Store::WakeCleaner() {
+  base::MutexLock lock(&cleaner_mu_);
+  ++wake_seq_;
+  if (cleaner_idle_) {
+    cleaner_idle_ = false;
+    cleaner_cv_.Signal();
+  }
+}
+
+Status Store::TakeCleanError() {
+  base::MutexLock lock(&cleaner_mu_);
+  Status s = std::move(clean_error_);
+  clean_error_ = Status::Ok();
+  if (!s.ok()) cleaner_cv_.Signal();  // reported: the cleaner may retry
+  return s;
+}
+
+Status Store::BeforeWrite(Table& t, uint64_t records) {
+  bool stall = false;
+  {
+    base::ReaderLock lock(&t.mu);
+    stall = Over(t, options_.gc_space_amp_trigger + options_.gc_space_amp_stall_slack);
+  }
+  if (stall) Hook(CleanPoint::kStall);
+  base::MutexLock lock(&cleaner_mu_);
+  if (stall && clean_error_.ok()) {
+    // Wait for the cleaner to reclaim twice this write's room, at most:
+    // also stop when it sleeps (nothing it can clean), fails or stops.
+    const uint64_t target = reclaimed_[t.pos] + 2 * records;
+    ++wake_seq_;
+    cleaner_idle_ = false;
+    cleaner_cv_.Signal();
+    while (reclaimed_[t.pos] < target && !cleaner_idle_ && clean_error_.ok() && !stopping_) {
+      progress_cv_.Wait(&cleaner_mu_);
+    }
+  }
+  Status s = std::move(clean_error_);
+  clean_error_ = Status::Ok();
+  if (!s.ok()) cleaner_cv_.Signal();
+  return s;
+}
+
+void Store::CleanerThread() {
+  for (;;) {
+    uint64_t seen = 0;
+    {
+      base::MutexLock lock(&cleaner_mu_);
+      while (!stopping_ && (cleaner_idle_ || pauses_ > 0 || !clean_error_.ok())) {
+        cleaner_cv_.Wait(&cleaner_mu_);
+      }
+      if (stopping_) return;
+      seen = wake_seq_;
+    }
+    bool stepped = false;
+    for (auto& t : tables_) {
+      uint64_t reclaimed = 0;
+      Status s;
+      {
+        base::MutexLock clean(&clean_mu_);
+        s = CleanStep(*t, &reclaimed);
+      }
+      if (!s.ok()) {
+        STRATA_LOG_WARN("native store %s: cleaning table %s failed: %s", options_.dir.c_str(),
+                        t->spec.name.c_str(), s.ToString().c_str());
+      }
+      {
+        base::MutexLock lock(&cleaner_mu_);
+        if (!s.ok()) clean_error_ = s.WithContext("cleaning table " + t->spec.name);
+        reclaimed_[t->pos] += reclaimed;
+        if (!s.ok() || reclaimed > 0) progress_cv_.SignalAll();
+      }
+      Hook(CleanPoint::kStepEnd);
+      if (!s.ok()) break;
+      stepped = stepped || reclaimed > 0;
+    }
+    if (!stepped) {
+      base::MutexLock lock(&cleaner_mu_);
+      if (wake_seq_ == seen && clean_error_.ok()) {
+        cleaner_idle_ = true;  // until a write finds a table over its target
+        progress_cv_.SignalAll();
+      }
+    }
+  }
 }
 
 void Store::Release(Table& t, uint64_t slot) {
@@ -970,6 +1220,7 @@ Status Store::Scan(TableId table,
 
 Status Store::Sync() {
   STRATA_RETURN_IF_ERROR(Failed());
+  STRATA_RETURN_IF_ERROR(TakeCleanError());
   for (auto& t : tables_) {
     base::ReaderLock lock(&t->mu);
     if (Status s = t->file->Sync(); !s.ok()) {
@@ -1022,9 +1273,25 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   base::MutexLock checkpoint_lock(&checkpoint_mu_);
+  // Quiesce cleaning: the cleaner ends its step (its slots, heads and
+  // copies are then whole) and starts none until the switch is done.
+  {
+    base::MutexLock lock(&cleaner_mu_);
+    ++pauses_;
+  }
+  base::MutexLock clean_lock(&clean_mu_);
+  struct Resume {
+    Store* store;
+    ~Resume() {
+      base::MutexLock lock(&store->cleaner_mu_);
+      --store->pauses_;
+      store->cleaner_cv_.Signal();
+    }
+  } resume{this};
   std::vector<std::unique_lock<base::RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
   STRATA_RETURN_IF_ERROR(Failed());
+  STRATA_RETURN_IF_ERROR(TakeCleanError());
   ManifestV2 m;
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());
@@ -1104,6 +1371,7 @@ Result<std::unique_ptr<RowStore>> OpenLogRowStore(const RowStoreOptions& options
   io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
   auto store = std::make_unique<logstore::Store>(options, env);
   STRATA_RETURN_IF_ERROR(store->Open(tables));
+  store->StartCleaner();
   return std::unique_ptr<RowStore>(std::move(store));
 }
 
