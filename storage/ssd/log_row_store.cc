@@ -5,160 +5,25 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "base/assert.h"
 #include "base/log.h"
-#include "base/mutex.h"
-#include "io/aligned.h"
-#include "io/io_threads.h"
 #include "storage/ssd/limits.h"
-#include "storage/ssd/manifest.h"
-#include "storage/ssd/native_common.h"
-#include "storage/ssd/page_file.h"
-#include "storage/ssd/ssd_format.h"
-#include "storage/ssd/table_index.h"
+#include "storage/ssd/log_store.h"
 
 namespace strata::storage {
 namespace logstore {
 namespace {
 
-constexpr uint64_t kBlock = ssd::kAlignBytes;
-constexpr uint64_t kHeader = ssd::kSegmentHeaderBytes;
-constexpr uint64_t kNone = ~uint64_t{0};
 // A session's segment seqs start this far above the MANIFEST's
 // next_segment_seq, so a segment a crashed session wrote after the
 // checkpoint never shares its seq (and so its record seeds) with one
 // written after the reopen.
 constexpr uint64_t kSessionSegmentSeqStep = uint64_t{1} << 32;
 
-uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
-uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
-
-enum SlotState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
-enum HeadKind : int { kUserHead = 0, kCleanerHead = 1 };
-
-struct Slot {
-  uint64_t segment_seq = 0;
-  uint64_t min_seq = kNone;  // smallest record seq of the segment
-  uint32_t records = 0;      // records appended (all written or in a head's pend)
-  uint32_t live = 0;         // index entries naming one of its records
-  uint8_t state = kFree;
-  bool sealed = false;  // takes no more records (full, or sealed by a checkpoint)
-};
-
-// The segment a head appends to. Its bytes [0, written) are on disk; pend
-// holds [pend_off, End()) in DRAM (pend_off <= written, both multiples of
-// kBlock): the partly filled last block, and the blocks holding the start
-// of a record that ends in it, so every record not wholly on disk is read
-// from pend.
-struct Head {
-  int64_t slot = -1;  // -1: none
-  uint64_t written = 0;
-  uint64_t pend_off = 0;
-  io::AlignedBuffer pend;
-};
-
-// Where an append's records go: one chunk per segment they fill, the first
-// maybe continuing the head's segment, the others fresh slots taken by the
-// plan (given back by UndoAppend if the write fails).
-struct AppendPlan {
-  struct Chunk {
-    uint64_t slot;
-    uint64_t segment_seq;
-    bool fresh;         // a new segment (its header block is written too)
-    uint64_t first;     // index of its first record in the segment
-    uint64_t n;         // records of recs
-    uint64_t base;      // segment offset of the chunk's first staged byte
-    uint64_t from, to;  // segment bytes written
-    size_t at;          // staging offset
-  };
-  std::vector<Chunk> chunks;
-  std::vector<uint64_t> taken;  // slots allocated for it
-  size_t staged = 0;            // staging bytes
-};
-
-struct Table {
-  explicit Table(SsdIndex index_kind) : index(index_kind) {}
-
-  // Constant after open.
-  TableSpec spec;
-  uint32_t record_bytes = 0;
-  uint64_t segment_bytes = 0;
-  uint64_t capacity = 0;  // records per segment
-  uint64_t slot_blocks = 0;
-  size_t pos = 0;  // in the store's tables_
-  // 4 KiB pages; set at open. Reads and writes of disjoint pages run
-  // concurrently (the cleaner's I/O runs without `mu`); Truncate runs only
-  // with `mu` held exclusively and the cleaner quiesced.
-  std::unique_ptr<PageFile> file;
-
-  mutable base::RwLock mu;
-  uint64_t file_number GUARDED_BY(mu) = 1;
-  TableIndex index GUARDED_BY(mu);
-  std::vector<Slot> slots GUARDED_BY(mu);
-  uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
-  Head heads[2] GUARDED_BY(mu);
-  uint64_t next_seq GUARDED_BY(mu) = 1;
-  uint64_t next_segment_seq GUARDED_BY(mu) = 1;
-  uint64_t rows GUARDED_BY(mu) = 0;           // index entries that are rows
-  uint64_t tombstones GUARDED_BY(mu) = 0;     // index entries that are tombstones
-  uint64_t used_slots GUARDED_BY(mu) = 0;     // not free
-  uint64_t current_slots GUARDED_BY(mu) = 0;  // kCurrent or kBoth
-  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one put's append
-  AppendPlan plan GUARDED_BY(mu);             // of one put's append
-  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being read at open
-
-  uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
-  uint64_t SlotOf(uint64_t address) const { return address / capacity; }
-  uint64_t IndexOf(uint64_t address) const { return address % capacity; }
-  uint64_t RecordOffset(uint64_t index) const { return kHeader + index * record_bytes; }
-  uint64_t FileOffset(uint64_t address) const {
-    return SlotOf(address) * segment_bytes + RecordOffset(IndexOf(address));
-  }
-  uint64_t End(uint64_t slot) const REQUIRES_SHARED(mu) {
-    return RecordOffset(slots[slot].records);
-  }
-  void SetState(uint64_t slot, uint8_t state) REQUIRES(mu) {
-    const uint8_t old = slots[slot].state;
-    used_slots += (state != kFree) - (old != kFree);
-    const bool was_current = old == kCurrent || old == kBoth;
-    const bool is_current = state == kCurrent || state == kBoth;
-    current_slots += is_current - was_current;
-    slots[slot].state = state;
-    if (state == kFree) {
-      slots[slot] = Slot{};
-      free_hint = std::min(free_hint, slot);
-    }
-  }
-  // Where record `address` is held in DRAM (a head's pend), or nullptr.
-  const std::byte* InPend(uint64_t address) const REQUIRES_SHARED(mu) {
-    const int64_t slot = static_cast<int64_t>(SlotOf(address));
-    for (const Head& h : heads) {
-      const uint64_t off = RecordOffset(IndexOf(address));
-      if (h.slot == slot && off >= h.pend_off) {
-        return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
-      }
-    }
-    return nullptr;
-  }
-};
-
-struct Parsed {
-  Key key = 0;
-  uint64_t seq = 0;
-  uint8_t kind = 0;
-};
-
-Parsed ParseRecord(const std::byte* src) {
-  ssd::RecordHeader h;
-  std::memcpy(&h, src, sizeof(h));
-  return {h.key, h.seq_kind & ssd::kRecordSeqMax, static_cast<uint8_t>(h.seq_kind >> 48)};
-}
+}  // namespace
 
 // Encodes a record (a tombstone when `row` is null) at `dst`, record_bytes.
 void SealRecord(std::byte* dst, const Table& t, uint64_t segment_seq, uint64_t index, Key key,
@@ -236,173 +101,6 @@ Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes) {
   return Status::Ok();
 }
 
-// One record to append.
-struct NewRecord {
-  Key key;
-  uint64_t seq;
-  uint8_t kind;
-  const std::byte* row;  // nullptr for a tombstone
-};
-
-class Store final : public RowStore {
- public:
-  Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
-  ~Store() override;
-
-  Status Open(const std::vector<TableSpec>& tables);
-  // Starts the background cleaner (ssd_background_cleaning), after Open.
-  void StartCleaner() EXCLUDES(cleaner_mu_);
-
-  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
-                  std::span<uint8_t> found) override;
-  Status MultiPut(TableId table, std::span<const Key> keys,
-                  std::span<const std::byte> rows) override;
-  Status Delete(TableId table, std::span<const Key> keys) override;
-  Status Scan(TableId table,
-              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
-  Status Sync() override;
-  Status Checkpoint(std::span<const std::byte> meta) override;
-  std::vector<std::byte> CheckpointMeta() const override {
-    base::MutexLock lock(&meta_mu_);
-    return meta_;
-  }
-  RowStoreStats Stats() const override;
-  const std::vector<TableSpec>& Tables() const override { return specs_; }
-
- private:
-  Result<Table*> Find(TableId table) const;
-  Status Failed() const;
-  void Fail(const Status& cause);
-  bool NoteCleanup(const Status& s);
-  std::unique_ptr<Table> NewTable(const TableSpec& spec, uint64_t segment_bytes);
-  Status OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables);
-  Status Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) REQUIRES(t.mu);
-
-  // A free slot, marked kCurrent with a new segment seq.
-  Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
-  // An append in four parts, so the cleaner writes without the table lock:
-  // PlanAppend (under it) places `n` records through head `which`, taking
-  // fresh slots, and copies the head's pending bytes into `staging`;
-  // WriteAppend (no lock needed: the plan's blocks are this append's alone)
-  // encodes the records and writes them; then CommitAppend (under it) sets
-  // (*addrs)[i] to their addresses and moves the head, or UndoAppend frees
-  // the slots taken. Only one append of a head is planned at a time.
-  Status PlanAppend(Table& t, int which, size_t n, AppendPlan* plan, io::AlignedBuffer* staging)
-      REQUIRES(t.mu);
-  Status WriteAppend(const Table& t, int which, const AppendPlan& plan,
-                     std::span<const NewRecord> recs, std::byte* staging);
-  void CommitAppend(Table& t, int which, const AppendPlan& plan, std::span<const NewRecord> recs,
-                    const std::byte* staging, std::vector<uint64_t>* addrs) REQUIRES(t.mu);
-  void UndoAppend(Table& t, const AppendPlan& plan) REQUIRES(t.mu);
-  // The four under the lock. On failure nothing changed.
-  Status Append(Table& t, int which, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
-      REQUIRES(t.mu);
-  // Reads the records at `addrs` (from a head's pend or the device, one
-  // batch) and verifies each; (*where)[i] points at record i's bytes.
-  Status ReadRecords(Table& t, std::span<const uint64_t> addrs, io::AlignedBuffer* buf,
-                     std::vector<const std::byte*>* where, std::vector<Parsed>* parsed)
-      REQUIRES_SHARED(t.mu);
-  // For each key: its entry's address (kNone: none) and record kind.
-  Status Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
-                 std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) REQUIRES(t.mu);
-  Status Write(TableId table, std::span<const Key> keys, const std::byte* rows);
-  // Cleaning inside a write (ssd_background_cleaning off): steps while the
-  // table's segments exceed the space target, until twice the room of
-  // `records` records is reclaimed (about two victims per segment of
-  // records appended at space amplification 1.5).
-  Status Clean(Table& t, uint64_t records) REQUIRES(clean_mu_) EXCLUDES(t.mu);
-  // The table's segments exceed `space_amp` x its live row bytes.
-  bool Over(const Table& t, double space_amp) const REQUIRES_SHARED(t.mu);
-  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu) {
-    return Over(t, options_.gc_space_amp_trigger);
-  }
-  // The sealed segment with the fewest live records, or kNone.
-  uint64_t PickVictim(const Table& t) const REQUIRES_SHARED(t.mu);
-  // One cleaning step: while the table is over its target, copies the live
-  // records of the best victim to the cleaner head and frees it, taking the
-  // table lock only to pick, to plan the copies and to switch entries, not
-  // across the I/O. *reclaimed: the victim's records not copied (0: no step).
-  Status CleanStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
-  // The background cleaner: steps over the tables over their target, until
-  // none is (then it sleeps until a write wakes it), an error is pending,
-  // or a checkpoint pauses it.
-  void CleanerThread() EXCLUDES(cleaner_mu_);
-  // A write found its table over the target: wakes the cleaner.
-  void WakeCleaner() EXCLUDES(cleaner_mu_);
-  // Before a write of `records` records (background cleaning): the pending
-  // cleaner error, if any (reported once); and when the table is over the
-  // stall bound, waits for the cleaner to reclaim twice that room (or to
-  // find nothing to clean).
-  Status BeforeWrite(Table& t, uint64_t records) EXCLUDES(t.mu, cleaner_mu_);
-  // The cleaner's pending error, reported once (then it cleans again).
-  Status TakeCleanError() EXCLUDES(cleaner_mu_);
-  void Hook(CleanPoint point) const {
-    if (options_.clean_hook) options_.clean_hook(point);
-  }
-  // Frees a slot without live records (checkpoint-only while the durable
-  // MANIFEST names it).
-  void Release(Table& t, uint64_t slot) REQUIRES(t.mu);
-  // Writes each head's pending block(s) and seals its segment.
-  Status FlushHeads(Table& t) REQUIRES(t.mu);
-  void AfterManifestSwitch(Table& t) REQUIRES(t.mu);
-
-  const RowStoreOptions options_;
-  io::Env* const env_;
-  std::unique_ptr<io::IoThreads> io_threads_;
-  std::vector<TableSpec> specs_;
-  std::vector<std::unique_ptr<Table>> tables_;
-
-  base::Mutex checkpoint_mu_;
-  uint64_t generation_ GUARDED_BY(checkpoint_mu_) = 0;
-  mutable base::Mutex meta_mu_;
-  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
-
-  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
-      user_bytes_written_{0}, cleanup_errors_{0};
-
-  // The cleaning lock: whoever cleans (the cleaner thread, or a write when
-  // cleaning runs in the writes) holds it for a whole step, I/O included;
-  // Checkpoint holds it to quiesce cleaning. Taken before any table's mu
-  // (after checkpoint_mu_).
-  base::Mutex clean_mu_;
-  io::AlignedBuffer clean_victim_ GUARDED_BY(clean_mu_);   // the victim segment read
-  io::AlignedBuffer clean_staging_ GUARDED_BY(clean_mu_);  // encoding of its copies
-  AppendPlan clean_plan_ GUARDED_BY(clean_mu_);
-  // The background cleaner's state. A leaf lock: taken with or without a
-  // table's mu, and nothing is taken while holding it.
-  base::Mutex cleaner_mu_;
-  base::CondVar cleaner_cv_;                           // wakes the cleaner
-  base::CondVar progress_cv_;                          // wakes writes waiting for cleaning
-  uint64_t wake_seq_ GUARDED_BY(cleaner_mu_) = 0;      // wakes so far
-  bool cleaner_idle_ GUARDED_BY(cleaner_mu_) = false;  // asleep: nothing to clean
-  int pauses_ GUARDED_BY(cleaner_mu_) = 0;             // checkpoints waiting or running
-  bool stopping_ GUARDED_BY(cleaner_mu_) = false;
-  Status clean_error_ GUARDED_BY(cleaner_mu_);               // pending, not yet reported
-  std::vector<uint64_t> reclaimed_ GUARDED_BY(cleaner_mu_);  // records, per table
-  std::thread cleaner_;
-
-  FsyncFailure failure_;
-};
-
-Store::~Store() {
-  {
-    base::MutexLock lock(&cleaner_mu_);
-    stopping_ = true;
-    cleaner_cv_.SignalAll();
-    progress_cv_.SignalAll();
-  }
-  if (cleaner_.joinable()) cleaner_.join();
-}
-
-void Store::StartCleaner() {
-  {
-    base::MutexLock lock(&cleaner_mu_);
-    reclaimed_.assign(tables_.size(), 0);
-  }
-  for (size_t i = 0; i < tables_.size(); ++i) tables_[i]->pos = i;
-  if (options_.ssd_background_cleaning) cleaner_ = std::thread([this] { CleanerThread(); });
-}
-
 Result<Table*> Store::Find(TableId table) const {
   STRATA_RETURN_IF_ERROR(Failed());
   for (const auto& t : tables_) {
@@ -434,6 +132,8 @@ std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_b
   return t;
 }
 
+namespace {
+
 // The segment size of a new table: the option, doubled until a segment
 // holds kRecordsPerSegmentMin records (rows up to kRowBytesMax fit 64 MiB).
 uint64_t SegmentBytesFor(uint64_t option, uint32_t row_bytes) {
@@ -444,6 +144,8 @@ uint64_t SegmentBytesFor(uint64_t option, uint32_t row_bytes) {
   }
   return bytes;
 }
+
+}  // namespace
 
 Status Store::Open(const std::vector<TableSpec>& tables) {
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
@@ -777,10 +479,14 @@ Status Store::ReadRecords(Table& t, std::span<const uint64_t> addrs, io::Aligned
   return Status::Ok();
 }
 
+namespace {
+
 io::AlignedBuffer* GetScratch() {
   thread_local io::AlignedBuffer buf;
   return &buf;
 }
+
+}  // namespace
 
 Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                        std::span<uint8_t> found) {
@@ -945,240 +651,6 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
   return Status::Ok();
 }
 
-bool Store::Over(const Table& t, double space_amp) const {
-  // A few segments of slack: a small table (a head or two and a few sealed
-  // segments) is never "over".
-  constexpr uint64_t kSlackSegments = 4;
-  if (t.current_slots <= kSlackSegments) return false;
-  return double(t.current_slots) * double(t.segment_bytes) >
-         space_amp * double(t.rows) * double(t.spec.row_bytes);
-}
-
-uint64_t Store::PickVictim(const Table& t) const {
-  uint64_t best = kNone;
-  for (uint64_t s = 0; s < t.slots.size(); ++s) {
-    const Slot& slot = t.slots[s];
-    if (!slot.sealed || (slot.state != kCurrent && slot.state != kBoth)) continue;
-    if (slot.live >= t.capacity) continue;  // nothing to reclaim
-    if (best == kNone || slot.live < t.slots[best].live ||
-        (slot.live == t.slots[best].live && slot.state == kCurrent)) {
-      best = s;
-    }
-  }
-  return best;
-}
-
-Status Store::Clean(Table& t, uint64_t records) {
-  // Reclaim the room of twice the records about to be appended (so the
-  // segments shrink back to the target), in whole victims; a bound on the
-  // victims ends the loop when they hold little.
-  const uint64_t victims_max = 2 + 4 * (records / t.capacity);
-  uint64_t freed = 0;
-  for (uint64_t i = 0; i < victims_max && freed < 2 * records; ++i) {
-    uint64_t reclaimed = 0;
-    STRATA_RETURN_IF_ERROR(CleanStep(t, &reclaimed));
-    if (reclaimed == 0) break;
-    freed += reclaimed;
-  }
-  return Status::Ok();
-}
-
-Status Store::CleanStep(Table& t, uint64_t* reclaimed) {
-  *reclaimed = 0;
-  if (!Failed().ok()) return Status::Ok();  // writes refused: nothing to make room for
-  uint64_t victim = kNone, records = 0, segment_seq = 0;
-  {
-    base::ReaderLock lock(&t.mu);
-    if (!OverTarget(t)) return Status::Ok();
-    victim = PickVictim(t);
-    if (victim == kNone) return Status::Ok();
-    records = t.slots[victim].records;
-    segment_seq = t.slots[victim].segment_seq;
-  }
-  // The victim is sealed and stays until this step frees it: only cleaning
-  // frees a sealed current segment, and a checkpoint waits for the step.
-  const uint64_t bytes = RoundUp(t.RecordOffset(records));
-  STRATA_RETURN_IF_ERROR(EnsureBytes(&clean_victim_, bytes));
-  std::vector<uint32_t> pages;
-  for (uint64_t b = 0; b < bytes / kBlock; ++b) {
-    pages.push_back(static_cast<uint32_t>(victim * t.slot_blocks + b));
-  }
-  auto* data = reinterpret_cast<std::byte*>(clean_victim_.data());
-  STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
-  bytes_read_ += bytes;
-  const uint64_t base = victim * t.segment_bytes;
-  STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, segment_seq, t.file->path(), base));
-  Hook(CleanPoint::kVictimRead);
-  // Under the lock: which records entries still name, and where their
-  // copies go. A tombstone may go once no other segment (current or
-  // checkpointed) holds a record older than it: none could then reappear
-  // at a rebuild (a copy written later holds a seq of the victim's, and
-  // no copy of an older record of its key is made: that record is dead).
-  std::vector<uint64_t> live, dropped;  // record indexes in the victim
-  {
-    base::WriterLock lock(&t.mu);
-    uint64_t others_min_seq = kNone;
-    for (uint64_t s = 0; s < t.slots.size(); ++s) {
-      if (s != victim && t.slots[s].state != kFree) {
-        others_min_seq = std::min(others_min_seq, t.slots[s].min_seq);
-      }
-    }
-    for (uint64_t i = 0; i < records; ++i) {
-      const Parsed p = ParseRecord(data + t.RecordOffset(i));
-      if (!t.index.Contains(ssd::MixKey(p.key), t.Address(victim, i))) continue;
-      if (p.kind == ssd::kRecordTombstone && p.seq < others_min_seq) {
-        dropped.push_back(i);
-      } else {
-        live.push_back(i);
-      }
-    }
-    if (!live.empty()) {
-      STRATA_RETURN_IF_ERROR(
-          PlanAppend(t, kCleanerHead, live.size(), &clean_plan_, &clean_staging_));
-    }
-  }
-  // Without the lock: verify what is kept or dropped, write the copies.
-  std::vector<NewRecord> copies;
-  copies.reserve(live.size());
-  Status s;
-  for (size_t j = 0; j < live.size() + dropped.size() && s.ok(); ++j) {
-    const uint64_t i = j < live.size() ? live[j] : dropped[j - live.size()];
-    const std::byte* rec = data + t.RecordOffset(i);
-    Parsed p;
-    s = VerifyRecord(rec, t, segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p);
-    if (s.ok() && j < live.size()) {
-      copies.push_back({p.key, p.seq, p.kind,
-                        p.kind == ssd::kRecordRow ? rec + ssd::kRecordHeaderBytes : nullptr});
-    }
-  }
-  auto* staging = reinterpret_cast<std::byte*>(clean_staging_.data());
-  if (s.ok() && !copies.empty()) s = WriteAppend(t, kCleanerHead, clean_plan_, copies, staging);
-  if (!s.ok()) {
-    base::WriterLock lock(&t.mu);
-    if (!live.empty()) UndoAppend(t, clean_plan_);
-    return s;
-  }
-  Hook(CleanPoint::kCopiesWritten);
-  base::WriterLock lock(&t.mu);
-  // The copies are written: switch the entries still naming the victim's
-  // records to them (an entry a put changed meanwhile stays with the put;
-  // its copy is dead), then give up the victim.
-  std::vector<uint64_t> addrs;
-  if (!copies.empty()) CommitAppend(t, kCleanerHead, clean_plan_, copies, staging, &addrs);
-  Slot& v = t.slots[victim];
-  for (size_t c = 0; c < copies.size(); ++c) {
-    if (t.index.Replace(ssd::MixKey(copies[c].key), t.Address(victim, live[c]), addrs[c],
-                        copies[c].kind)) {
-      ++t.slots[t.SlotOf(addrs[c])].live;
-      --v.live;
-    }
-  }
-  for (uint64_t i : dropped) {
-    const Parsed p = ParseRecord(data + t.RecordOffset(i));
-    if (t.index.Erase(ssd::MixKey(p.key), t.Address(victim, i))) {
-      --t.tombstones;
-      --v.live;
-    }
-  }
-  STRATA_ASSERT(v.live == 0, "a cleaned segment's record is still named by the index");
-  Release(t, victim);
-  *reclaimed = t.capacity - copies.size();
-  return Status::Ok();
-}
-
-void Store::WakeCleaner() {
-  base::MutexLock lock(&cleaner_mu_);
-  ++wake_seq_;
-  if (cleaner_idle_) {
-    cleaner_idle_ = false;
-    cleaner_cv_.Signal();
-  }
-}
-
-Status Store::TakeCleanError() {
-  base::MutexLock lock(&cleaner_mu_);
-  Status s = std::move(clean_error_);
-  clean_error_ = Status::Ok();
-  if (!s.ok()) cleaner_cv_.Signal();  // reported: the cleaner may retry
-  return s;
-}
-
-Status Store::BeforeWrite(Table& t, uint64_t records) {
-  bool stall = false;
-  {
-    base::ReaderLock lock(&t.mu);
-    stall = Over(t, options_.gc_space_amp_trigger + options_.gc_space_amp_stall_slack);
-  }
-  if (stall) Hook(CleanPoint::kStall);
-  base::MutexLock lock(&cleaner_mu_);
-  if (stall && clean_error_.ok()) {
-    // Wait for the cleaner to reclaim twice this write's room, at most:
-    // also stop when it sleeps (nothing it can clean), fails or stops.
-    const uint64_t target = reclaimed_[t.pos] + 2 * records;
-    ++wake_seq_;
-    cleaner_idle_ = false;
-    cleaner_cv_.Signal();
-    while (reclaimed_[t.pos] < target && !cleaner_idle_ && clean_error_.ok() && !stopping_) {
-      progress_cv_.Wait(&cleaner_mu_);
-    }
-  }
-  Status s = std::move(clean_error_);
-  clean_error_ = Status::Ok();
-  if (!s.ok()) cleaner_cv_.Signal();
-  return s;
-}
-
-void Store::CleanerThread() {
-  for (;;) {
-    uint64_t seen = 0;
-    {
-      base::MutexLock lock(&cleaner_mu_);
-      while (!stopping_ && (cleaner_idle_ || pauses_ > 0 || !clean_error_.ok())) {
-        cleaner_cv_.Wait(&cleaner_mu_);
-      }
-      if (stopping_) return;
-      seen = wake_seq_;
-    }
-    bool stepped = false;
-    for (auto& t : tables_) {
-      uint64_t reclaimed = 0;
-      Status s;
-      {
-        base::MutexLock clean(&clean_mu_);
-        s = CleanStep(*t, &reclaimed);
-      }
-      if (!s.ok()) {
-        STRATA_LOG_WARN("native store %s: cleaning table %s failed: %s", options_.dir.c_str(),
-                        t->spec.name.c_str(), s.ToString().c_str());
-      }
-      {
-        base::MutexLock lock(&cleaner_mu_);
-        if (!s.ok()) clean_error_ = s.WithContext("cleaning table " + t->spec.name);
-        reclaimed_[t->pos] += reclaimed;
-        if (!s.ok() || reclaimed > 0) progress_cv_.SignalAll();
-      }
-      Hook(CleanPoint::kStepEnd);
-      if (!s.ok()) break;
-      stepped = stepped || reclaimed > 0;
-    }
-    if (!stepped) {
-      base::MutexLock lock(&cleaner_mu_);
-      if (wake_seq_ == seen && clean_error_.ok()) {
-        cleaner_idle_ = true;  // until a write finds a table over its target
-        progress_cv_.SignalAll();
-      }
-    }
-  }
-}
-
-void Store::Release(Table& t, uint64_t slot) {
-  if (t.slots[slot].state == kBoth) {
-    t.SetState(slot, kCheckpointOnly);
-  } else {
-    t.SetState(slot, kFree);
-  }
-}
-
 Status Store::Scan(TableId table,
                    const std::function<Status(Key, std::span<const std::byte>)>& fn) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
@@ -1220,7 +692,6 @@ Status Store::Scan(TableId table,
 
 Status Store::Sync() {
   STRATA_RETURN_IF_ERROR(Failed());
-  STRATA_RETURN_IF_ERROR(TakeCleanError());
   for (auto& t : tables_) {
     base::ReaderLock lock(&t->mu);
     if (Status s = t->file->Sync(); !s.ok()) {
@@ -1363,7 +834,6 @@ RowStoreStats Store::Stats() const {
   return s;
 }
 
-}  // namespace
 }  // namespace logstore
 
 Result<std::unique_ptr<RowStore>> OpenLogRowStore(const RowStoreOptions& options,
