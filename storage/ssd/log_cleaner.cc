@@ -224,7 +224,7 @@ void Store::CleanerThread() {
       if (stopping_) return;
       seen = wake_seq_;
     }
-    bool stepped = false;
+    bool stepped = false, whole_round = true;
     for (auto& t : tables_) {
       uint64_t reclaimed = 0;
       Status s;
@@ -241,12 +241,14 @@ void Store::CleanerThread() {
         if (!s.ok()) clean_error_ = s.WithContext("cleaning table " + t->spec.name);
         reclaimed_[t->pos] += reclaimed;
         if (!s.ok() || reclaimed > 0) progress_cv_.SignalAll();
+        // A checkpoint waiting for the cleaning lock goes first.
+        whole_round = s.ok() && pauses_ == 0 && !stopping_;
       }
       Hook(CleanPoint::kStepEnd);
-      if (!s.ok()) break;
       stepped = stepped || reclaimed > 0;
+      if (!whole_round) break;
     }
-    if (!stepped) {
+    if (!stepped && whole_round) {
       base::MutexLock lock(&cleaner_mu_);
       if (wake_seq_ == seen && clean_error_.ok()) {
         cleaner_idle_ = true;  // until a write finds a table over its target
