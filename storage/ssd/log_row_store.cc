@@ -5,135 +5,25 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <set>
 
 #include "base/assert.h"
 #include "base/log.h"
-#include "base/mutex.h"
-#include "io/aligned.h"
-#include "io/io_threads.h"
 #include "storage/ssd/limits.h"
-#include "storage/ssd/manifest.h"
-#include "storage/ssd/native_common.h"
-#include "storage/ssd/page_file.h"
-#include "storage/ssd/ssd_format.h"
-#include "storage/ssd/table_index.h"
+#include "storage/ssd/log_store.h"
 
 namespace strata::storage {
 namespace logstore {
 namespace {
 
-constexpr uint64_t kBlock = ssd::kAlignBytes;
-constexpr uint64_t kHeader = ssd::kSegmentHeaderBytes;
-constexpr uint64_t kNone = ~uint64_t{0};
 // A session's segment seqs start this far above the MANIFEST's
 // next_segment_seq, so a segment a crashed session wrote after the
 // checkpoint never shares its seq (and so its record seeds) with one
 // written after the reopen.
 constexpr uint64_t kSessionSegmentSeqStep = uint64_t{1} << 32;
 
-uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
-uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
-
-enum SlotState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
-enum HeadKind : int { kUserHead = 0, kCleanerHead = 1 };
-
-struct Slot {
-  uint64_t segment_seq = 0;
-  uint64_t min_seq = kNone;  // smallest record seq of the segment
-  uint32_t records = 0;      // records appended (all written or in a head's pend)
-  uint32_t live = 0;         // index entries naming one of its records
-  uint8_t state = kFree;
-  bool sealed = false;  // takes no more records (full, or sealed by a checkpoint)
-};
-
-// The segment a head appends to. Its bytes [0, written) are on disk; pend
-// holds [pend_off, End()) in DRAM (pend_off <= written, both multiples of
-// kBlock): the partly filled last block, and the blocks holding the start
-// of a record that ends in it, so every record not wholly on disk is read
-// from pend.
-struct Head {
-  int64_t slot = -1;  // -1: none
-  uint64_t written = 0;
-  uint64_t pend_off = 0;
-  io::AlignedBuffer pend;
-};
-
-struct Table {
-  explicit Table(SsdIndex index_kind) : index(index_kind) {}
-
-  // Constant after open.
-  TableSpec spec;
-  uint32_t record_bytes = 0;
-  uint64_t segment_bytes = 0;
-  uint64_t capacity = 0;  // records per segment
-  uint64_t slot_blocks = 0;
-
-  mutable base::RwLock mu;
-  std::unique_ptr<PageFile> file GUARDED_BY(mu);  // 4 KiB pages
-  uint64_t file_number GUARDED_BY(mu) = 1;
-  TableIndex index GUARDED_BY(mu);
-  std::vector<Slot> slots GUARDED_BY(mu);
-  uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
-  Head heads[2] GUARDED_BY(mu);
-  uint64_t next_seq GUARDED_BY(mu) = 1;
-  uint64_t next_segment_seq GUARDED_BY(mu) = 1;
-  uint64_t rows GUARDED_BY(mu) = 0;           // index entries that are rows
-  uint64_t tombstones GUARDED_BY(mu) = 0;     // index entries that are tombstones
-  uint64_t used_slots GUARDED_BY(mu) = 0;     // not free
-  uint64_t current_slots GUARDED_BY(mu) = 0;  // kCurrent or kBoth
-  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one append
-  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being cleaned
-
-  uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
-  uint64_t SlotOf(uint64_t address) const { return address / capacity; }
-  uint64_t IndexOf(uint64_t address) const { return address % capacity; }
-  uint64_t RecordOffset(uint64_t index) const { return kHeader + index * record_bytes; }
-  uint64_t FileOffset(uint64_t address) const {
-    return SlotOf(address) * segment_bytes + RecordOffset(IndexOf(address));
-  }
-  uint64_t End(uint64_t slot) const REQUIRES_SHARED(mu) {
-    return RecordOffset(slots[slot].records);
-  }
-  void SetState(uint64_t slot, uint8_t state) REQUIRES(mu) {
-    const uint8_t old = slots[slot].state;
-    used_slots += (state != kFree) - (old != kFree);
-    const bool was_current = old == kCurrent || old == kBoth;
-    const bool is_current = state == kCurrent || state == kBoth;
-    current_slots += is_current - was_current;
-    slots[slot].state = state;
-    if (state == kFree) {
-      slots[slot] = Slot{};
-      free_hint = std::min(free_hint, slot);
-    }
-  }
-  // Where record `address` is held in DRAM (a head's pend), or nullptr.
-  const std::byte* InPend(uint64_t address) const REQUIRES_SHARED(mu) {
-    const int64_t slot = static_cast<int64_t>(SlotOf(address));
-    for (const Head& h : heads) {
-      const uint64_t off = RecordOffset(IndexOf(address));
-      if (h.slot == slot && off >= h.pend_off) {
-        return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
-      }
-    }
-    return nullptr;
-  }
-};
-
-struct Parsed {
-  Key key = 0;
-  uint64_t seq = 0;
-  uint8_t kind = 0;
-};
-
-Parsed ParseRecord(const std::byte* src) {
-  ssd::RecordHeader h;
-  std::memcpy(&h, src, sizeof(h));
-  return {h.key, h.seq_kind & ssd::kRecordSeqMax, static_cast<uint8_t>(h.seq_kind >> 48)};
-}
+}  // namespace
 
 // Encodes a record (a tombstone when `row` is null) at `dst`, record_bytes.
 void SealRecord(std::byte* dst, const Table& t, uint64_t segment_seq, uint64_t index, Key key,
@@ -211,93 +101,6 @@ Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes) {
   return Status::Ok();
 }
 
-// One record to append.
-struct NewRecord {
-  Key key;
-  uint64_t seq;
-  uint8_t kind;
-  const std::byte* row;  // nullptr for a tombstone
-};
-
-class Store final : public RowStore {
- public:
-  Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
-
-  Status Open(const std::vector<TableSpec>& tables);
-
-  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
-                  std::span<uint8_t> found) override;
-  Status MultiPut(TableId table, std::span<const Key> keys,
-                  std::span<const std::byte> rows) override;
-  Status Delete(TableId table, std::span<const Key> keys) override;
-  Status Scan(TableId table,
-              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
-  Status Sync() override;
-  Status Checkpoint(std::span<const std::byte> meta) override;
-  std::vector<std::byte> CheckpointMeta() const override {
-    base::MutexLock lock(&meta_mu_);
-    return meta_;
-  }
-  RowStoreStats Stats() const override;
-  const std::vector<TableSpec>& Tables() const override { return specs_; }
-
- private:
-  Result<Table*> Find(TableId table) const;
-  Status Failed() const;
-  void Fail(const Status& cause);
-  bool NoteCleanup(const Status& s);
-  std::unique_ptr<Table> NewTable(const TableSpec& spec, uint64_t segment_bytes);
-  Status OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables);
-  Status Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) REQUIRES(t.mu);
-
-  // A free slot, marked kCurrent with a new segment seq.
-  Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
-  // Appends `recs` through head `which`: writes them, and only then sets
-  // (*addrs)[i] to their addresses and moves the head. On failure nothing
-  // changed (slots taken meanwhile are free again).
-  Status Append(Table& t, int which, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
-      REQUIRES(t.mu);
-  // Reads the records at `addrs` (from a head's pend or the device, one
-  // batch) and verifies each; (*where)[i] points at record i's bytes.
-  Status ReadRecords(Table& t, std::span<const uint64_t> addrs, io::AlignedBuffer* buf,
-                     std::vector<const std::byte*>* where, std::vector<Parsed>* parsed)
-      REQUIRES_SHARED(t.mu);
-  // For each key: its entry's address (kNone: none) and record kind.
-  Status Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
-                 std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) REQUIRES(t.mu);
-  Status Write(TableId table, std::span<const Key> keys, const std::byte* rows);
-  // Cleaning while the table's segments exceed the space target: victims
-  // until twice the room of `records` records is reclaimed (about two
-  // victims per segment of records appended at space amplification 1.5).
-  Status Clean(Table& t, uint64_t records) REQUIRES(t.mu);
-  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu);
-  // The sealed segment with the fewest live records, or kNone.
-  uint64_t PickVictim(const Table& t) const REQUIRES_SHARED(t.mu);
-  Status CleanSegment(Table& t, uint64_t victim) REQUIRES(t.mu);
-  // Frees a slot without live records (checkpoint-only while the durable
-  // MANIFEST names it).
-  void Release(Table& t, uint64_t slot) REQUIRES(t.mu);
-  // Writes each head's pending block(s) and seals its segment.
-  Status FlushHeads(Table& t) REQUIRES(t.mu);
-  void AfterManifestSwitch(Table& t) REQUIRES(t.mu);
-
-  const RowStoreOptions options_;
-  io::Env* const env_;
-  std::unique_ptr<io::IoThreads> io_threads_;
-  std::vector<TableSpec> specs_;
-  std::vector<std::unique_ptr<Table>> tables_;
-
-  base::Mutex checkpoint_mu_;
-  uint64_t generation_ GUARDED_BY(checkpoint_mu_) = 0;
-  mutable base::Mutex meta_mu_;
-  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
-
-  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
-      user_bytes_written_{0}, cleanup_errors_{0};
-
-  FsyncFailure failure_;
-};
-
 Result<Table*> Store::Find(TableId table) const {
   STRATA_RETURN_IF_ERROR(Failed());
   for (const auto& t : tables_) {
@@ -329,6 +132,8 @@ std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_b
   return t;
 }
 
+namespace {
+
 // The segment size of a new table: the option, doubled until a segment
 // holds kRecordsPerSegmentMin records (rows up to kRowBytesMax fit 64 MiB).
 uint64_t SegmentBytesFor(uint64_t option, uint32_t row_bytes) {
@@ -339,6 +144,8 @@ uint64_t SegmentBytesFor(uint64_t option, uint32_t row_bytes) {
   }
   return bytes;
 }
+
+}  // namespace
 
 Status Store::Open(const std::vector<TableSpec>& tables) {
   STRATA_RETURN_IF_ERROR(env_->CreateDirs(options_.dir));
@@ -513,75 +320,67 @@ Result<uint64_t> Store::AllocateSlot(Table& t) {
   return s;
 }
 
-Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
-                     std::vector<uint64_t>* addrs) {
+Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
+                         io::AlignedBuffer* staging) {
   Head& h = t.heads[which];
   if (h.pend.size() == 0) {
     // At most a record and two blocks are pending (see Head).
     STRATA_ASSIGN_OR_RETURN(h.pend,
                             io::AlignedBuffer::Allocate(RoundUp(t.record_bytes) + 3 * kBlock));
   }
-  struct Chunk {
-    uint64_t slot;
-    bool fresh;         // a new segment (its header block is written too)
-    uint64_t first;     // index of its first record in the segment
-    uint64_t n;         // records of recs
-    uint64_t base;      // segment offset of the chunk's first staged byte
-    uint64_t from, to;  // segment bytes written
-    size_t at;          // staging offset
-  };
-  std::vector<Chunk> chunks;
-  std::vector<uint64_t> taken;  // slots allocated here (freed on failure)
-  auto undo = [&]() REQUIRES(t.mu) {
-    for (uint64_t s : taken) t.SetState(s, kFree);
-  };
-  size_t staged = 0;
+  plan->chunks.clear();
+  plan->taken.clear();
+  plan->staged = 0;
   int64_t slot = h.slot;
-  for (size_t done = 0; done < recs.size();) {
-    Chunk c{};
+  for (size_t done = 0; done < n;) {
+    AppendPlan::Chunk c{};
     if (slot < 0) {
       auto s = AllocateSlot(t);
       if (!s.ok()) {
-        undo();
+        UndoAppend(t, *plan);
         return s.status();
       }
-      taken.push_back(*s);
-      c = {*s, true, 0, 0, 0, 0, 0, 0};
+      plan->taken.push_back(*s);
+      c = {*s, t.slots[*s].segment_seq, true, 0, 0, 0, 0, 0, 0};
     } else {
       const uint64_t us = static_cast<uint64_t>(slot);
-      c = {us, false, t.slots[us].records, 0, h.pend_off, h.written, 0, 0};
+      c = {us, t.slots[us].segment_seq, false, t.slots[us].records, 0, h.pend_off, h.written, 0, 0};
     }
-    c.n = std::min<uint64_t>(recs.size() - done, t.capacity - c.first);
+    c.n = std::min<uint64_t>(n - done, t.capacity - c.first);
     const uint64_t end = t.RecordOffset(c.first + c.n);
     const bool full = c.first + c.n == t.capacity;
     c.to = full ? RoundUp(end) : RoundDown(end);
-    c.at = staged;
-    staged += RoundUp(end) - c.base;
-    chunks.push_back(c);
+    c.at = plan->staged;
+    plan->staged += RoundUp(end) - c.base;
+    plan->chunks.push_back(c);
     done += c.n;
     slot = full ? -1 : static_cast<int64_t>(c.slot);
   }
-  if (Status s = EnsureBytes(&t.staging, staged); !s.ok()) {
-    undo();
+  if (Status s = EnsureBytes(staging, plan->staged); !s.ok()) {
+    UndoAppend(t, *plan);
     return s;
   }
-  auto* staging = reinterpret_cast<std::byte*>(t.staging.data());
+  // The head's pending bytes before the first new record.
+  const AppendPlan::Chunk& c = plan->chunks.front();
+  if (!c.fresh) std::memcpy(staging->data(), h.pend.data(), t.RecordOffset(c.first) - c.base);
+  return Status::Ok();
+}
+
+Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
+                          std::span<const NewRecord> recs, std::byte* staging) {
   size_t r = 0;
   std::vector<uint32_t> pages;
-  uint64_t written = 0;
-  for (const Chunk& c : chunks) {
+  for (const AppendPlan::Chunk& c : plan.chunks) {
     std::byte* dst = staging + c.at;
     const uint64_t end = t.RecordOffset(c.first + c.n);
-    const uint64_t seq = t.slots[c.slot].segment_seq;
     if (c.fresh) {
-      SealSegmentHeader(dst, t, seq, which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
-    } else {
-      std::memcpy(dst, h.pend.data(), t.RecordOffset(c.first) - c.base);
+      SealSegmentHeader(dst, t, c.segment_seq,
+                        which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
     }
     for (uint64_t i = 0; i < c.n; ++i, ++r) {
       const NewRecord& rec = recs[r];
-      SealRecord(dst + (t.RecordOffset(c.first + i) - c.base), t, seq, c.first + i, rec.key,
-                 rec.seq, rec.kind, rec.row);
+      SealRecord(dst + (t.RecordOffset(c.first + i) - c.base), t, c.segment_seq, c.first + i,
+                 rec.key, rec.seq, rec.kind, rec.row);
     }
     std::memset(dst + (end - c.base), 0, RoundUp(end) - end);
     if (c.to <= c.from) continue;
@@ -589,17 +388,23 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
     for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
     }
-    if (Status s = t.file->WritePages(pages, dst + (c.from - c.base)); !s.ok()) {
-      undo();
-      return s;
-    }
-    written += c.to - c.from;
+    STRATA_RETURN_IF_ERROR(t.file->WritePages(pages, dst + (c.from - c.base)));
+    bytes_written_ += c.to - c.from;
   }
-  bytes_written_ += written;
-  // Written: switch the head and the slots.
+  return Status::Ok();
+}
+
+void Store::UndoAppend(Table& t, const AppendPlan& plan) {
+  for (uint64_t s : plan.taken) t.SetState(s, kFree);
+}
+
+void Store::CommitAppend(Table& t, int which, const AppendPlan& plan,
+                         std::span<const NewRecord> recs, const std::byte* staging,
+                         std::vector<uint64_t>* addrs) {
+  Head& h = t.heads[which];
   addrs->resize(recs.size());
-  r = 0;
-  for (const Chunk& c : chunks) {
+  size_t r = 0;
+  for (const AppendPlan::Chunk& c : plan.chunks) {
     Slot& s = t.slots[c.slot];
     for (uint64_t i = 0; i < c.n; ++i, ++r) {
       (*addrs)[r] = t.Address(c.slot, c.first + i);
@@ -607,13 +412,13 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
     }
     s.records = static_cast<uint32_t>(c.first + c.n);
   }
-  const Chunk& last = chunks.back();
+  const AppendPlan::Chunk& last = plan.chunks.back();
   if (last.first + last.n == t.capacity) {
-    for (const Chunk& c : chunks) t.slots[c.slot].sealed = true;
+    for (const AppendPlan::Chunk& c : plan.chunks) t.slots[c.slot].sealed = true;
     h.slot = -1;
-    return Status::Ok();
+    return;
   }
-  for (size_t i = 0; i + 1 < chunks.size(); ++i) t.slots[chunks[i].slot].sealed = true;
+  for (size_t i = 0; i + 1 < plan.chunks.size(); ++i) t.slots[plan.chunks[i].slot].sealed = true;
   h.slot = static_cast<int64_t>(last.slot);
   h.written = last.to;
   // The first record not wholly on disk, and the block where it starts.
@@ -624,6 +429,18 @@ Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
   STRATA_ASSERT(keep <= h.pend.size(), "pending bytes above a record and two blocks");
   std::memcpy(h.pend.data(), staging + last.at + (pend_off - last.base), keep);
   h.pend_off = pend_off;
+}
+
+Status Store::Append(Table& t, int which, std::span<const NewRecord> recs,
+                     std::vector<uint64_t>* addrs) {
+  AppendPlan& plan = t.plan;
+  STRATA_RETURN_IF_ERROR(PlanAppend(t, which, recs.size(), &plan, &t.staging));
+  auto* staging = reinterpret_cast<std::byte*>(t.staging.data());
+  if (Status s = WriteAppend(t, which, plan, recs, staging); !s.ok()) {
+    UndoAppend(t, plan);
+    return s;
+  }
+  CommitAppend(t, which, plan, recs, staging, addrs);
   return Status::Ok();
 }
 
@@ -662,10 +479,14 @@ Status Store::ReadRecords(Table& t, std::span<const uint64_t> addrs, io::Aligned
   return Status::Ok();
 }
 
+namespace {
+
 io::AlignedBuffer* GetScratch() {
   thread_local io::AlignedBuffer buf;
   return &buf;
 }
+
+}  // namespace
 
 Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                        std::span<uint8_t> found) {
@@ -771,9 +592,14 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     unique.push_back(keys[order[j]]);
     unique_rows.push_back(rows == nullptr ? nullptr : rows + uint64_t{order[j]} * rb);
   }
+  if (options_.ssd_background_cleaning) {
+    STRATA_RETURN_IF_ERROR(BeforeWrite(*t, unique.size()));
+  } else {
+    base::MutexLock clean(&clean_mu_);
+    STRATA_RETURN_IF_ERROR(Clean(*t, unique.size()));
+  }
   base::WriterLock lock(&t->mu);
   STRATA_RETURN_IF_ERROR(Failed());
-  STRATA_RETURN_IF_ERROR(Clean(*t, unique.size()));
   std::vector<uint64_t> old_addrs;
   std::vector<uint8_t> old_kinds;
   STRATA_RETURN_IF_ERROR(Resolve(*t, unique, &old_addrs, &old_kinds, GetScratch()));
@@ -821,112 +647,8 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     rows_written_ += keys.size();
     user_bytes_written_ += keys.size() * uint64_t{rb};
   }
+  if (options_.ssd_background_cleaning && OverTarget(*t)) WakeCleaner();
   return Status::Ok();
-}
-
-bool Store::OverTarget(const Table& t) const {
-  // A few segments of slack: a small table (a head or two and a few sealed
-  // segments) is never "over".
-  constexpr uint64_t kSlackSegments = 4;
-  if (t.current_slots <= kSlackSegments) return false;
-  return double(t.current_slots) * double(t.segment_bytes) >
-         options_.gc_space_amp_trigger * double(t.rows) * double(t.spec.row_bytes);
-}
-
-uint64_t Store::PickVictim(const Table& t) const {
-  uint64_t best = kNone;
-  for (uint64_t s = 0; s < t.slots.size(); ++s) {
-    const Slot& slot = t.slots[s];
-    if (!slot.sealed || (slot.state != kCurrent && slot.state != kBoth)) continue;
-    if (slot.live >= t.capacity) continue;  // nothing to reclaim
-    if (best == kNone || slot.live < t.slots[best].live ||
-        (slot.live == t.slots[best].live && slot.state == kCurrent)) {
-      best = s;
-    }
-  }
-  return best;
-}
-
-Status Store::Clean(Table& t, uint64_t records) {
-  // While over the target, reclaim the room of twice the records about to
-  // be appended (so the segments shrink back to the target), in whole
-  // victims; a bound on the victims ends the loop when they hold little.
-  const uint64_t victims_max = 2 + 4 * (records / t.capacity);
-  uint64_t freed = 0;
-  for (uint64_t i = 0; i < victims_max && freed < 2 * records && OverTarget(t); ++i) {
-    const uint64_t victim = PickVictim(t);
-    if (victim == kNone) break;
-    freed += t.capacity - t.slots[victim].live;
-    STRATA_RETURN_IF_ERROR(CleanSegment(t, victim));
-  }
-  return Status::Ok();
-}
-
-Status Store::CleanSegment(Table& t, uint64_t victim) {
-  Slot& v = t.slots[victim];
-  const uint64_t bytes = RoundUp(t.RecordOffset(v.records));
-  STRATA_RETURN_IF_ERROR(EnsureBytes(&t.victim, bytes));
-  std::vector<uint32_t> pages;
-  for (uint64_t b = 0; b < bytes / kBlock; ++b) {
-    pages.push_back(static_cast<uint32_t>(victim * t.slot_blocks + b));
-  }
-  auto* data = reinterpret_cast<std::byte*>(t.victim.data());
-  STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
-  bytes_read_ += bytes;
-  const uint64_t base = victim * t.segment_bytes;
-  STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, v.segment_seq, t.file->path(), base));
-  // A tombstone may go once no other segment (current or checkpointed)
-  // holds a record older than it: none could then reappear at a rebuild.
-  uint64_t others_min_seq = kNone;
-  for (uint64_t s = 0; s < t.slots.size(); ++s) {
-    if (s != victim && t.slots[s].state != kFree) {
-      others_min_seq = std::min(others_min_seq, t.slots[s].min_seq);
-    }
-  }
-  std::vector<NewRecord> copies;
-  std::vector<uint64_t> copied_from, dropped;
-  for (uint64_t i = 0; i < v.records; ++i) {
-    const std::byte* rec = data + t.RecordOffset(i);
-    const uint64_t addr = t.Address(victim, i);
-    if (!t.index.Contains(ssd::MixKey(ParseRecord(rec).key), addr)) continue;
-    Parsed p;
-    STRATA_RETURN_IF_ERROR(
-        VerifyRecord(rec, t, v.segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p));
-    if (p.kind == ssd::kRecordTombstone && p.seq < others_min_seq) {
-      dropped.push_back(addr);
-      continue;
-    }
-    copies.push_back({p.key, p.seq, p.kind,
-                      p.kind == ssd::kRecordRow ? rec + ssd::kRecordHeaderBytes : nullptr});
-    copied_from.push_back(addr);
-  }
-  std::vector<uint64_t> addrs;
-  if (!copies.empty()) STRATA_RETURN_IF_ERROR(Append(t, kCleanerHead, copies, &addrs));
-  // The copies are written: switch their entries, then give up the victim.
-  for (size_t c = 0; c < copies.size(); ++c) {
-    const bool replaced =
-        t.index.Replace(ssd::MixKey(copies[c].key), copied_from[c], addrs[c], copies[c].kind);
-    STRATA_ASSERT(replaced, "live record's entry vanished under the writer lock");
-    ++t.slots[t.SlotOf(addrs[c])].live;
-  }
-  for (uint64_t addr : dropped) {
-    // ParseRecord again: the key of a dropped tombstone.
-    const Parsed p = ParseRecord(data + t.RecordOffset(t.IndexOf(addr)));
-    const bool erased = t.index.Erase(ssd::MixKey(p.key), addr);
-    STRATA_ASSERT(erased, "tombstone's entry vanished under the writer lock");
-    --t.tombstones;
-  }
-  t.slots[victim].live = 0;
-  Release(t, victim);
-  return Status::Ok();
-}
-
-void Store::Release(Table& t, uint64_t slot) {
-  if (t.slots[slot].state == kBoth) {
-    t.SetState(slot, kCheckpointOnly);
-  } else {
-    t.SetState(slot, kFree);
-  }
 }
 
 Status Store::Scan(TableId table,
@@ -1022,9 +744,25 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   base::MutexLock checkpoint_lock(&checkpoint_mu_);
+  // Quiesce cleaning: the cleaner ends its step (its slots, heads and
+  // copies are then whole) and starts none until the switch is done.
+  {
+    base::MutexLock lock(&cleaner_mu_);
+    ++pauses_;
+  }
+  base::MutexLock clean_lock(&clean_mu_);
+  struct Resume {
+    Store* store;
+    ~Resume() {
+      base::MutexLock lock(&store->cleaner_mu_);
+      --store->pauses_;
+      store->cleaner_cv_.Signal();
+    }
+  } resume{this};
   std::vector<std::unique_lock<base::RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
   STRATA_RETURN_IF_ERROR(Failed());
+  STRATA_RETURN_IF_ERROR(TakeCleanError());
   ManifestV2 m;
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());
@@ -1096,7 +834,6 @@ RowStoreStats Store::Stats() const {
   return s;
 }
 
-}  // namespace
 }  // namespace logstore
 
 Result<std::unique_ptr<RowStore>> OpenLogRowStore(const RowStoreOptions& options,
@@ -1104,6 +841,7 @@ Result<std::unique_ptr<RowStore>> OpenLogRowStore(const RowStoreOptions& options
   io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
   auto store = std::make_unique<logstore::Store>(options, env);
   STRATA_RETURN_IF_ERROR(store->Open(tables));
+  store->StartCleaner();
   return std::unique_ptr<RowStore>(std::move(store));
 }
 

@@ -10,17 +10,24 @@
 // key; puts read nothing). No written 4 KiB block is written again: the
 // partly filled last block of each head segment stays in DRAM until an
 // append fills it or a checkpoint writes it and seals the segment. A greedy
-// cleaner copies the live records of the emptiest segments forward, run in
-// bounded steps inside MultiPut/Delete while the segments exceed
-// options.gc_space_amp_trigger x the live row bytes. Checkpoint fsyncs the
-// log and switches a version-2 MANIFEST naming each segment and its extent;
-// Open rebuilds the index from the named segments, so a crash at any point
-// reopens the last checkpoint exactly.
+// cleaner copies the live records of the emptiest segments forward while a
+// table's segments exceed options.gc_space_amp_trigger x its live row
+// bytes: on a background thread of the store (the default), or in bounded
+// steps inside MultiPut/Delete (ssd_background_cleaning off). Checkpoint
+// fsyncs the log and switches a version-2 MANIFEST naming each segment and
+// its extent; Open rebuilds the index from the named segments, so a crash
+// at any point reopens the last checkpoint exactly.
 //
 // Thread safety: all methods are thread-safe. Per table one reader-writer
-// lock: gets and Scan share it, writes (with their cleaning steps) and
-// Checkpoint hold it exclusively. Ownership: owns its files; the Env is
-// borrowed and must outlive the store.
+// lock: gets and Scan share it; writes and Checkpoint hold it exclusively;
+// a cleaning step holds it only to pick its victim, to plan its copies and
+// to switch entries, never across its I/O. A write waits for the cleaner
+// only while its table is over gc_space_amp_trigger +
+// gc_space_amp_stall_slack, and then for about one batch's cleaning.
+// Checkpoint waits for the cleaner's step in flight and holds it off until
+// the switch. A cleaner error is returned once by the next write or
+// Checkpoint. Ownership: owns its files and the cleaner thread (joined by
+// the destructor); the Env is borrowed and must outlive the store.
 #pragma once
 
 #include <memory>

@@ -36,6 +36,14 @@ enum class LogMergePoint : uint8_t {
   kBackpressure,  // a put found both logs busy and waits for the merge
 };
 
+// Points of format 2's cleaning a test hook sees.
+enum class CleanPoint : uint8_t {
+  kVictimRead,     // a step read its victim segment (no table lock held)
+  kCopiesWritten,  // the victim's live records were written to the cleaner head
+  kStepEnd,        // a step ended (an error it met is already pending)
+  kStall,          // a put found its table over the stall bound and waits
+};
+
 struct RowStoreOptions {
   SsdBackend backend = SsdBackend::kNative;
   std::string dir;         // created when missing; existing -> recover last checkpoint
@@ -68,8 +76,23 @@ struct RowStoreOptions {
   // Garbage collection runs at Checkpoint() for a table whose file bytes
   // exceed this multiple of its live row bytes: lower keeps the files
   // smaller, at the cost of rewriting tables more often. Format 2: the
-  // cleaner's target, kept by cleaning steps inside MultiPut/Delete.
+  // cleaner's target: it cleans while a table's segments exceed it.
   double gc_space_amp_trigger = 1.5;
+  // Format 2: cleaning runs on a background thread of the store (true), or
+  // in bounded steps inside MultiPut/Delete (false: every I/O on the caller's
+  // thread in a fixed order, for tests that count or fail it).
+  bool ssd_background_cleaning = true;
+  // Format 2, background cleaning: a put or delete of a table whose segments
+  // exceed (gc_space_amp_trigger + this) x its live row bytes first waits
+  // for the cleaner to reclaim the room of twice its batch (at most that:
+  // one batch's cleaning). Larger lets space amplification rise further
+  // before puts wait; smaller makes puts wait sooner when the cleaner falls
+  // behind.
+  double gc_space_amp_stall_slack = 0.1;
+  // Tests: called at points of format 2's cleaning (CleanPoint) on the
+  // thread there, which holds no table lock (the cleaner's kVictimRead and
+  // kCopiesWritten hold the cleaning lock, so a Checkpoint waits). Empty: none.
+  std::function<void(CleanPoint)> clean_hook;
   // Write log: puts append to a per-table log in large sequential writes.
   // Each table has two logs and one DRAM index over both, of this fraction
   // of the table's rows: when the active log is full it is frozen and merged

@@ -1,0 +1,320 @@
+// The types of format 2's native store (log_row_store.h): a table's
+// segment slots, heads and index, and the Store, whose methods live in
+// log_row_store.cc (open, appends, gets, writes, checkpoint) and
+// log_cleaner.cc (cleaning). Internal to storage/ssd.
+//
+// Thread safety: see log_row_store.h and the annotations below.
+// Ownership: the Store owns its tables, files and cleaner thread.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/mutex.h"
+#include "io/aligned.h"
+#include "io/io_threads.h"
+#include "storage/ssd/manifest.h"
+#include "storage/ssd/native_common.h"
+#include "storage/ssd/page_file.h"
+#include "storage/ssd/row_store_factory.h"
+#include "storage/ssd/ssd_format.h"
+#include "storage/ssd/table_index.h"
+
+namespace strata::storage::logstore {
+
+inline constexpr uint64_t kBlock = ssd::kAlignBytes;
+inline constexpr uint64_t kHeader = ssd::kSegmentHeaderBytes;
+inline constexpr uint64_t kNone = ~uint64_t{0};
+
+inline uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock; }
+inline uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
+
+enum SlotState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
+enum HeadKind : int { kUserHead = 0, kCleanerHead = 1 };
+
+struct Slot {
+  uint64_t segment_seq = 0;
+  uint64_t min_seq = kNone;  // smallest record seq of the segment
+  uint32_t records = 0;      // records appended (all written or in a head's pend)
+  uint32_t live = 0;         // index entries naming one of its records
+  uint8_t state = kFree;
+  bool sealed = false;  // takes no more records (full, or sealed by a checkpoint)
+};
+
+// The segment a head appends to. Its bytes [0, written) are on disk; pend
+// holds [pend_off, End()) in DRAM (pend_off <= written, both multiples of
+// kBlock): the partly filled last block, and the blocks holding the start
+// of a record that ends in it, so every record not wholly on disk is read
+// from pend.
+struct Head {
+  int64_t slot = -1;  // -1: none
+  uint64_t written = 0;
+  uint64_t pend_off = 0;
+  io::AlignedBuffer pend;
+};
+
+// Where an append's records go: one chunk per segment they fill, the first
+// maybe continuing the head's segment, the others fresh slots taken by the
+// plan (given back by UndoAppend if the write fails).
+struct AppendPlan {
+  struct Chunk {
+    uint64_t slot;
+    uint64_t segment_seq;
+    bool fresh;         // a new segment (its header block is written too)
+    uint64_t first;     // index of its first record in the segment
+    uint64_t n;         // records of recs
+    uint64_t base;      // segment offset of the chunk's first staged byte
+    uint64_t from, to;  // segment bytes written
+    size_t at;          // staging offset
+  };
+  std::vector<Chunk> chunks;
+  std::vector<uint64_t> taken;  // slots allocated for it
+  size_t staged = 0;            // staging bytes
+};
+
+struct Table {
+  explicit Table(SsdIndex index_kind) : index(index_kind) {}
+
+  // Constant after open.
+  TableSpec spec;
+  uint32_t record_bytes = 0;
+  uint64_t segment_bytes = 0;
+  uint64_t capacity = 0;  // records per segment
+  uint64_t slot_blocks = 0;
+  size_t pos = 0;  // in the store's tables_
+  // 4 KiB pages; set at open. Reads and writes of disjoint pages run
+  // concurrently (the cleaner's I/O runs without `mu`); Truncate runs only
+  // with `mu` held exclusively and the cleaner quiesced.
+  std::unique_ptr<PageFile> file;
+
+  mutable base::RwLock mu;
+  uint64_t file_number GUARDED_BY(mu) = 1;
+  TableIndex index GUARDED_BY(mu);
+  std::vector<Slot> slots GUARDED_BY(mu);
+  uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
+  Head heads[2] GUARDED_BY(mu);
+  uint64_t next_seq GUARDED_BY(mu) = 1;
+  uint64_t next_segment_seq GUARDED_BY(mu) = 1;
+  uint64_t rows GUARDED_BY(mu) = 0;           // index entries that are rows
+  uint64_t tombstones GUARDED_BY(mu) = 0;     // index entries that are tombstones
+  uint64_t used_slots GUARDED_BY(mu) = 0;     // not free
+  uint64_t current_slots GUARDED_BY(mu) = 0;  // kCurrent or kBoth
+  io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one put's append
+  AppendPlan plan GUARDED_BY(mu);             // of one put's append
+  io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being read at open
+
+  uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
+  uint64_t SlotOf(uint64_t address) const { return address / capacity; }
+  uint64_t IndexOf(uint64_t address) const { return address % capacity; }
+  uint64_t RecordOffset(uint64_t index) const { return kHeader + index * record_bytes; }
+  uint64_t FileOffset(uint64_t address) const {
+    return SlotOf(address) * segment_bytes + RecordOffset(IndexOf(address));
+  }
+  uint64_t End(uint64_t slot) const REQUIRES_SHARED(mu) {
+    return RecordOffset(slots[slot].records);
+  }
+  void SetState(uint64_t slot, uint8_t state) REQUIRES(mu) {
+    const uint8_t old = slots[slot].state;
+    used_slots += (state != kFree) - (old != kFree);
+    const bool was_current = old == kCurrent || old == kBoth;
+    const bool is_current = state == kCurrent || state == kBoth;
+    current_slots += is_current - was_current;
+    slots[slot].state = state;
+    if (state == kFree) {
+      slots[slot] = Slot{};
+      free_hint = std::min(free_hint, slot);
+    }
+  }
+  // Where record `address` is held in DRAM (a head's pend), or nullptr.
+  const std::byte* InPend(uint64_t address) const REQUIRES_SHARED(mu) {
+    const int64_t slot = static_cast<int64_t>(SlotOf(address));
+    for (const Head& h : heads) {
+      const uint64_t off = RecordOffset(IndexOf(address));
+      if (h.slot == slot && off >= h.pend_off) {
+        return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
+      }
+    }
+    return nullptr;
+  }
+};
+
+struct Parsed {
+  Key key = 0;
+  uint64_t seq = 0;
+  uint8_t kind = 0;
+};
+
+inline Parsed ParseRecord(const std::byte* src) {
+  ssd::RecordHeader h;
+  std::memcpy(&h, src, sizeof(h));
+  return {h.key, h.seq_kind & ssd::kRecordSeqMax, static_cast<uint8_t>(h.seq_kind >> 48)};
+}
+
+// Encodes a record (a tombstone when `row` is null) at `dst`, record_bytes.
+void SealRecord(std::byte* dst, const Table& t, uint64_t segment_seq, uint64_t index, Key key,
+                uint64_t seq, uint8_t kind, const std::byte* row);
+Status CorruptionAt(const std::string& path, uint64_t offset, const std::string& what);
+// Verifies the record at `src` (record `index` of segment `segment_seq`),
+// read from `path` at `offset`.
+Status VerifyRecord(const std::byte* src, const Table& t, uint64_t segment_seq, uint64_t index,
+                    const std::string& path, uint64_t offset, Parsed* out);
+void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind);
+Status VerifySegmentHeader(const std::byte* src, const Table& t, uint64_t segment_seq,
+                           const std::string& path, uint64_t offset);
+// Grows `buf` to at least `bytes` (doubling).
+Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes);
+
+// One record to append.
+struct NewRecord {
+  Key key;
+  uint64_t seq;
+  uint8_t kind;
+  const std::byte* row;  // nullptr for a tombstone
+};
+
+class Store final : public RowStore {
+ public:
+  Store(RowStoreOptions options, io::Env* env) : options_(std::move(options)), env_(env) {}
+  ~Store() override;
+
+  Status Open(const std::vector<TableSpec>& tables);
+  // Starts the background cleaner (ssd_background_cleaning), after Open.
+  void StartCleaner() EXCLUDES(cleaner_mu_);
+
+  Status MultiGet(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
+                  std::span<uint8_t> found) override;
+  Status MultiPut(TableId table, std::span<const Key> keys,
+                  std::span<const std::byte> rows) override;
+  Status Delete(TableId table, std::span<const Key> keys) override;
+  Status Scan(TableId table,
+              const std::function<Status(Key, std::span<const std::byte>)>& fn) override;
+  Status Sync() override;
+  Status Checkpoint(std::span<const std::byte> meta) override;
+  std::vector<std::byte> CheckpointMeta() const override {
+    base::MutexLock lock(&meta_mu_);
+    return meta_;
+  }
+  RowStoreStats Stats() const override;
+  const std::vector<TableSpec>& Tables() const override { return specs_; }
+
+ private:
+  Result<Table*> Find(TableId table) const;
+  Status Failed() const;
+  void Fail(const Status& cause);
+  bool NoteCleanup(const Status& s);
+  std::unique_ptr<Table> NewTable(const TableSpec& spec, uint64_t segment_bytes);
+  Status OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables);
+  Status Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) REQUIRES(t.mu);
+
+  // A free slot, marked kCurrent with a new segment seq.
+  Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
+  // An append in four parts, so the cleaner writes without the table lock:
+  // PlanAppend (under it) places `n` records through head `which`, taking
+  // fresh slots, and copies the head's pending bytes into `staging`;
+  // WriteAppend (no lock needed: the plan's blocks are this append's alone)
+  // encodes the records and writes them; then CommitAppend (under it) sets
+  // (*addrs)[i] to their addresses and moves the head, or UndoAppend frees
+  // the slots taken. Only one append of a head is planned at a time.
+  Status PlanAppend(Table& t, int which, size_t n, AppendPlan* plan, io::AlignedBuffer* staging)
+      REQUIRES(t.mu);
+  Status WriteAppend(const Table& t, int which, const AppendPlan& plan,
+                     std::span<const NewRecord> recs, std::byte* staging);
+  void CommitAppend(Table& t, int which, const AppendPlan& plan, std::span<const NewRecord> recs,
+                    const std::byte* staging, std::vector<uint64_t>* addrs) REQUIRES(t.mu);
+  void UndoAppend(Table& t, const AppendPlan& plan) REQUIRES(t.mu);
+  // The four under the lock. On failure nothing changed.
+  Status Append(Table& t, int which, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
+      REQUIRES(t.mu);
+  // Reads the records at `addrs` (from a head's pend or the device, one
+  // batch) and verifies each; (*where)[i] points at record i's bytes.
+  Status ReadRecords(Table& t, std::span<const uint64_t> addrs, io::AlignedBuffer* buf,
+                     std::vector<const std::byte*>* where, std::vector<Parsed>* parsed)
+      REQUIRES_SHARED(t.mu);
+  // For each key: its entry's address (kNone: none) and record kind.
+  Status Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>* old_addrs,
+                 std::vector<uint8_t>* old_kinds, io::AlignedBuffer* buf) REQUIRES(t.mu);
+  Status Write(TableId table, std::span<const Key> keys, const std::byte* rows);
+  // Cleaning inside a write (ssd_background_cleaning off): steps while the
+  // table's segments exceed the space target, until twice the room of
+  // `records` records is reclaimed (about two victims per segment of
+  // records appended at space amplification 1.5).
+  Status Clean(Table& t, uint64_t records) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // The table's segments exceed `space_amp` x its live row bytes.
+  bool Over(const Table& t, double space_amp) const REQUIRES_SHARED(t.mu);
+  bool OverTarget(const Table& t) const REQUIRES_SHARED(t.mu) {
+    return Over(t, options_.gc_space_amp_trigger);
+  }
+  // The sealed segment with the fewest live records, or kNone.
+  uint64_t PickVictim(const Table& t) const REQUIRES_SHARED(t.mu);
+  // One cleaning step: while the table is over its target, copies the live
+  // records of the best victim to the cleaner head and frees it, taking the
+  // table lock only to pick, to plan the copies and to switch entries, not
+  // across the I/O. *reclaimed: the victim's records not copied (0: no step).
+  Status CleanStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // The background cleaner: steps over the tables over their target, until
+  // none is (then it sleeps until a write wakes it), an error is pending,
+  // or a checkpoint pauses it.
+  void CleanerThread() EXCLUDES(cleaner_mu_);
+  // A write found its table over the target: wakes the cleaner.
+  void WakeCleaner() EXCLUDES(cleaner_mu_);
+  // Before a write of `records` records (background cleaning): the pending
+  // cleaner error, if any (reported once); and when the table is over the
+  // stall bound, waits for the cleaner to reclaim twice that room (or to
+  // find nothing to clean).
+  Status BeforeWrite(Table& t, uint64_t records) EXCLUDES(t.mu, cleaner_mu_);
+  // The cleaner's pending error, reported once (then it cleans again).
+  Status TakeCleanError() EXCLUDES(cleaner_mu_);
+  void Hook(CleanPoint point) const {
+    if (options_.clean_hook) options_.clean_hook(point);
+  }
+  // Frees a slot without live records (checkpoint-only while the durable
+  // MANIFEST names it).
+  void Release(Table& t, uint64_t slot) REQUIRES(t.mu);
+  // Writes each head's pending block(s) and seals its segment.
+  Status FlushHeads(Table& t) REQUIRES(t.mu);
+  void AfterManifestSwitch(Table& t) REQUIRES(t.mu);
+
+  const RowStoreOptions options_;
+  io::Env* const env_;
+  std::unique_ptr<io::IoThreads> io_threads_;
+  std::vector<TableSpec> specs_;
+  std::vector<std::unique_ptr<Table>> tables_;
+
+  base::Mutex checkpoint_mu_;
+  uint64_t generation_ GUARDED_BY(checkpoint_mu_) = 0;
+  mutable base::Mutex meta_mu_;
+  std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
+
+  std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
+      user_bytes_written_{0}, cleanup_errors_{0};
+
+  // The cleaning lock: whoever cleans (the cleaner thread, or a write when
+  // cleaning runs in the writes) holds it for a whole step, I/O included;
+  // Checkpoint holds it to quiesce cleaning. Taken before any table's mu
+  // (after checkpoint_mu_).
+  base::Mutex clean_mu_;
+  io::AlignedBuffer clean_victim_ GUARDED_BY(clean_mu_);   // the victim segment read
+  io::AlignedBuffer clean_staging_ GUARDED_BY(clean_mu_);  // encoding of its copies
+  AppendPlan clean_plan_ GUARDED_BY(clean_mu_);
+  // The background cleaner's state. A leaf lock: taken with or without a
+  // table's mu, and nothing is taken while holding it.
+  base::Mutex cleaner_mu_;
+  base::CondVar cleaner_cv_;                           // wakes the cleaner
+  base::CondVar progress_cv_;                          // wakes writes waiting for cleaning
+  uint64_t wake_seq_ GUARDED_BY(cleaner_mu_) = 0;      // wakes so far
+  bool cleaner_idle_ GUARDED_BY(cleaner_mu_) = false;  // asleep: nothing to clean
+  int pauses_ GUARDED_BY(cleaner_mu_) = 0;             // checkpoints waiting or running
+  bool stopping_ GUARDED_BY(cleaner_mu_) = false;
+  Status clean_error_ GUARDED_BY(cleaner_mu_);               // pending, not yet reported
+  std::vector<uint64_t> reclaimed_ GUARDED_BY(cleaner_mu_);  // records, per table
+  std::thread cleaner_;
+
+  FsyncFailure failure_;
+};
+
+}  // namespace strata::storage::logstore

@@ -1,0 +1,344 @@
+// strata-test-labels: unit
+// Format 2's background cleaner (docs/ssd-format.md, "Cleaning"): a
+// cleaning step held by a hook after its victim read or after its copies'
+// write (no table lock held there) while gets, puts and deletes go on; a
+// put racing a copy of its key keeps the put's row, before and after a
+// reopen; puts over the stall bound wait for the cleaner (backpressure)
+// while gets still run; space amplification stays under the stall bound
+// under sustained overwrites; a write error of the cleaner surfaces on the
+// next write and loses nothing. Each with either DRAM index.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "io/fault_env.h"
+#include "storage/ssd/row_store_factory.h"
+#include "storage/ssd/ssd_format.h"
+#include "tests/storage/ssd/row_store_test_util.h"
+
+namespace strata::storage {
+namespace {
+
+using testing::Bytes;
+using testing::ExpectContent;
+using testing::Model;
+using testing::PutRows;
+
+constexpr TableId kTable = 6;
+constexpr uint32_t kRowBytes = 200;  // 224-byte records, 292 per 64 KiB segment
+constexpr Key kKeys = 4000;
+
+// The clean hook: once armed, holds the cleaner at the next `hold_at` until
+// Release(); counts the steps ended and the puts that waited (stalls).
+class CleanGate {
+ public:
+  explicit CleanGate(CleanPoint hold_at) : hold_at_(hold_at) {}
+  void Arm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = true;
+  }
+  void operator()(CleanPoint point) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (point == CleanPoint::kStall) ++stalls_;
+    if (point == CleanPoint::kStepEnd) ++steps_ended_;
+    cv_.notify_all();
+    if (!armed_ || held_ || point != hold_at_) return;
+    held_ = true;
+    ended_at_hold_ = steps_ended_;
+    cv_.wait(lock, [&] { return released_; });
+  }
+  bool held() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+  void WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return held_; });
+  }
+  // Waits until more than `seen` puts waited for the cleaner.
+  void WaitStall(int seen) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stalls_ > seen; });
+  }
+  // Waits until the held step ended.
+  void WaitHeldStepEnded() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return held_ && released_ && steps_ended_ > ended_at_hold_; });
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  int stalls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stalls_;
+  }
+
+ private:
+  const CleanPoint hold_at_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false;
+  bool held_ = false;
+  bool released_ = false;
+  int stalls_ = 0;
+  int steps_ended_ = 0;
+  int ended_at_hold_ = 0;
+};
+
+// Every model key reads its row through MultiGet (Scan is in ExpectContent).
+void ExpectGets(RowStore& store, const Model& model) {
+  std::vector<Key> keys;
+  for (const auto& [k, v] : model) keys.push_back(k);
+  std::vector<std::byte> rows(keys.size() * kRowBytes);
+  std::vector<uint8_t> found(keys.size());
+  ASSERT_TRUE(store.MultiGet(kTable, keys, rows, found).ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(found[i], 1) << "key " << keys[i];
+    ASSERT_EQ(std::memcmp(rows.data() + i * kRowBytes, model.at(keys[i]).data(), kRowBytes), 0)
+        << "row of key " << keys[i];
+  }
+}
+
+std::vector<Key> AllKeys() {
+  std::vector<Key> keys;
+  for (Key k = 0; k < kKeys; ++k) keys.push_back(k);
+  return keys;
+}
+
+std::vector<Key> RandomBatch(std::mt19937_64& rng, size_t n) {
+  std::vector<Key> batch(n);
+  for (Key& k : batch) k = rng() % kKeys;
+  return batch;
+}
+
+class NativeBackgroundCleanTest : public testing::NativeRowStoreFixture,
+                                  public ::testing::WithParamInterface<SsdIndex> {
+ protected:
+  NativeBackgroundCleanTest() : NativeRowStoreFixture(kTable, kRowBytes) {
+    format_ = 2;
+    ssd_index_ = GetParam();
+  }
+  // Format 2, background cleaning, `gate` as the clean hook when given.
+  std::unique_ptr<RowStore> OpenClean(CleanGate* gate, double stall_slack) {
+    RowStoreOptions o = Options();
+    o.ssd_segment_bytes = 64 << 10;
+    o.gc_space_amp_stall_slack = stall_slack;
+    if (gate != nullptr) o.clean_hook = [gate](CleanPoint p) { (*gate)(p); };
+    auto store = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+  // Loads every key (and with `checkpointed`, checkpoints them as "base"),
+  // arms `gate` and overwrites (puts never stall: a large slack) until the
+  // cleaner holds there.
+  void LoadUntilHeld(RowStore& store, CleanGate& gate, std::mt19937_64& rng, Model* model,
+                     Model* checkpointed = nullptr) {
+    ASSERT_TRUE(PutRows(store, kTable, kRowBytes, AllKeys(), 0, model).ok());
+    if (checkpointed != nullptr) {
+      ASSERT_TRUE(store.Checkpoint(Bytes("base")).ok());
+      *checkpointed = *model;
+    }
+    gate.Arm();
+    for (int step = 1; step < 200 && !gate.held(); ++step) {
+      ASSERT_TRUE(PutRows(store, kTable, kRowBytes, RandomBatch(rng, 256), step, model).ok());
+    }
+    gate.WaitHeld();  // the table is over its target: the cleaner gets there
+  }
+  // A store (puts never stall) whose cleaner holds at `gate`'s point after
+  // LoadUntilHeld with a generator of `seed`; nullptr on failure.
+  std::unique_ptr<RowStore> OpenHeld(CleanGate& gate, uint64_t seed, Model* model,
+                                     Model* checkpointed = nullptr) {
+    auto store = OpenClean(&gate, 1000.0);
+    if (store == nullptr) return nullptr;
+    std::mt19937_64 rng(seed);
+    LoadUntilHeld(*store, gate, rng, model, checkpointed);
+    return store;
+  }
+  void ExpectReopenGives(std::unique_ptr<RowStore>* store, const Model& model) {
+    ASSERT_TRUE((*store)->Checkpoint(Bytes("end")).ok());
+    store->reset();
+    *store = OpenClean(nullptr, 0.1);
+    ASSERT_NE(*store, nullptr);
+    EXPECT_EQ((*store)->CheckpointMeta(), Bytes("end"));
+    ExpectContent(**store, kTable, kRowBytes, model);
+    EXPECT_EQ((*store)->Stats().live_rows, model.size());
+  }
+};
+INSTANTIATE_TEST_SUITE_P(, NativeBackgroundCleanTest,
+                         ::testing::Values(SsdIndex::kCompact, SsdIndex::kExact),
+                         [](const ::testing::TestParamInfo<SsdIndex>& info) {
+                           return info.param == SsdIndex::kExact ? "Exact" : "Compact";
+                         });
+
+// Held after the victim read, then after the copies' write: gets, puts and
+// deletes complete meanwhile (the step holds no table lock across its I/O).
+TEST_P(NativeBackgroundCleanTest, GetsAndPutsProceedWhileACleaningStepIsHeld) {
+  for (CleanPoint point : {CleanPoint::kVictimRead, CleanPoint::kCopiesWritten}) {
+    SCOPED_TRACE(static_cast<int>(point));
+    std::filesystem::remove_all(Options().dir);
+    CleanGate gate(point);
+    Model model;
+    auto store = OpenHeld(gate, 21, &model);
+    ASSERT_NE(store, nullptr);
+    std::mt19937_64 rng(27);
+    ExpectGets(*store, model);
+    for (int step = 0; step < 8; ++step) {
+      ASSERT_TRUE(
+          PutRows(*store, kTable, kRowBytes, RandomBatch(rng, 500), 1000 + step, &model).ok());
+    }
+    const std::vector<Key> gone = {1, 2, 3, 500};
+    ASSERT_TRUE(store->Delete(kTable, gone).ok());
+    for (Key k : gone) model.erase(k);
+    ExpectGets(*store, model);
+    gate.Release();
+    gate.WaitHeldStepEnded();
+    ExpectContent(*store, kTable, kRowBytes, model, gone);
+    ExpectReopenGives(&store, model);
+  }
+}
+
+// Every key is put again while a step's copies are written but not yet
+// switched: each put wins over the copy of its key, now and after a reopen
+// (the rebuild takes a key's newest record).
+TEST_P(NativeBackgroundCleanTest, APutRacingACleanerCopyKeepsThePutsRow) {
+  CleanGate gate(CleanPoint::kCopiesWritten);
+  Model model;
+  auto store = OpenHeld(gate, 22, &model);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, AllKeys(), 5000, &model).ok());
+  gate.Release();
+  gate.WaitHeldStepEnded();
+  ExpectContent(*store, kTable, kRowBytes, model);
+  EXPECT_EQ(store->Stats().live_rows, kKeys);
+  ExpectReopenGives(&store, model);
+}
+
+// No slack above the target: with the cleaner held, a writer's put soon
+// finds its table over the stall bound and waits; gets run meanwhile; once
+// released, the cleaner reclaims the room and the put completes.
+TEST_P(NativeBackgroundCleanTest, PutsOverTheStallBoundWaitForTheCleanerWhileGetsRun) {
+  CleanGate gate(CleanPoint::kVictimRead);
+  auto store = OpenClean(&gate, 0.0);
+  ASSERT_NE(store, nullptr);
+  Model model;
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, AllKeys(), 0, &model).ok());
+  const Model loaded = model;
+  gate.Arm();
+  std::atomic<bool> stop{false};
+  std::atomic<int> puts_done{0};
+  Model written;  // the writer's model, read after join
+  std::thread writer([&] {
+    std::mt19937_64 rng(23);
+    for (int step = 1; !stop.load(); ++step) {
+      ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, RandomBatch(rng, 256), step, &written).ok());
+      puts_done.fetch_add(1);
+    }
+  });
+  gate.WaitHeld();
+  gate.WaitStall(0);
+  const int done_at_stall = puts_done.load();
+  // The stalled put waits for reclaimed room, which the held cleaner cannot
+  // give: it has not returned. Gets of keys it does not hold go on.
+  std::vector<Key> keys = AllKeys();
+  std::vector<std::byte> rows(keys.size() * kRowBytes);
+  std::vector<uint8_t> found(keys.size());
+  ASSERT_TRUE(store->MultiGet(kTable, keys, rows, found).ok());
+  for (uint8_t f : found) ASSERT_EQ(f, 1);
+  EXPECT_EQ(puts_done.load(), done_at_stall);
+  stop = true;
+  gate.Release();
+  writer.join();  // the stalled put completed once the cleaner went on
+  EXPECT_EQ(puts_done.load(), done_at_stall + 1);
+  for (auto& [k, row] : written) model[k] = row;
+  ExpectContent(*store, kTable, kRowBytes, model);
+  EXPECT_GE(gate.stalls(), 1);
+  ExpectReopenGives(&store, model);
+}
+
+// Twenty table-sizes of uniform overwrites in batches of 500 (a 4.4 MB
+// table of 64 KiB segments): after every put the segments stay within the
+// stall bound (1.6) plus one batch and the heads' and the small-table
+// slack's segments; the content and write amplification hold too.
+TEST_P(NativeBackgroundCleanTest, SpaceAmpStaysUnderTheStallBoundUnderSustainedOverwrites) {
+  auto store = OpenClean(nullptr, 0.1);
+  ASSERT_NE(store, nullptr);
+  constexpr Key kMany = 20000;
+  constexpr size_t kBatch = 500;
+  Model model;
+  std::vector<Key> all;
+  for (Key k = 0; k < kMany; ++k) all.push_back(k);
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, all, 0, &model).ok());
+  const RowStoreStats loaded = store->Stats();
+  std::mt19937_64 rng(24);
+  double worst = 0;
+  for (int step = 1; step <= int(20 * kMany / kBatch); ++step) {
+    std::vector<Key> batch(kBatch);
+    for (Key& k : batch) k = rng() % kMany;
+    ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, batch, step, &model).ok());
+    const RowStoreStats s = store->Stats();
+    const double slack =
+        double(kBatch * ssd::RecordBytes(kRowBytes) + 6 * (64 << 10)) / double(s.live_bytes);
+    ASSERT_LE(s.space_amp(), 1.5 + 0.1 + slack) << "after put " << step;
+    worst = std::max(worst, s.space_amp());
+  }
+  const RowStoreStats s = store->Stats();
+  const double write_amp = double(s.bytes_written - loaded.bytes_written) /
+                           double(s.user_bytes_written - loaded.user_bytes_written);
+  EXPECT_LE(write_amp, 3.0);
+  RecordProperty("space_amp_max", std::to_string(worst));
+  RecordProperty("write_amp", std::to_string(write_amp));
+  ExpectContent(*store, kTable, kRowBytes, model);
+  ExpectReopenGives(&store, model);
+}
+
+// The cleaner's copy write fails (held after its victim read, the fault is
+// added, then released): the step changes nothing, the next put returns the
+// error (and writes nothing), every row reads as before, the one after goes
+// on; power loss gives the last checkpoint, a checkpoint gives everything.
+TEST_P(NativeBackgroundCleanTest, ACleanerWriteErrorSurfacesOnTheNextWriteAndLosesNothing) {
+  CleanGate gate(CleanPoint::kVictimRead);
+  Model model, checkpointed;
+  auto store = OpenHeld(gate, 25, &model, &checkpointed);
+  ASSERT_NE(store, nullptr);
+  std::mt19937_64 rng(26);
+  io::FaultRule rule;
+  rule.op = io::FaultOp::kWrite;
+  rule.path_substring = ".log";
+  rule.times_max = 1;
+  ASSERT_TRUE(fault_env_.AddRule(rule).ok());
+  gate.Release();
+  gate.WaitHeldStepEnded();
+  EXPECT_EQ(fault_env_.faults_injected(), 1u) << "the held step wrote no copies";
+  fault_env_.ClearRules();
+  const std::vector<Key> batch = RandomBatch(rng, 300);
+  Status s = PutRows(*store, kTable, kRowBytes, batch, 900, nullptr);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("cleaning table emb"), std::string::npos) << s.ToString();
+  ExpectContent(*store, kTable, kRowBytes, model);
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, batch, 901, &model).ok());
+  for (int step = 0; step < 20; ++step) {  // cleaning goes on
+    ASSERT_TRUE(
+        PutRows(*store, kTable, kRowBytes, RandomBatch(rng, 256), 1000 + step, &model).ok());
+  }
+  ExpectContent(*store, kTable, kRowBytes, model);
+  store.reset();  // stops the cleaner: FaultEnv drops writes with no I/O in flight
+  ASSERT_TRUE(fault_env_.DropUnsyncedWrites().ok());
+  store = OpenClean(nullptr, 0.1);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->CheckpointMeta(), Bytes("base"));
+  ExpectContent(*store, kTable, kRowBytes, checkpointed);
+  model = checkpointed;
+  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, batch, 902, &model).ok());
+  ExpectReopenGives(&store, model);
+}
+
+}  // namespace
+}  // namespace strata::storage
