@@ -1,6 +1,7 @@
 #include "storage/ssd/row_store_factory.h"
 
 #include <bit>
+#include <cmath>
 #include <set>
 
 #include "storage/ssd/limits.h"
@@ -88,6 +89,20 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
         return Status::InvalidArgument("row store " + options.dir + ": ssd_index " +
                                        std::to_string(static_cast<int>(options.ssd_index)) +
                                        " is not kCompact or kExact");
+      }
+      // Cleaning bounds: a trigger below 1 (less room than the live rows)
+      // would keep the cleaner busy for ever, a negative slack would make
+      // puts wait below the trigger, and NaN compares false everywhere.
+      if (!std::isfinite(options.gc_space_amp_trigger) || options.gc_space_amp_trigger < 1.0) {
+        return Status::InvalidArgument("row store " + options.dir + ": gc_space_amp_trigger " +
+                                       std::to_string(options.gc_space_amp_trigger) +
+                                       " is not a finite number of at least 1");
+      }
+      if (!std::isfinite(options.gc_space_amp_stall_slack) ||
+          options.gc_space_amp_stall_slack < 0.0) {
+        return Status::InvalidArgument("row store " + options.dir + ": gc_space_amp_stall_slack " +
+                                       std::to_string(options.gc_space_amp_stall_slack) +
+                                       " is not a finite number of at least 0");
       }
       // An existing directory opens in the format it was written in.
       io::Env* env = options.env != nullptr ? options.env : io::Env::Default();

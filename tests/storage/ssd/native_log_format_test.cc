@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -151,6 +152,22 @@ TEST_F(NativeLogFormatTest, BadFormatOptionsAreRefusedNamingTheField) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(s.status().IsInvalidArgument());
   EXPECT_NE(s.status().message().find("ssd_index"), std::string::npos) << s.status().ToString();
+  for (double trigger : {0.5, -1.0, std::nan(""), HUGE_VAL}) {
+    o = V2Options();
+    o.gc_space_amp_trigger = trigger;
+    s = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
+    ASSERT_FALSE(s.ok()) << trigger;
+    EXPECT_TRUE(s.status().IsInvalidArgument());
+    EXPECT_NE(s.status().message().find("gc_space_amp_trigger"), std::string::npos);
+  }
+  for (double slack : {-0.1, std::nan(""), HUGE_VAL}) {
+    o = V2Options();
+    o.gc_space_amp_stall_slack = slack;
+    s = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
+    ASSERT_FALSE(s.ok()) << slack;
+    EXPECT_TRUE(s.status().IsInvalidArgument());
+    EXPECT_NE(s.status().message().find("gc_space_amp_stall_slack"), std::string::npos);
+  }
   EXPECT_FALSE(std::filesystem::exists(Options().dir));
 }
 
