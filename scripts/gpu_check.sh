@@ -10,7 +10,9 @@
 # (resident Pull and Pull + Push at 1,048,576 keys x dim 64 beside `strata
 # bench table`'s find and push of the same shape), `strata replay` and
 # `strata train` with T0 on the GPU and on the host runner (same SSD reads,
-# AUC within 1e-4), and the side-by-side with HierarchicalKV when it was
+# AUC within 1e-4), `strata bench cluster` under mpirun at 2, 3 and 4 host
+# ranks (the cluster's exchange against plain MPI_Alltoallv, a core per rank
+# on a lent machine), and the side-by-side with HierarchicalKV when it was
 # built. Without a GPU it says so and runs the host parts, so it is tested
 # on machines without one (tests/scripts/gpu_check_test.cc runs --quick).
 # OUT receives three files (a lent machine hands back only a few): log (every
@@ -24,9 +26,11 @@
 # machine without the project's Debian packages (liburing, RocksDB, ...)
 # runs from a pack made here: `--pack` builds with CUDA for sm_90 (and the
 # HierarchicalKV side-by-side when ../shared/baselines/HierarchicalKV or
-# $STRATA_HKV_DIR exists) and copies the binaries, the shared libraries they
-# load that are not the C library or the GPU driver, the test data and the
-# commit into the pack, compressed. Carry the pack with the run.
+# $STRATA_HKV_DIR exists) and copies the binaries, Open MPI's runtime
+# (mpirun, orted, plugins, help files; relocated by OPAL_PREFIX at the run),
+# the shared libraries they load that are not the C library or the GPU
+# driver, the test data and the commit into the pack, compressed. Carry the
+# pack with the run.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -39,6 +43,31 @@ gpu_tests() {
 }
 # The tests that run only on a GPU (sanitized: the host runner has nothing for it).
 gpu_only_tests() { echo kernels_device_table_gpu_test; }
+
+# Open MPI's runtime into DIR, laid out as under its prefix (mpirun, orted,
+# the plugins, the help files), for the cluster steps on a machine without
+# Open MPI: the run points OPAL_PREFIX at it. Nothing when this machine has
+# no mpirun.
+pack_ompi() {
+  local dir=$1 mpirun prefix rel
+  mpirun=$(command -v mpirun) || return 0
+  command -v ompi_info >/dev/null || return 0
+  path_of() { ompi_info --parsable --path "$1" | sed -n "s/^path:$1://p"; }
+  prefix=$(path_of prefix)
+  [[ -n $prefix ]] || return 0
+  for what in bindir pkglibdir pkgdatadir; do
+    local from
+    from=$(path_of $what)
+    rel=${from#"$prefix"}
+    [[ $rel != "$from" && -d $from ]] || { echo "gpu_check: Open MPI's $what ($from) is not under $prefix" >&2; return 1; }
+    mkdir -p "$dir$rel" || return 1
+    if [[ $what == bindir ]]; then
+      cp -L "$(readlink -f "$mpirun")" "$dir$rel/mpirun" && cp -L "$from/orted" "$dir$rel/" || return 1
+    else
+      cp -rL "$from/." "$dir$rel/" || return 1
+    fi
+  done
+}
 
 pack() {
   local dir=${1:-$here/.gpu-pack}
@@ -57,11 +86,12 @@ pack() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/data"
   local bins=()
   for t in "${targets[@]}"; do bins+=("$build/bin/${t/#strata_cli/strata}"); done  # the CLI's file is strata
+  pack_ompi "$dir/ompi" || return 1
   # Shared libraries outside the C library, the driver and NCCL (the GPU
   # machine has its own of those: NCCL is 218 MB of device code that hardly
   # compresses, and the lent machines carry NCCL 2.28 in the system's library
   # path); the C++ runtime goes along, in case its is older.
-  ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+  ldd "${bins[@]}" $(find "$dir/ompi" -type f 2>/dev/null) 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libcuda.so* | libnccl.so*) ;;
       *) cp -L "$lib" "$dir/lib/" || return 1 ;;
@@ -71,7 +101,9 @@ pack() {
   strip --strip-unneeded "$dir"/bin/* "$dir"/lib/* 2>/dev/null
   cp "$here/examples/train/data/criteo_kaggle_train_head10k.txt" "$dir/data/"
   (cd "$here" && git rev-parse HEAD 2>/dev/null || echo unknown) >"$dir/COMMIT"
-  (cd "$dir" && tar -cJf payload.tar.xz bin lib data && rm -rf bin lib data) || return 1
+  local parts=(bin lib data)
+  [[ -d $dir/ompi ]] && parts+=(ompi)
+  (cd "$dir" && tar -cJf payload.tar.xz "${parts[@]}" && rm -rf "${parts[@]}") || return 1
   echo "gpu_check: packed $(du -sh "$dir" | cut -f1) into $dir (commit $(cat "$dir/COMMIT"))"
 }
 
@@ -226,6 +258,36 @@ for where in gpu host; do
   step "train_$where" "${gate[@]}" "$bin/strata" train "$data" --rows-max $rows --dir "$work/train_$where" \
     --device-rows 2048 --dram-rows 8192 --batch-size 64 --epochs 1 --lookahead 2 --seed 1 \
     "${flag[@]}" --json
+done
+
+# ---- The cluster's exchange against plain MPI_Alltoallv ----------------------
+# Host ranks under mpirun (no GPU needed): `strata bench cluster` at 2, 3 and
+# 4 ranks, twice each, on a machine with a core per rank (docs/cluster.md,
+# "Measured"). Open MPI from the pack when it has one, else the machine's.
+mpirun=()
+if [[ -x ${work}/pack/ompi/bin/mpirun ]]; then
+  export OPAL_PREFIX=$work/pack/ompi PATH=$work/pack/ompi/bin:$PATH
+  mpirun=("$work/pack/ompi/bin/mpirun")
+elif command -v mpirun >/dev/null; then
+  mpirun=(mpirun)
+fi
+[[ ${#mpirun[@]} -gt 0 && $(id -u) == 0 ]] && mpirun+=(--allow-run-as-root)
+cluster_ranks=(2 3 4)
+cluster_rounds=2
+cluster_batches=300
+[[ $quick == 1 ]] && cluster_ranks=(2) && cluster_rounds=1 && cluster_batches=30
+for ranks in "${cluster_ranks[@]}"; do
+  for round in $(seq 1 $cluster_rounds); do
+    name=cluster_r${ranks}_$round
+    if [[ ${#mpirun[@]} == 0 ]]; then
+      printf '%s\tskip\t0\tmpirun not found (and no Open MPI in the pack)\n' "$name" >>"$detail/steps.tsv"
+    elif ! "$bin/strata" bench cluster --help >/dev/null 2>&1; then
+      printf '%s\tskip\t0\tstrata built without MPI\n' "$name" >>"$detail/steps.tsv"
+    else
+      step "$name" "${mpirun[@]}" --oversubscribe --mca btl self,vader --mca mpi_yield_when_idle 1 \
+        -np "$ranks" "$bin/strata" bench cluster --dir "$work/$name" --json --batches $cluster_batches
+    fi
+  done
 done
 
 # ---- HierarchicalKV side by side ---------------------------------------------

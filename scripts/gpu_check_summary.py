@@ -3,8 +3,9 @@
 DETAIL) into OUT/summary.json and prints a short table: the steps, the numbers and the
 checks of the GPU issue (a resident Pull at least 0.5x the table's find, a
 Pull + Push at least 0.25x, replay and train on the GPU equal to the host
-runner, find and insert_or_assign at least HierarchicalKV's). Exit status 1
-when a step failed.
+runner, find and insert_or_assign at least HierarchicalKV's) and of the
+cluster issue (the exchange at least 0.8x plain MPI_Alltoallv at 2-4 host
+ranks, its bytes equal to the model's). Exit status 1 when a step failed.
 
 Usage: gpu_check_summary.py DETAIL OUT COMMIT GPU(0|1) GPU_NAME QUICK(0|1)
 """
@@ -86,6 +87,18 @@ def main():
         if tr:
             numbers["train_" + where] = {k: tr.get(k) for k in (
                 "validation_auc", "ssd_row_reads", "t0_on_gpu")}
+    # The cluster's exchange (cluster_r<ranks>_<round>): the issue's ratio
+    # and the bytes against the model, one entry per round.
+    for s in steps:
+        if not s["name"].startswith("cluster_r") or s["result"] != "pass":
+            continue
+        rep = read_json_output(os.path.join(detail, s["name"] + ".txt"))
+        if rep:
+            ranks = "cluster_r%d" % rep["ranks"]
+            numbers.setdefault(ranks, []).append({k: rep.get(k) for k in (
+                "plain_aligned_over_exchange_aligned", "aligned_exchange_ms_per_batch",
+                "plain_aligned_ms_per_batch", "plain_over_exchange", "bytes_sent_per_batch",
+                "model_bytes_per_batch")})
     hkv = load(os.path.join(detail, "hkv.json"))
     if hkv:
         numbers["hkv"] = hkv
@@ -129,6 +142,20 @@ def main():
                     checks["hkv_%s_min_ratio" % op] = {
                         "value": min(ratios), "bar": 1.0,
                         "pass": min(ratios) >= 1.0 if op != "find_or_insert" else None}
+
+    if not quick:
+        # At least 0.8x plain MPI_Alltoallv of the same bytes in every round,
+        # and the bytes sent equal to the model's (docs/cluster.md).
+        for name, runs in sorted(numbers.items()):
+            if not name.startswith("cluster_r"):
+                continue
+            ratios = [r["plain_aligned_over_exchange_aligned"] for r in runs]
+            checks[name + "_vs_plain_alltoallv"] = {"value": ratios, "bar": 0.8,
+                                                     "pass": min(ratios) >= 0.8}
+            checks[name + "_bytes_equal_model"] = {
+                "value": [[r["bytes_sent_per_batch"], r["model_bytes_per_batch"]] for r in runs],
+                "pass": all(abs(r["bytes_sent_per_batch"] - r["model_bytes_per_batch"]) <= 1e-6 *
+                            max(1.0, r["model_bytes_per_batch"]) for r in runs)}
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

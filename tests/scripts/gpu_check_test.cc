@@ -88,6 +88,23 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
   EXPECT_GT(n["BM_PullPushResident"]["keys_per_s"].get<double>(), 0);
   ASSERT_TRUE(n.contains("table_find")) << summary.dump(2);
   EXPECT_GT(n["table_find"]["keys_per_s"].get<double>(), 0);
+  // The cluster's exchange ran under mpirun (deps.sh installs Open MPI; a
+  // machine without it records the step as skipped, saying why), and its
+  // bytes sent equal the model's.
+  const nlohmann::json* cluster = FindStep(summary, "cluster_r2_1");
+  ASSERT_NE(cluster, nullptr) << summary.dump(2);
+  if ((*cluster)["result"] == "skip") {
+    EXPECT_NE((*cluster)["note"].get<std::string>().find("not"), std::string::npos)
+        << cluster->dump();
+  } else {
+    EXPECT_EQ((*cluster)["result"], "pass");
+    ASSERT_TRUE(n.contains("cluster_r2")) << summary.dump(2);
+    ASSERT_EQ(n["cluster_r2"].size(), 1u);
+    const auto& run = n["cluster_r2"][0];
+    EXPECT_GT(run["plain_aligned_over_exchange_aligned"].get<double>(), 0);
+    EXPECT_GT(run["bytes_sent_per_batch"].get<double>(), 0);
+    EXPECT_EQ(run["bytes_sent_per_batch"], run["model_bytes_per_batch"]);
+  }
   // The device table's GPU test ran (its cases skip without a GPU).
   const auto& t = summary["tests"]["kernels_device_table_gpu_test"];
   EXPECT_GT(t["tests"].get<int>(), 0);
