@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "engine/fault_options.h"
 #include "engine/store_impl.h"
 #include "kernels/limits.h"
@@ -145,7 +146,9 @@ Status StoreImpl::Init() {
 
   STRATA_RETURN_IF_ERROR(RestoreMeta(ssd_->CheckpointMeta()));
   planner_.thread = std::thread([this] { PlannerLoop(); });
+  base::NameThread(planner_.thread.native_handle(), "strata-plan");
   cleaner_.thread = std::thread([this] { CleanerLoop(); });
+  base::NameThread(cleaner_.thread.native_handle(), "strata-clean");
   STRATA_LOG_INFO("store %s open: %zu tables, T0 %s, %llu device rows, %llu DRAM rows",
                   options_.dir.c_str(), tables_.size(),
                   runner_ == kernels::Runner::kGpu ? "GPU" : "host",

@@ -10,6 +10,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "io/aligned.h"
 #include "io/limits.h"
 
@@ -37,6 +38,7 @@ Status IoWorker::Start() {
 
 void IoWorker::ThreadMain(std::promise<Status>* ready) {
   thread_id_.store(static_cast<int>(::gettid()), std::memory_order_release);
+  base::NameThread(pthread_self(), "strata-io" + std::to_string(options_.index));
   tls_worker = this;
   if (options_.core >= 0) {
     cpu_set_t set;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
+
+#include "base/thread_name.h"
 
 namespace strata::kernels {
 
@@ -21,7 +24,10 @@ struct ThreadPool::Job {
 ThreadPool::ThreadPool(uint32_t threads) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_.reserve(threads - 1);
-  for (uint32_t i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (uint32_t i = 1; i < threads; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+    base::NameThread(workers_.back().native_handle(), "strata-pool" + std::to_string(i));
+  }
 }
 
 ThreadPool::~ThreadPool() {

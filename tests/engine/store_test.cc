@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 
 #include "tests/engine/store_test_util.h"
+#include "tests/util/thread_names.h"
 
 namespace strata {
 namespace {
@@ -475,6 +477,23 @@ TEST_P(StoreTest, ConcurrentWorkersKeepEveryUpdate) {
       models[i][t].CheckPull(keys, out);
     }
   }
+}
+
+// The Store's background threads carry names (top -H, perf, gdb), and go
+// with the Store.
+TEST_P(StoreTest, BackgroundThreadsAreNamedAndEndWithTheStore) {
+  auto count = [](const std::string& name) {
+    std::vector<std::string> names = testing::ThreadNames();
+    return std::count(names.begin(), names.end(), name);
+  };
+  ASSERT_EQ(count("strata-plan"), 0);
+  auto store = Open(Options(64, 128), SgdTables(1, 4));
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(count("strata-plan"), 1);
+  EXPECT_EQ(count("strata-clean"), 1);
+  store.reset();
+  EXPECT_EQ(count("strata-plan"), 0);
+  EXPECT_EQ(count("strata-clean"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, StoreTest, testing::StoreCombinations(),

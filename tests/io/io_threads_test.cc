@@ -16,6 +16,7 @@
 #include "io/topology.h"
 #include "tests/io/io_test_util.h"
 #include "tests/util/scratch_dir.h"
+#include "tests/util/thread_names.h"
 
 namespace strata::io {
 namespace {
@@ -274,6 +275,8 @@ TYPED_TEST(IoThreadsTest, EachThreadPinnedToItsCore) {
     ASSERT_EQ(sched_getaffinity(tids[i], sizeof(set), &set), 0);
     EXPECT_EQ(CPU_COUNT(&set), 1) << "thread " << i;
     EXPECT_TRUE(CPU_ISSET(cores[i], &set)) << "thread " << i;
+    // Named for top -H, perf and gdb.
+    EXPECT_EQ(strata::testing::ThreadName(tids[i]), "strata-io" + std::to_string(i));
   }
   // Cores this process may not use are refused.
   IoThreadsOptions bad;
