@@ -49,11 +49,18 @@ asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
 
+# Tests labelled many-locks hold more locks at once on one thread than
+# ThreadSanitizer's deadlock detector tracks (64: a checkpoint of the 26
+# Criteo tables takes each table's two locks), which aborts it: they run in a
+# second pass with the detector off (races are still reported).
+TSAN_OPTIONS_BASE = halt_on_error=1:suppressions=$(CURDIR)/scripts/tsan.supp
 tsan: deps
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/scripts/tsan.supp \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE slow $(CTEST_FLAGS)
+	TSAN_OPTIONS=$(TSAN_OPTIONS_BASE):second_deadlock_stack=1 \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -LE 'slow|many-locks' $(CTEST_FLAGS)
+	TSAN_OPTIONS=$(TSAN_OPTIONS_BASE):detect_deadlocks=0 \
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L many-locks -LE slow $(CTEST_FLAGS)
 
 # libFuzzer targets (tests/fuzz/) built by clang in build-fuzz/, each run for
 # FUZZ_SECONDS from a copy of its corpus; fails on any crash (scripts/fuzz.sh).

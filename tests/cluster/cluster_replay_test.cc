@@ -1,4 +1,4 @@
-// strata-test-labels: integration
+// strata-test-labels: integration many-locks
 // strata-test-timeout: 600
 //
 // `mpirun -np R strata replay TRACE --cluster --verify` on a trace of the

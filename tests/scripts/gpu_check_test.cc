@@ -1,4 +1,4 @@
-// strata-test-labels: integration
+// strata-test-labels: integration many-locks
 // strata-test-timeout: 600
 //
 // scripts/gpu_check.sh runs here too: on a machine without a GPU it says so,

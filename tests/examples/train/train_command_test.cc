@@ -1,4 +1,4 @@
-// strata-test-labels: integration
+// strata-test-labels: integration many-locks
 // strata-test-timeout: 300
 //
 // `strata train --dir D` keeps D as a store the trained rows can be read
