@@ -187,6 +187,9 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
 }
 
 void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
+  // Every claim is this Insert's (no other in flight): one sweep of the
+  // table instead of a random access per key.
+  if (claims_.size() == w.picks.size()) return claims_.Clear();
   for (size_t k = 0; k < w.picks.size(); ++k) claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
 }
 
