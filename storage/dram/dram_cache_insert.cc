@@ -187,9 +187,13 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
 }
 
 void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
-  // Every claim is this Insert's (no other in flight): one sweep of the
-  // table instead of a random access per key.
-  if (claims_.size() == w.picks.size()) return claims_.Clear();
+  // Every claim is this Insert's (no other in flight) and the table is not
+  // much larger than them (at most 1/4 full, it keeps the size of the
+  // largest batch so far): one sweep of it instead of a random access per
+  // key.
+  if (claims_.size() == w.picks.size() && claims_.capacity() <= 16 * w.picks.size()) {
+    return claims_.Clear();
+  }
   for (size_t k = 0; k < w.picks.size(); ++k) claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
 }
 

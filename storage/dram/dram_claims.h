@@ -27,6 +27,7 @@ class DramKeyClaims {
   // Drops every claim.
   void Clear();
   uint64_t size() const { return size_; }
+  uint64_t capacity() const { return entries_.size(); }
 
  private:
   struct Entry {
