@@ -45,7 +45,6 @@ struct DramCache::InsertWork {
   std::vector<uint32_t> groups;     // stripes with picks, ascending
   std::vector<uint8_t> deferred;    // VisitGroupsLocked's scratch
   std::vector<uint32_t> slots;      // per pick: the probe's slot, then the row's slot
-  std::vector<uint8_t> past_home;   // per pick: buckets past its home where the probe stopped
   std::vector<uint8_t> fresh;       // per pick: 1 a new row, 0 an overwrite
   std::vector<uint8_t> allocated;   // per pick: its slot came from AllocateSlot
   uint64_t new_rows = 0;
@@ -188,6 +187,13 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
 }
 
 void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
+  // Every claim is this Insert's (no other in flight) and the table is not
+  // much larger than them (at most 1/4 full, it keeps the size of the
+  // largest batch so far): one sweep of it instead of a random access per
+  // key.
+  if (claims_.size() == w.picks.size() && claims_.capacity() <= 16 * w.picks.size()) {
+    return claims_.Clear();
+  }
   for (size_t k = 0; k < w.picks.size(); ++k) claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
 }
 
@@ -205,7 +211,6 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
     w.by_stripe[w.cursor[index.StripeOf(w.hashes[k])]++] = static_cast<uint32_t>(k);
   }
   w.slots.resize(n);
-  w.past_home.resize(n);
   // The stripes with picks: the groups of this and of PlaceRows' pass.
   w.groups.clear();
   for (uint32_t s = 0; s < stripes; ++s) {
@@ -221,24 +226,14 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
         stripe.mu.AssertHeld();  // shared, by VisitGroupsLocked
         const uint32_t end = w.bounds[w.groups[g] + 1];
         for (uint32_t j = w.bounds[w.groups[g]]; j < end; ++j) {
-          // Across stripes too (the next stripe's lock is not held: a hint).
-          // Two lines: a new key's probe ends at the first bucket with a
-          // free entry, often the one after its home.
+          // Across stripes too (the next stripe's lock is not held: a hint):
+          // the key's two candidate lines, all an absent key's probe reads.
           if (j + kDramPrefetchRows < n) {
-            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], kDramPrefetchRunLines,
-                               false);
-          }
-          // Half as far ahead, in this stripe: those two lines have arrived;
-          // a run that goes on past both gets its next two prefetched.
-          if (j + kDramPrefetchRows / 2 < end) {
-            stripe.map.PrefetchRunOn(w.hashes[w.by_stripe[j + kDramPrefetchRows / 2]],
-                                     kDramPrefetchRunLines);
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], false);
           }
           const uint32_t k = w.by_stripe[j];
           bool dirty = false;
-          uint64_t past_home = 0;
-          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty, &past_home);
-          w.past_home[k] = static_cast<uint8_t>(std::min<uint64_t>(past_home, UINT8_MAX));
+          w.slots[k] = stripe.map.Find(keys[w.picks[k]], w.hashes[k], key_at, &dirty);
         }
         return true;
       },
@@ -483,7 +478,7 @@ void DramCache::EraseVictims(InsertWork& w) {
           if (j + kDramPrefetchRows < m) {
             const uint64_t ahead = w.victim_sort[j + kDramPrefetchRows];
             tables_[VictimTable(ahead)]->index->PrefetchHint(w.victim_hashes[VictimPos(ahead)],
-                                                             kDramPrefetchRunLines, true);
+                                                             true);
           }
           const uint32_t i = VictimPos(w.victim_sort[j]);
           const bool erased = stripe.map.Erase(w.victim_hashes[i], w.victims[i].slot);
@@ -531,11 +526,9 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
         stripe.mu.AssertHeld();  // by VisitGroupsLocked
         if (!stripe.map.Fits(adds_of(s))) return false;
         for (uint32_t j = w.bounds[s]; j < w.bounds[s + 1]; ++j) {
-          // The line where the probe found the entry or its free place
-          // (other changes may have moved it since: then a useless prefetch).
+          // The key's two candidate lines, where its entry goes.
           if (j + kDramPrefetchRows < n) {
-            const uint32_t ahead = w.by_stripe[j + kDramPrefetchRows];
-            index.PrefetchHint(w.hashes[ahead], 1, true, w.past_home[ahead]);
+            index.PrefetchHint(w.hashes[w.by_stripe[j + kDramPrefetchRows]], true);
           }
           const uint32_t k = w.by_stripe[j];
           const uint32_t i = w.picks[k];

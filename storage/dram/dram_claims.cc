@@ -1,5 +1,6 @@
 #include "storage/dram/dram_claims.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/assert.h"
@@ -21,6 +22,11 @@ void DramKeyClaims::Grow() {
     while (entries_[at].table_plus1 != 0) at = (at + 1) & mask_;
     entries_[at] = e;
   }
+}
+
+void DramKeyClaims::Clear() {
+  std::fill(entries_.begin(), entries_.end(), Entry{0, 0, 0});
+  size_ = 0;
 }
 
 bool DramKeyClaims::Add(uint32_t table, Key key, uint64_t hash) {

@@ -24,7 +24,10 @@ class DramKeyClaims {
   bool Add(uint32_t table, Key key, uint64_t hash);
   // Drops a claim Add made. REQUIRES: claimed.
   void Remove(uint32_t table, Key key, uint64_t hash);
+  // Drops every claim.
+  void Clear();
   uint64_t size() const { return size_; }
+  uint64_t capacity() const { return entries_.size(); }
 
  private:
   struct Entry {

@@ -10,23 +10,39 @@ namespace strata::storage {
 namespace {
 constexpr uint64_t kB = DramHashMap::kBucketEntries;
 constexpr uint64_t kInitialBuckets = 2 * kB;
-// The next entry count: 9/8 of `count`, rounded up to whole buckets.
+// The next entry count: 9/8 of `count`, rounded up to a power of two of
+// buckets below one group, to whole groups above.
 uint64_t GrownCount(uint64_t count) {
-  return (count * kDramIndexGrowNum / kDramIndexGrowDen + kB - 1) / kB * kB;
+  uint64_t lines = (count / kB * kDramIndexGrowNum + kDramIndexGrowDen - 1) / kDramIndexGrowDen;
+  if (lines < kDramIndexGroupBuckets) {
+    lines = std::bit_ceil(lines);
+  } else {
+    lines = (lines + kDramIndexGroupBuckets - 1) / kDramIndexGroupBuckets * kDramIndexGroupBuckets;
+  }
+  return lines * kB;
 }
 }  // namespace
+
+bool DramHashMap::ValidLines(uint64_t lines) {
+  return lines > 0 && (lines < kDramIndexGroupBuckets ? std::has_single_bit(lines)
+                                                      : lines % kDramIndexGroupBuckets == 0);
+}
 
 DramHashMap::DramHashMap(bool huge_pages)
     : huge_pages_(huge_pages),
       storage_(Allocate(kInitialBuckets, huge_pages)),
       buckets_(storage_.data),
       count_(kInitialBuckets),
-      lines_(kInitialBuckets / kB) {}
+      lines_(kInitialBuckets / kB) {
+  stash_.reserve(kDramIndexStashEntries);
+}
 
 DramHashMap::DramHashMap(Entry* buckets, uint64_t count)
     : owns_(false), buckets_(buckets), count_(count), lines_(count / kB) {
-  STRATA_ASSERT(count % kB == 0 && count > 0, "DramHashMap: entries not whole buckets");
+  STRATA_ASSERT(count % kB == 0 && ValidLines(count / kB),
+                "DramHashMap: entries not whole buckets of a valid count");
   STRATA_ASSERT(reinterpret_cast<uintptr_t>(buckets) % 64 == 0, "DramHashMap: unaligned buckets");
+  stash_.reserve(kDramIndexStashEntries);
 }
 
 DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
@@ -48,12 +64,6 @@ DramHashMap::Buckets DramHashMap::Allocate(uint64_t n, bool huge_pages) {
   return b;
 }
 
-uint32_t DramHashMap::CountOf(uint64_t b) const {
-  uint32_t count = 0;
-  for (uint32_t k = 0; k < kB; ++k) count |= (buckets_[b * kB + k].tag_dirty >> 31) << k;
-  return count;
-}
-
 void DramHashMap::SetCount(uint64_t b, uint32_t count) {
   for (uint32_t k = 0; k < kB; ++k) {
     uint32_t& td = buckets_[b * kB + k].tag_dirty;
@@ -61,18 +71,79 @@ void DramHashMap::SetCount(uint64_t b, uint32_t count) {
   }
 }
 
-void DramHashMap::Place(uint32_t tag, uint32_t slot, uint32_t dirty) {
-  // At most 7/8 full: some bucket has a free entry.
-  for (uint64_t b = Home(tag);; b = Step(b)) {
-    const uint32_t k = FreeIn(b);
-    if (k != kBucketEntries) {
-      Entry& e = buckets_[b * kB + k];
-      e.slot = slot;
-      e.tag_dirty = (e.tag_dirty & kCountBit) | tag << 1 | dirty;
-      return;
+uint32_t DramHashMap::MoveOneOut(uint64_t b) {
+  const Entry* e = buckets_ + b * kB;
+  // The 8 other buckets are in b's page: their lines are fetched together.
+  for (uint32_t k = 0; k < kB; ++k) __builtin_prefetch(buckets_ + Alt(b, TagField(e[k])) * kB);
+  for (uint32_t k = 0; k < kB; ++k) {
+    const uint64_t other = Alt(b, TagField(e[k]));
+    if (other == b) continue;
+    const uint32_t free = FreeIn(other);
+    if (free != kBucketEntries) {
+      Put(other, free, e[k]);
+      return k;
     }
-    const uint32_t count = CountOf(b);
-    if (count < kCountMax) SetCount(b, count + 1);
+  }
+  return kBucketEntries;
+}
+
+void DramHashMap::Place(Entry e) {
+  const uint32_t tag = TagField(e);
+  const uint64_t home = Home(tag);
+  const uint64_t alt = Alt(home, tag);
+  uint32_t k = FreeIn(home);
+  if (k != kBucketEntries) return Put(home, k, e);
+  k = FreeIn(alt);
+  if (k != kBucketEntries) return Put(alt, k, e);
+  // Both full: an entry of either whose other bucket has room moves there.
+  k = MoveOneOut(home);
+  if (k != kBucketEntries) return Put(home, k, e);
+  if (alt != home) {
+    k = MoveOneOut(alt);
+    if (k != kBucketEntries) return Put(alt, k, e);
+  }
+  // A chain of kicks: e takes the place of an entry of its bucket, which
+  // goes on to its other bucket (an entry of rotating position, so that the
+  // chain does not send one entry back and forth).
+  uint64_t b = home;
+  for (uint32_t step = 0; step < kDramIndexCuckooStepsMax; ++step) {
+    const uint32_t out = (tag + step) % kBucketEntries;
+    Entry& at = buckets_[b * kB + out];
+    const Entry kicked{at.slot, at.tag_dirty & ~kCountBit};
+    Put(b, out, e);
+    e = kicked;
+    const uint64_t next = Alt(b, TagField(e));
+    if (next == b) break;
+    b = next;
+    k = FreeIn(b);
+    if (k != kBucketEntries) return Put(b, k, e);
+    k = MoveOneOut(b);
+    if (k != kBucketEntries) return Put(b, k, e);
+  }
+  Stash(e);
+}
+
+void DramHashMap::Stash(Entry e) {
+  stash_.push_back(Entry{e.slot, e.tag_dirty & ~kCountBit});
+  const uint64_t home = Home(TagField(e));
+  const uint32_t count = CountOf(home);
+  if (count < kCountMax) SetCount(home, count + 1);
+}
+
+void DramHashMap::Unstash(uint64_t b) {
+  for (size_t i = 0; i < stash_.size(); ++i) {
+    const uint32_t tag = TagField(stash_[i]);
+    const uint64_t home = Home(tag);
+    if (home != b && Alt(home, tag) != b) continue;
+    const uint32_t k = FreeIn(b);
+    STRATA_ASSERT(k != kBucketEntries, "DramHashMap::Unstash into a full bucket");
+    Put(b, k, stash_[i]);
+    stash_[i] = stash_.back();
+    stash_.pop_back();
+    const uint32_t count = CountOf(home);
+    STRATA_ASSERT(count > 0, "DramHashMap: a stash count below zero");
+    if (count < kCountMax) SetCount(home, count - 1);
+    return;
   }
 }
 
@@ -83,41 +154,51 @@ void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
     STRATA_ASSERT(owns_, "DramHashMap::Insert past the load bound of its index's segment");
     Grow();
   }
-  Place(TagOf(hash), slot, dirty ? 1u : 0u);
+  Place(Entry{slot, TagOf(hash) << 1 | (dirty ? 1u : 0u)});
   ++size_;
 }
 
-uint64_t DramHashMap::FindEntry(uint64_t hash, uint32_t slot) const {
-  const uint32_t tag = TagOf(hash);
-  uint64_t walked = 0;
-  for (uint64_t b = Home(tag);; b = Step(b)) {
-    for (uint64_t k = b * kB; k < (b + 1) * kB; ++k) {
-      const Entry& e = buckets_[k];
-      if (e.slot == slot && slot != kDramNoSlot && ((e.tag_dirty >> 1) & kTagMask) == tag) return k;
+DramHashMap::Entry* DramHashMap::FindEntry(uint64_t hash, uint32_t slot) {
+  if (slot == kDramNoSlot) return nullptr;
+  const uint32_t want = TagOf(hash) << 1;
+  const uint64_t home = Home(TagOf(hash));
+  for (const uint64_t b : {home, Alt(home, TagOf(hash))}) {
+    Entry* e = buckets_ + b * kB;
+    for (uint32_t k = 0; k < kB; ++k) {
+      if (e[k].slot == slot && (e[k].tag_dirty & kTagBitsMask) == want) return &e[k];
     }
-    if (CountOf(b) == 0 || ++walked == lines_) return count_;
   }
+  if (stash_.empty() || CountOf(home) == 0) return nullptr;
+  for (Entry& e : stash_) {
+    if (e.slot == slot && (e.tag_dirty & kTagBitsMask) == want) return &e;
+  }
+  return nullptr;
 }
 
 bool DramHashMap::SetDirty(uint64_t hash, uint32_t slot, bool dirty) {
-  const uint64_t i = FindEntry(hash, slot);
-  if (i == count_) return false;
-  buckets_[i].tag_dirty = (buckets_[i].tag_dirty & ~1u) | (dirty ? 1u : 0u);
+  Entry* e = FindEntry(hash, slot);
+  if (e == nullptr) return false;
+  e->tag_dirty = (e->tag_dirty & ~1u) | (dirty ? 1u : 0u);
   return true;
 }
 
 bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
-  const uint64_t i = FindEntry(hash, slot);
-  if (i == count_) return false;
-  // No entry moves: the buckets the entry passed when it was placed (full
-  // then, from its home to its own) count one overflowing entry fewer.
-  buckets_[i].slot = kDramNoSlot;
-  for (uint64_t b = Home(TagOf(hash)); b != i / kB; b = Step(b)) {
-    const uint32_t count = CountOf(b);
-    STRATA_ASSERT(count > 0, "DramHashMap::Erase: an overflow count below zero");
-    if (count < kCountMax) SetCount(b, count - 1);
-  }
+  Entry* e = FindEntry(hash, slot);
+  if (e == nullptr) return false;
   --size_;
+  if (e >= buckets_ && e < buckets_ + count_) {
+    // No other entry moves, except a stashed one that may live here.
+    e->slot = kDramNoSlot;
+    e->tag_dirty &= kCountBit;
+    if (!stash_.empty()) Unstash(static_cast<uint64_t>(e - buckets_) / kB);
+    return true;
+  }
+  const uint64_t home = Home(TagOf(hash));
+  *e = stash_.back();
+  stash_.pop_back();
+  const uint32_t count = CountOf(home);
+  STRATA_ASSERT(count > 0, "DramHashMap::Erase: a stash count below zero");
+  if (count < kCountMax) SetCount(home, count - 1);
   return true;
 }
 
@@ -126,17 +207,21 @@ bool DramHashMap::Fits(uint64_t more) const {
 }
 
 void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {
-  STRATA_ASSERT(count % kB == 0 && count / kB <= (uint64_t{1} << kTagBits),
-                "DramHashMap: a stripe outgrew its tag space");
+  STRATA_ASSERT(
+      count % kB == 0 && ValidLines(count / kB) && count / kB <= (uint64_t{1} << kTagBits),
+      "DramHashMap: a stripe outgrew its tag space");
   const Entry* old = buckets_;
   const uint64_t old_count = count_;
+  std::vector<Entry> old_stash;
+  old_stash.reserve(kDramIndexStashEntries);
+  old_stash.swap(stash_);
   buckets_ = buckets;
   count_ = count;
   lines_ = count / kB;
   for (uint64_t k = 0; k < old_count; ++k) {
-    const Entry& e = old[k];
-    if (e.slot != kDramNoSlot) Place((e.tag_dirty >> 1) & kTagMask, e.slot, e.tag_dirty & 1);
+    if (old[k].slot != kDramNoSlot) Place(old[k]);
   }
+  for (const Entry& e : old_stash) Place(e);
 }
 
 void DramHashMap::Grow() {
@@ -188,6 +273,16 @@ void DramIndex::Reserve(uint32_t i, uint64_t more) {
   segment_ = segment;
   hint_base_.store(buckets_.data, std::memory_order_relaxed);
   hint_segment_.store(segment_, std::memory_order_relaxed);
+}
+
+uint64_t DramIndex::bytes() const {
+  base::MutexLock lock(&grow_mu_);
+  uint64_t stash = 0;
+  for (uint32_t i = 0; i < count_; ++i) {
+    base::ReaderLock stripe_lock(&stripes_[i].mu);
+    stash += stripes_[i].map.stash_bytes();
+  }
+  return sizeof(Stripe) * count_ + count_ * segment_ * 8 + stash;
 }
 
 }  // namespace strata::storage

@@ -34,10 +34,16 @@ inline constexpr uint64_t kDramPrefetchRows = 16;
 // Lookup prefetches a key's index bucket this many keys before it probes it,
 // and its row this many keys before it copies it.
 inline constexpr uint32_t kDramLookupAhead = 8;
-// Index lines they prefetch per change: the home bucket's (one line) and the
-// next, where an absent key's probe, an insert or an erase's backward shift
-// goes on when the home bucket is full.
-inline constexpr uint32_t kDramPrefetchRunLines = 2;
+// An index entry's two candidate buckets lie in one group of this many
+// buckets (4 KiB: one page), so a probe's two lines cost one TLB miss.
+inline constexpr uint64_t kDramIndexGroupBuckets = 64;
+// Cuckoo moves an insert into two full buckets makes at most (each step
+// first looks for an entry of the bucket whose other bucket has room); past
+// them the entry left over goes to its stripe's stash.
+inline constexpr uint32_t kDramIndexCuckooStepsMax = 16;
+// Stash entries a map reserves at construction (it grows past them only in
+// the rare case that more entries fail their cuckoo moves at once).
+inline constexpr uint32_t kDramIndexStashEntries = 16;
 // Eviction codes: 26 bits (2 of class, 24 of value); a sweep histograms the
 // top kDramCoarseBits, then the rest within one coarse bin.
 inline constexpr uint32_t kDramCodeBits = 26;

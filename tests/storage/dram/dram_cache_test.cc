@@ -327,6 +327,32 @@ TEST_F(DramCacheTest, QueuesDroppedByManyRisingRowsKeepTheExactOrder) {
   }
 }
 
+// A sweep counts long runs of rows with one metadata word a block at a
+// time: 3,046 near rows (one run) then 1,050 far ones (another run, a
+// coarse bin of its own) in a 4,096-row cache (a front of 1,024). The far
+// bin holds more rows than the front, so the sweep's threshold is the far
+// code and every far row leaves before any near one (fails when a block
+// of a run is miscounted: the far bin then looks smaller than the front,
+// the threshold falls into the near bin, and near rows of low slots fill
+// the front).
+TEST_F(DramCacheTest, SweepCountsLongRunsOfOneCodeExactly) {
+  constexpr uint64_t kRows = 4096;
+  constexpr Key kNear = 3046;
+  auto c = MakeCache(kRows);
+  std::vector<Key> near, far;
+  for (Key k = 0; k < kRows; ++k) (k < kNear ? near : far).push_back(k);
+  ASSERT_TRUE(Put(*c, near, 1, std::vector<Clock>(near.size(), 10)).ok());
+  ASSERT_TRUE(Put(*c, far, 1, std::vector<Clock>(far.size(), Clock{1} << 20)).ok());
+  std::vector<Key> expected = near;
+  for (Key k = 1'000'000; k < 1'000'000 + far.size(); k += 50) {
+    std::vector<Key> batch;
+    for (Key i = k; i < k + 50; ++i) batch.push_back(i);
+    ASSERT_TRUE(Put(*c, batch, 1, std::vector<Clock>(batch.size(), -1)).ok());
+    expected.insert(expected.end(), batch.begin(), batch.end());
+  }
+  EXPECT_EQ(ResidentKeys(*c, kTable), expected);
+}
+
 TEST_F(DramCacheTest, RowsMovingUpAreNeverEvicted) {
   auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {kClockNever, 9, 9, 9}).ok());

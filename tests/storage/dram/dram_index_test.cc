@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <random>
 #include <unordered_map>
@@ -13,7 +14,7 @@ namespace {
 
 // Random inserts, dirty flags and erases against std::unordered_map, with
 // growth past the 2 MiB threshold (buckets in a DramArena) and many erases of
-// present keys, each of which uncounts the buckets its entry passed.
+// present keys (each of which may pull a stashed entry back into its bucket).
 // The map keeps no keys: key_of (slot -> key) plays the slot headers.
 TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndErase) {
   DramHashMap map(/*huge_pages=*/true);
@@ -64,23 +65,24 @@ TEST(DramIndexTest, HashMapMatchesModelThroughGrowthAndErase) {
   EXPECT_GE(map.bytes(), map.size() * 8 * 8 / 7);
 }
 
-// Buckets of one cache line, crowded on purpose: 4 buckets of 8 entries
-// filled up to the load bound (28 entries) by keys whose hashes map to few
-// home buckets (bucket 3 most, so runs overflow and wrap around to bucket 0)
-// and often share a tag (so a probe passes candidates whose key differs).
-// After every insert, erase or dirty change every key of the model is found
-// with its slot and flag and every other key is not: the buckets' overflow
-// counts keep each entry reachable from its home (fails when an insert does
-// not count a full bucket it passes, or an erase uncounts the wrong ones).
-// Once every key is erased again, every count is back at 0: an absent key's
-// probe reads its home bucket only.
-TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
+// Candidate buckets crowded on purpose: 4 buckets of 8 entries (one group:
+// each key's alternative is its home XOR 1, 2 or 3) filled up to the load
+// bound (28 entries) by keys of few tags (so cuckoo moves run, chains of
+// kicks fail and entries go to the stash, and a probe passes candidates
+// whose key differs). After every insert, erase or dirty change every key
+// of the model is found with its slot and flag and every other key is not
+// (fails when a move loses an entry or sends it outside its two buckets,
+// when a stashed entry's home is not counted, or when an erase leaves a
+// count or a stashed entry behind). Once every key is erased again the
+// stash is empty and every stash count is back at 0.
+TEST(DramIndexTest, CuckooMovesAndStashMatchModel) {
   using Entry = DramHashMap::Entry;
   constexpr uint64_t kEntries = 4 * DramHashMap::kBucketEntries;
   alignas(64) std::array<Entry, kEntries> entries;
   entries.fill(Entry{kDramNoSlot, 0});
   DramHashMap map(entries.data(), kEntries);
-  // Tags (the hash's low 32 bits >> 2): homes are tag * 4 >> 30.
+  // Tags (the hash's low 32 bits >> 2): homes are tag * 4 >> 30, the
+  // alternative's offset the tag's low 2 bits (3 when they are 0).
   const uint32_t bucket = 1u << 28;
   const std::array<uint32_t, 6> tags = {
       5, bucket + 9, 2 * bucket + 1, 3 * bucket + 2, 3 * bucket + 2, 3 * bucket + 77};
@@ -97,6 +99,7 @@ TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
   std::unordered_map<Key, bool> dirty_of;
   auto key_at = [&](uint32_t slot) { return key_of.at(slot); };
   uint32_t next_slot = 0;
+  uint64_t stashed = 0;
   for (int op = 0; op < 100000; ++op) {
     const Key k = rng() % kKeys;
     const bool present = model.count(k) != 0;
@@ -115,6 +118,7 @@ TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
       ASSERT_FALSE(map.Erase(hash_of[k], next_slot));
     }
     ASSERT_EQ(map.size(), model.size());
+    stashed += map.stash_size() > 0 ? 1 : 0;
     for (Key q = 0; q < kKeys; ++q) {
       bool dirty = false;
       auto it = model.find(q);
@@ -126,21 +130,63 @@ TEST(DramIndexTest, BucketOverflowWrapAndSharedTagsMatchModel) {
       }
     }
   }
+  EXPECT_GT(stashed, 0u) << "the test never reached the stash";
   for (const auto& [k, slot] : std::unordered_map<Key, uint32_t>(model)) {
     ASSERT_TRUE(map.Erase(hash_of[k], slot));
   }
   ASSERT_EQ(map.size(), 0u);
+  EXPECT_EQ(map.stash_size(), 0u);
   for (Key q = 0; q < kKeys; ++q) {
-    DramHashMap::Probe p = map.Start(hash_of[q]);
-    bool dirty = false;
-    EXPECT_EQ(map.Next(&p, &dirty), kDramNoSlot);
-    EXPECT_EQ(p.walked, 0u) << "key " << q << ": a count left above 0";
+    EXPECT_EQ(map.StashCountAt(hash_of[q]), 0u) << "key " << q << ": a stash count left above 0";
   }
 }
 
-// More entries pass one bucket than its count holds (255): the count stays
-// saturated, and every key is still found, before and after erases.
-TEST(DramIndexTest, SaturatedOverflowCountKeepsEntriesReachable) {
+// Random keys up to the load bound and then a churn of erases and inserts
+// (the cache's steady state): the cuckoo moves place all but a few of the
+// entries in their buckets (the stash stays below one entry in 1,000: the
+// groups' loads differ, and a group nearly full leaves entries over), and
+// about two thirds of the keys are found in their home bucket's line.
+TEST(DramIndexTest, CuckooKeepsStashSmallAtTheLoadBound) {
+  using Entry = DramHashMap::Entry;
+  constexpr uint64_t kLines = 128 * kDramIndexGroupBuckets;
+  std::vector<Entry> entries(kLines * DramHashMap::kBucketEntries + DramHashMap::kBucketEntries,
+                             Entry{kDramNoSlot, 0});
+  auto* aligned =
+      reinterpret_cast<Entry*>((reinterpret_cast<uintptr_t>(entries.data()) + 63) / 64 * 64);
+  DramHashMap map(aligned, kLines * DramHashMap::kBucketEntries);
+  std::mt19937_64 rng(1);
+  std::vector<uint64_t> hashes;
+  while (!map.NeedsGrow()) {
+    hashes.push_back(DramKeyHash(rng()));
+    map.Insert(hashes.back(), static_cast<uint32_t>(hashes.size() - 1), false);
+  }
+  EXPECT_LE(map.stash_size() * 1000, hashes.size());
+  uint64_t stash_max = 0;
+  for (int i = 0; i < 300000; ++i) {
+    const uint32_t j = static_cast<uint32_t>(rng() % hashes.size());
+    ASSERT_TRUE(map.Erase(hashes[j], j));
+    hashes[j] = DramKeyHash(rng());
+    map.Insert(hashes[j], j, false);
+    stash_max = std::max<uint64_t>(stash_max, map.stash_size());
+  }
+  EXPECT_LE(stash_max * 1000, hashes.size());
+  uint64_t in_home = 0;
+  for (uint32_t j = 0; j < hashes.size(); ++j) {
+    DramHashMap::Probe p = map.Start(hashes[j]);
+    bool dirty = false;
+    uint32_t slot = map.Next(&p, &dirty);
+    while (slot != j && slot != kDramNoSlot) slot = map.Next(&p, &dirty);
+    ASSERT_EQ(slot, j);
+    in_home += p.stage == 0 ? 1 : 0;
+  }
+  EXPECT_GT(in_home * 10, hashes.size() * 6);
+}
+
+// More stashed entries share one home than its count holds (255): 300 keys
+// of one tag (one home, one alternative: 16 entries) leave 284 in the
+// stash; the count stays saturated, and every key is still found, before
+// and after erases and inserts.
+TEST(DramIndexTest, SaturatedStashCountKeepsEntriesReachable) {
   using Entry = DramHashMap::Entry;
   constexpr uint64_t kEntries = 64 * DramHashMap::kBucketEntries;  // 448 at the load bound
   alignas(64) std::array<Entry, kEntries> entries;
@@ -151,13 +197,13 @@ TEST(DramIndexTest, SaturatedOverflowCountKeepsEntriesReachable) {
   std::vector<uint64_t> hash_of(kKeys);
   std::vector<Key> key_of(kKeys);
   for (Key k = 0; k < kKeys; ++k) {
-    // Tags homing in bucket 0 (tag * 64 >> 30 == 0): runs of 300 keys pass it.
-    const uint32_t tag = k < 300 ? static_cast<uint32_t>(rng() % (1u << 24))
-                                 : static_cast<uint32_t>(rng() % (1u << 30));
+    const uint32_t tag = k < 300 ? 12345u : static_cast<uint32_t>(rng() % (1u << 30));
     hash_of[k] = (rng() << 32) | uint64_t{tag} << 2;
     map.Insert(hash_of[k], static_cast<uint32_t>(k), false);
     key_of[k] = k;
   }
+  EXPECT_GE(map.stash_size(), 284u);
+  EXPECT_EQ(map.StashCountAt(hash_of[0]), DramHashMap::kCountMax);
   auto key_at = [&](uint32_t slot) { return key_of[slot]; };
   auto check = [&](const std::vector<uint8_t>& present) {
     for (Key k = 0; k < kKeys; ++k) {
@@ -224,7 +270,13 @@ TEST(DramIndexTest, StripesShareOneArrayGrownTogether) {
     entries += stripe.map.size();
   }
   EXPECT_EQ(entries, keys.size());
-  EXPECT_EQ(index.bytes(), index.stripes() * (sizeof(DramIndex::Stripe) + segment * 8));
+  uint64_t stash_bytes = 0;
+  for (uint32_t s = 0; s < index.stripes(); ++s) {
+    base::ReaderLock lock(&index.stripe(s).mu);
+    stash_bytes += index.stripe(s).map.stash_bytes();
+  }
+  EXPECT_EQ(index.bytes(),
+            index.stripes() * (sizeof(DramIndex::Stripe) + segment * 8) + stash_bytes);
   for (uint32_t slot = 0; slot < keys.size(); ++slot) {
     const uint64_t h = DramKeyHash(keys[slot]);
     bool dirty = false;
