@@ -564,8 +564,9 @@ Status Store::ReadRecords(Table& t, std::span<const uint64_t> addrs, io::Aligned
     const uint64_t off = t.FileOffset(addrs[i]);
     uint64_t b = off / kBlock;
     first_page[i] = pages.size();
-    // Consecutive records sharing a block (a base's candidates) read it once.
-    if (!pages.empty() && pages.back() == b) {
+    // Key ranges: consecutive records sharing a block (a base's candidates)
+    // read it once.
+    if (t.ranged && !pages.empty() && pages.back() == b) {
       --first_page[i];
       ++b;
     }
