@@ -263,8 +263,8 @@ struct RunSpec {
 Result<BackendResult> RunBackend(const SsdBenchArgs& a, const RunSpec& spec) {
   const SsdBackend backend = spec.backend;
   BackendResult r;
-  r.name = backend == SsdBackend::kRocksDb  ? "rocksdb"
-           : spec.format == 1               ? "native"
+  r.name = backend == SsdBackend::kRocksDb   ? "rocksdb"
+           : spec.format == 1                ? "native"
            : spec.index == SsdIndex::kExact  ? "native2_exact"
            : spec.index == SsdIndex::kRanges ? "native2_ranges"
                                              : "native2";

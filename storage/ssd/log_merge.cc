@@ -31,12 +31,30 @@ Status Store::AppendRanged(Table& t, std::span<const NewRecord> recs,
                    &rg.staging);
     if (!s.ok()) break;
   }
+  // Every run's blocks are gathered into the table's staging buffer and
+  // written in one batch (the device sees the ranges' runs together, not
+  // one after another).
+  WriteGather gather;
+  if (s.ok()) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (const AppendPlan::Chunk& c : t.ranges[runs[i].range].plan.chunks) {
+        if (c.to > c.from) bytes += c.to - c.from;
+      }
+    }
+    s = EnsureBytes(&t.staging, std::max<uint64_t>(bytes, kBlock));
+    gather.data = reinterpret_cast<std::byte*>(t.staging.data());
+  }
   for (size_t i = 0; i < runs.size() && s.ok(); ++i) {
     const Run& run = runs[i];
     Range& rg = t.ranges[run.range];
     s = WriteAppend(t, kRangeHead0 + static_cast<int>(run.range), rg.plan,
                     recs.subspan(run.begin, run.end - run.begin),
-                    reinterpret_cast<std::byte*>(rg.staging.data()));
+                    reinterpret_cast<std::byte*>(rg.staging.data()), &gather);
+  }
+  if (s.ok() && !gather.pages.empty()) {
+    s = t.file->WritePages(gather.pages, gather.data);
+    if (s.ok()) bytes_written_ += gather.bytes;
   }
   if (!s.ok()) {
     for (size_t i = 0; i < planned; ++i) UndoAppend(t, t.ranges[runs[i].range].plan);

@@ -472,7 +472,8 @@ Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
 }
 
 Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
-                          std::span<const NewRecord> recs, std::byte* staging) {
+                          std::span<const NewRecord> recs, std::byte* staging,
+                          WriteGather* gather) {
   size_t r = 0;
   std::vector<uint32_t> pages;
   for (const AppendPlan::Chunk& c : plan.chunks) {
@@ -490,6 +491,14 @@ Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
     }
     std::memset(dst + (end - c.base), 0, RoundUp(end) - end);
     if (c.to <= c.from) continue;
+    if (gather != nullptr) {  // the caller writes every append's blocks at once
+      for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
+        gather->pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
+      }
+      std::memcpy(gather->data + gather->bytes, dst + (c.from - c.base), c.to - c.from);
+      gather->bytes += c.to - c.from;
+      continue;
+    }
     pages.clear();
     for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));

@@ -338,8 +338,17 @@ class Store final : public RowStore {
   // the slots taken. Only one append of a head is planned at a time.
   Status PlanAppend(Table& t, int which, size_t n, AppendPlan* plan, io::AlignedBuffer* staging)
       REQUIRES(t.mu);
+  // With `gather`, the blocks to write are appended to it instead of
+  // written (its data sized by the caller), so that several heads' appends
+  // go to the device in one batch.
+  struct WriteGather {
+    std::vector<uint32_t> pages;
+    std::byte* data = nullptr;
+    uint64_t bytes = 0;
+  };
   Status WriteAppend(const Table& t, int which, const AppendPlan& plan,
-                     std::span<const NewRecord> recs, std::byte* staging);
+                     std::span<const NewRecord> recs, std::byte* staging,
+                     WriteGather* gather = nullptr);
   void CommitAppend(Table& t, int which, const AppendPlan& plan, std::span<const NewRecord> recs,
                     const std::byte* staging, std::vector<uint64_t>* addrs) REQUIRES(t.mu);
   void UndoAppend(Table& t, const AppendPlan& plan) REQUIRES(t.mu);

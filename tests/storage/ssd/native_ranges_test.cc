@@ -177,8 +177,7 @@ TEST_P(NativeRangesTest, BadOptionsAreRefusedNamingTheField) {
     auto store = OpenRowStore(o, kTables);
     ASSERT_FALSE(store.ok());
     EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(store.status().message().find(field), std::string::npos)
-        << store.status().ToString();
+    EXPECT_NE(store.status().message().find(field), std::string::npos) << store.status().ToString();
     EXPECT_FALSE(std::filesystem::exists(o.dir)) << "a refused open created " << o.dir;
   };
   RowStoreOptions o = Options();
