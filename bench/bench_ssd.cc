@@ -5,12 +5,13 @@
 //                    --rows N --dim 64 --state-floats 64 --batch 4096
 //                    --dist uniform|zipf --seconds S [--mix 0.5] [--clients 1]
 //                    [--write-log-fraction 0.25] [--segment-bytes 8388608]
-//                    [--index compact|exact|both] [--json]
+//                    [--index compact|exact|both|ranges] [--range-bits 6] [--json]
 //
 // The native store runs in the formats --format names (docs/ssd-format.md:
 // 1, leaf pages with a write log, reported as "native"; 2, the append-only
 // log with its cleaner, reported as "native2" with the compact DRAM index
-// and "native2_exact" with the exact one, as --index names), each beside
+// and "native2_exact" with the exact one, as --index names, or with key
+// ranges and merges, "native2_ranges" for --index ranges), each beside
 // RocksDB.
 //
 // For each backend: loads N rows (keys 0..N-1 scrambled by a bijection, in
@@ -79,7 +80,8 @@ struct SsdBenchArgs {
   double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
   std::string format = "1";                                                   // native: 1, 2, both
   uint64_t segment_bytes = storage::RowStoreOptions{}.ssd_segment_bytes;      // format 2
-  std::string index = "compact";  // format 2's DRAM index: compact, exact, both
+  std::string index = "compact";  // format 2's DRAM index: compact, exact, both, ranges
+  uint32_t range_bits = storage::RowStoreOptions{}.ssd_range_bits;  // --index ranges
   bool json = false;
 };
 
@@ -261,14 +263,16 @@ struct RunSpec {
 Result<BackendResult> RunBackend(const SsdBenchArgs& a, const RunSpec& spec) {
   const SsdBackend backend = spec.backend;
   BackendResult r;
-  r.name = backend == SsdBackend::kRocksDb  ? "rocksdb"
-           : spec.format == 1               ? "native"
-           : spec.index == SsdIndex::kExact ? "native2_exact"
-                                            : "native2";
+  r.name = backend == SsdBackend::kRocksDb   ? "rocksdb"
+           : spec.format == 1                ? "native"
+           : spec.index == SsdIndex::kExact  ? "native2_exact"
+           : spec.index == SsdIndex::kRanges ? "native2_ranges"
+                                             : "native2";
   storage::RowStoreOptions o;
   o.backend = backend;
   o.ssd_format_version = spec.format;
   o.ssd_index = spec.index;
+  o.ssd_range_bits = a.range_bits;
   o.ssd_segment_bytes = a.segment_bytes;
   o.dir = a.dir + "/" + r.name;
   o.write_log_fraction = a.write_log_fraction;
@@ -345,17 +349,20 @@ Status RunSsdBench(const SsdBenchArgs& a) {
   if (a.format != "1" && a.format != "2" && a.format != "both") {
     return bad("--format '" + a.format + "': 1, 2 or both");
   }
-  if (a.index != "compact" && a.index != "exact" && a.index != "both") {
-    return bad("--index '" + a.index + "': compact, exact or both");
+  if (a.index != "compact" && a.index != "exact" && a.index != "both" && a.index != "ranges") {
+    return bad("--index '" + a.index + "': compact, exact, both or ranges");
   }
   std::vector<RunSpec> runs;
   if (a.backend != "rocksdb") {
     if (a.format != "2") runs.push_back({SsdBackend::kNative, 1, SsdIndex::kCompact});
-    if (a.format != "1" && a.index != "exact") {
+    if (a.format != "1" && (a.index == "compact" || a.index == "both")) {
       runs.push_back({SsdBackend::kNative, 2, SsdIndex::kCompact});
     }
-    if (a.format != "1" && a.index != "compact") {
+    if (a.format != "1" && (a.index == "exact" || a.index == "both")) {
       runs.push_back({SsdBackend::kNative, 2, SsdIndex::kExact});
+    }
+    if (a.format != "1" && a.index == "ranges") {
+      runs.push_back({SsdBackend::kNative, 2, SsdIndex::kRanges});
     }
   }
   if (a.backend == "rocksdb" || a.backend == "both") {
@@ -490,8 +497,13 @@ CommandRegistrar reg{
                             storage::kSegmentBytesMin, storage::kSegmentBytesMax);
       AddChoice(c, "--index", args->index,
                 "native format 2: DRAM index, compact (7 bytes per key; a put of a stored key "
-                "reads it once), exact (about 11.7 bytes per key; puts read nothing) or both",
-                {"compact", "exact", "both"});
+                "reads it once), exact (about 11.7 bytes per key; puts read nothing), both, or "
+                "ranges (key-ordered base segments per key range and an exact index of the "
+                "log's rows only)",
+                {"compact", "exact", "both", "ranges"});
+      AddUnsigned<uint32_t>(c, "--range-bits", args->range_bits,
+                            "--index ranges: a table's key ranges, 2^this", 0,
+                            storage::kRangeBitsMax);
       c->add_flag("--json", args->json, "one JSON object instead of the table");
       c->callback([args] {
         Status s = RunSsdBench(*args);

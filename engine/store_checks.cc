@@ -68,10 +68,11 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
         " must be a power of two in [" + std::to_string(storage::kSegmentBytesMin) + ", " +
         std::to_string(storage::kSegmentBytesMax) + "]");
   }
-  if (options.ssd_index != SsdIndex::kCompact && options.ssd_index != SsdIndex::kExact) {
+  if (options.ssd_index != SsdIndex::kCompact && options.ssd_index != SsdIndex::kExact &&
+      options.ssd_index != SsdIndex::kRanges) {
     return Status::InvalidArgument(
         "StoreOptions.ssd_index = " + std::to_string(static_cast<int>(options.ssd_index)) +
-        " must be SsdIndex::kCompact or kExact");
+        " must be SsdIndex::kCompact, kExact or kRanges");
   }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||

@@ -87,8 +87,13 @@ enum class SsdBackend : uint8_t { kNative, kRocksDb };
 // kExact: the whole key per entry, 11 bytes plus slack (about 11.7): puts
 // read nothing (sequential appends only) and gets of a deleted key read
 // nothing. Not stored on disk: the index is rebuilt at every open, so either
-// opens any format-2 directory.
-enum class SsdIndex : uint8_t { kCompact, kExact };
+// opens any format-2 directory. kRanges (docs/ssd-format.md, "Key ranges"):
+// a new table keeps most rows in key-ordered base segments per key range
+// (a directory of about 2 bytes per key finds them) and only the rows
+// written since their range's last merge in the log, under an exact index;
+// background merges replace cleaning. A table keeps the layout it was
+// created with (stored in its segments' headers).
+enum class SsdIndex : uint8_t { kCompact, kExact, kRanges };
 // Order of eviction among rows nobody declared an intent for (they always go
 // before rows with one). kLru: least recently used first. kLfu: least
 // frequently used first (a count-min sketch with aging per table, so a
@@ -175,7 +180,8 @@ struct StoreOptions {
   // [64 KiB, 64 MiB] (the unit of cleaning; tests use small ones).
   uint64_t ssd_segment_bytes = 8ull << 20;
   // Native SSD tier, format 2: the DRAM index (SsdIndex: kCompact, fewer
-  // bytes per key; kExact, puts without reads). Format 1 ignores it.
+  // bytes per key; kExact, puts without reads; kRanges, key-ordered base
+  // segments per key range). Format 1 ignores it.
   SsdIndex ssd_index = SsdIndex::kCompact;
   // Fault injection into the SSD tier's I/O (tests and replays); off by default.
   FaultOptions faults;

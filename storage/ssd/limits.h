@@ -46,5 +46,8 @@ inline constexpr uint64_t kManifestBytesMax = 16ull << 30;
 inline constexpr uint64_t kLogSlotsMax = uint64_t{1} << 20;
 inline constexpr uint64_t kSegmentBytesMin = 64ull << 10;
 inline constexpr uint64_t kSegmentBytesMax = 64ull << 20;
+// Format version 2, key ranges (SsdIndex::kRanges): a table has at most
+// 2^kRangeBitsMax ranges (each holds a log head and its pending blocks).
+inline constexpr uint32_t kRangeBitsMax = 12;
 
 }  // namespace strata::storage

@@ -34,6 +34,14 @@ bool Store::Over(const Table& t, double space_amp) const {
   // A few segments of slack: a small table (a head or two and a few sealed
   // segments) is never "over".
   constexpr uint64_t kSlackSegments = 4;
+  if (t.ranged) {
+    // Key ranges: the log against its budget (each range holds a head).
+    if (t.LogSlots() <= t.ranges.size() + kSlackSegments) return false;
+    const double fraction =
+        options_.ssd_merge_log_fraction + (space_amp - options_.gc_space_amp_trigger);
+    return double(t.LogSlots()) * double(t.segment_bytes) >
+           fraction * double(t.rows) * double(t.spec.row_bytes);
+  }
   if (t.current_slots <= kSlackSegments) return false;
   return double(t.current_slots) * double(t.segment_bytes) >
          space_amp * double(t.rows) * double(t.spec.row_bytes);
@@ -61,7 +69,7 @@ Status Store::Clean(Table& t, uint64_t records) {
   uint64_t freed = 0;
   for (uint64_t i = 0; i < victims_max && freed < 2 * records; ++i) {
     uint64_t reclaimed = 0;
-    STRATA_RETURN_IF_ERROR(CleanStep(t, &reclaimed));
+    STRATA_RETURN_IF_ERROR(Step(t, &reclaimed));
     if (reclaimed == 0) break;
     freed += reclaimed;
   }
@@ -230,7 +238,7 @@ void Store::CleanerThread() {
       Status s;
       {
         base::MutexLock clean(&clean_mu_);
-        s = CleanStep(*t, &reclaimed);
+        s = Step(*t, &reclaimed);
       }
       if (!s.ok()) {
         STRATA_LOG_WARN("native store %s: cleaning table %s failed: %s", options_.dir.c_str(),

@@ -65,7 +65,8 @@ Status VerifyRecord(const std::byte* src, const Table& t, uint64_t segment_seq, 
   return Status::Ok();
 }
 
-void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind) {
+void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind,
+                       uint32_t layout) {
   std::memset(dst, 0, kHeader);
   ssd::SegmentHeader h{};
   h.magic = ssd::kSegmentMagic;
@@ -75,6 +76,7 @@ void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uin
   h.row_bytes = t.spec.row_bytes;
   h.record_bytes = t.record_bytes;
   h.segment_seq = segment_seq;
+  h.layout = layout;
   std::memcpy(dst, &h, sizeof(h));
   h.checksum = XXH3_64bits(dst + 8, kHeader - 8);
   std::memcpy(dst, &h.checksum, 8);
@@ -129,7 +131,24 @@ std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_b
   t->segment_bytes = segment_bytes;
   t->capacity = SegmentCapacity(segment_bytes, spec.row_bytes);
   t->slot_blocks = segment_bytes / kBlock;
+  base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
+  ConfigureLayout(*t, options_.ssd_index == SsdIndex::kRanges, options_.ssd_range_bits);
   return t;
+}
+
+void Store::ConfigureLayout(Table& t, bool ranged, uint32_t range_bits) {
+  t.ranged = ranged;
+  t.range_bits = ranged ? range_bits : 0;
+  // A table of key ranges indexes its log exactly; one without ranges
+  // opened with kRanges asked uses the exact index too.
+  t.index.Reset(ranged || options_.ssd_index == SsdIndex::kRanges ? SsdIndex::kExact
+                                                                  : options_.ssd_index);
+  const size_t ranges = ranged ? size_t{1} << range_bits : 0;
+  t.ranges.clear();
+  t.ranges.resize(ranges);
+  t.heads.clear();
+  t.heads.resize(kRangeHead0 + ranges);
+  for (size_t r = 0; r < ranges; ++r) t.heads[kRangeHead0 + r].hold = kRangeHeadHoldBytes;
 }
 
 namespace {
@@ -237,6 +256,8 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
     uint8_t kind;
   };
   std::vector<Seen> seen;
+  std::vector<uint64_t> base_keys;  // key ranges: the mixed keys of every base record
+  std::vector<uint64_t> mixed;      // of one base segment
   std::vector<ssd::SegmentRecord> segments = mt.segments;
   std::sort(
       segments.begin(), segments.end(),
@@ -245,6 +266,8 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
   for (const ssd::SegmentRecord& s : segments) slots = std::max<uint64_t>(slots, s.slot + 1);
   t.slots.assign(slots, Slot{});
   std::vector<uint32_t> pages;
+  bool first_segment = true;
+  uint32_t layout = 0;
   for (const ssd::SegmentRecord& s : segments) {
     const uint64_t bytes = RoundUp(t.RecordOffset(s.record_count));
     STRATA_RETURN_IF_ERROR(EnsureBytes(&t.victim, bytes));
@@ -257,26 +280,98 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
     bytes_read_ += bytes;
     const uint64_t base = uint64_t{s.slot} * t.segment_bytes;
     STRATA_RETURN_IF_ERROR(VerifySegmentHeader(data, t, s.segment_seq, t.file->path(), base));
+    ssd::SegmentHeader header;
+    std::memcpy(&header, data, sizeof(header));
+    // A table keeps the layout its segments were written in (key ranges or
+    // not), whatever the options ask.
+    if (first_segment) {
+      layout = header.layout;
+      const bool ranged = (layout & ssd::kLayoutRanges) != 0;
+      if (ranged && (ssd::LayoutRangeBits(layout) > kRangeBitsMax ||
+                     (layout & ~ssd::RangesLayout(ssd::LayoutRangeBits(layout), 0xFFFF)) != 0)) {
+        return CorruptionAt(t.file->path(), base, "bad segment layout of table " + t.spec.name);
+      }
+      ConfigureLayout(t, ranged, ssd::LayoutRangeBits(layout));
+      first_segment = false;
+    }
+    const uint32_t range = ssd::LayoutRange(header.layout);
+    const bool is_base = header.kind == ssd::kSegmentBase;
+    if (((header.layout ^ layout) & ~uint32_t{0xFFFF}) != 0 ||
+        (t.ranged && range >= t.ranges.size()) || (!t.ranged && header.layout != 0) ||
+        (is_base && !t.ranged)) {
+      return CorruptionAt(t.file->path(), base,
+                          "segment layout " + std::to_string(header.layout) + " of table " +
+                              t.spec.name + " differs from its first segment's " +
+                              std::to_string(layout));
+    }
     Slot& slot = t.slots[s.slot];
     slot.segment_seq = s.segment_seq;
     slot.records = s.record_count;
     slot.sealed = true;
+    if (t.ranged) slot.range = static_cast<int32_t>(range);
+    mixed.clear();
     for (uint64_t i = 0; i < s.record_count; ++i) {
       Parsed p;
-      STRATA_RETURN_IF_ERROR(VerifyRecord(data + t.RecordOffset(i), t, s.segment_seq, i,
-                                          t.file->path(), base + t.RecordOffset(i), &p));
+      const uint64_t at = base + t.RecordOffset(i);
+      STRATA_RETURN_IF_ERROR(
+          VerifyRecord(data + t.RecordOffset(i), t, s.segment_seq, i, t.file->path(), at, &p));
       if (p.seq >= mt.next_seq) {
         return CorruptionAt(
-            t.file->path(), base + t.RecordOffset(i),
+            t.file->path(), at,
             "record seq " + std::to_string(p.seq) + " not below " + mpath + "'s next_seq");
       }
+      const uint64_t m = ssd::MixKey(p.key);
+      if (t.ranged && t.RangeOf(m) != range) {
+        return CorruptionAt(t.file->path(), at,
+                            "record of key " + std::to_string(p.key) + " in a segment of range " +
+                                std::to_string(range) + " of table " + t.spec.name);
+      }
       slot.min_seq = std::min(slot.min_seq, p.seq);
-      seen.push_back({ssd::MixKey(p.key), p.seq, t.Address(s.slot, i), p.kind});
+      if (is_base) {
+        if (p.kind != ssd::kRecordRow || (!mixed.empty() && m <= mixed.back())) {
+          return CorruptionAt(t.file->path(), at,
+                              "base record of key " + std::to_string(p.key) +
+                                  " out of key order or not a row (table " + t.spec.name + ")");
+        }
+        mixed.push_back(m);
+        continue;
+      }
+      seen.push_back({m, p.seq, t.Address(s.slot, i), p.kind});
+    }
+    if (is_base) {
+      slot.role = kRoleBase;
+      slot.live = s.record_count;
+      ++t.base_slots;
+      Range& rg = t.ranges[range];
+      rg.base_rows += s.record_count;
+      if (!mixed.empty()) {
+        rg.base.emplace_back();
+        rg.base.back().slot = s.slot;
+        rg.base.back().Build(mixed);
+      }
+      base_keys.insert(base_keys.end(), mixed.begin(), mixed.end());
     }
     t.SetState(s.slot, kBoth);
   }
+  if (first_segment)
+    ConfigureLayout(t, options_.ssd_index == SsdIndex::kRanges, options_.ssd_range_bits);
+  for (Range& rg : t.ranges) {
+    std::sort(rg.base.begin(), rg.base.end(),
+              [](const BaseSegment& a, const BaseSegment& b) { return a.first < b.first; });
+    for (size_t i = 1; i < rg.base.size(); ++i) {
+      if (rg.base[i].first <= rg.base[i - 1].last) {
+        return CorruptionAt(t.file->path(), rg.base[i].slot * t.segment_bytes,
+                            "base segments of table " + t.spec.name + " overlap in key order");
+      }
+    }
+    t.rows += rg.base_rows;
+  }
+  std::sort(base_keys.begin(), base_keys.end());
   // A key's newest record wins (highest seq: a cleaner copy may sit in a
-  // newer segment than a later put of the key).
+  // newer segment than a later put of the key). Key ranges: the log's
+  // records are newer than their range's base (a merge takes every log
+  // record of the range written before it), so the index holds the log's
+  // winners, each shadowing the key's base record if it has one.
   std::sort(seen.begin(), seen.end(), [](const Seen& a, const Seen& b) {
     return a.mixed != b.mixed ? a.mixed < b.mixed : a.seq > b.seq;
   });
@@ -286,15 +381,22 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
     if (i > 0 && seen[i].mixed == seen[i - 1].mixed) continue;
     entries.push_back({seen[i].mixed, seen[i].address, seen[i].kind});
     ++t.slots[t.SlotOf(seen[i].address)].live;
-    if (seen[i].kind == ssd::kRecordRow) {
+    const bool row = seen[i].kind == ssd::kRecordRow;
+    if (t.ranged) {
+      const int64_t d = int64_t{row} - int64_t{std::binary_search(base_keys.begin(),
+                                                                  base_keys.end(), seen[i].mixed)};
+      t.ranges[t.RangeOf(seen[i].mixed)].log_delta += d;
+      t.rows = static_cast<uint64_t>(static_cast<int64_t>(t.rows) + d);
+    } else if (row) {
       ++t.rows;
-    } else {
-      ++t.tombstones;
     }
+    if (!row) ++t.tombstones;
   }
   seen.clear();
   seen.shrink_to_fit();
-  if (t.rows != mt.row_count) {
+  // Key ranges: the MANIFEST's count is the estimate of "Range::log_delta";
+  // the rebuild's is exact.
+  if (!t.ranged && t.rows != mt.row_count) {
     return Status::Corruption(mpath + ": table " + t.spec.name + " row count " +
                               std::to_string(mt.row_count) + ", its segments hold " +
                               std::to_string(t.rows));
@@ -325,8 +427,8 @@ Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
   Head& h = t.heads[which];
   if (h.pend.size() == 0) {
     // At most a record and two blocks are pending (see Head).
-    STRATA_ASSIGN_OR_RETURN(h.pend,
-                            io::AlignedBuffer::Allocate(RoundUp(t.record_bytes) + 3 * kBlock));
+    STRATA_ASSIGN_OR_RETURN(
+        h.pend, io::AlignedBuffer::Allocate(h.hold + RoundUp(t.record_bytes) + 3 * kBlock));
   }
   plan->chunks.clear();
   plan->taken.clear();
@@ -341,6 +443,7 @@ Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
         return s.status();
       }
       plan->taken.push_back(*s);
+      if (which >= kRangeHead0) t.slots[*s].range = which - kRangeHead0;
       c = {*s, t.slots[*s].segment_seq, true, 0, 0, 0, 0, 0, 0};
     } else {
       const uint64_t us = static_cast<uint64_t>(slot);
@@ -350,6 +453,8 @@ Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
     const uint64_t end = t.RecordOffset(c.first + c.n);
     const bool full = c.first + c.n == t.capacity;
     c.to = full ? RoundUp(end) : RoundDown(end);
+    // A head that holds pending blocks writes once they pass its hold.
+    if (!full && RoundUp(end) - c.base <= h.hold) c.to = c.from;
     c.at = plan->staged;
     plan->staged += RoundUp(end) - c.base;
     plan->chunks.push_back(c);
@@ -367,7 +472,8 @@ Status Store::PlanAppend(Table& t, int which, size_t n, AppendPlan* plan,
 }
 
 Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
-                          std::span<const NewRecord> recs, std::byte* staging) {
+                          std::span<const NewRecord> recs, std::byte* staging,
+                          WriteGather* gather) {
   size_t r = 0;
   std::vector<uint32_t> pages;
   for (const AppendPlan::Chunk& c : plan.chunks) {
@@ -375,7 +481,8 @@ Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
     const uint64_t end = t.RecordOffset(c.first + c.n);
     if (c.fresh) {
       SealSegmentHeader(dst, t, c.segment_seq,
-                        which == kUserHead ? ssd::kSegmentUser : ssd::kSegmentCleaner);
+                        which == kCleanerHead ? ssd::kSegmentCleaner : ssd::kSegmentUser,
+                        which >= kRangeHead0 ? t.Layout(which - kRangeHead0) : 0);
     }
     for (uint64_t i = 0; i < c.n; ++i, ++r) {
       const NewRecord& rec = recs[r];
@@ -384,6 +491,14 @@ Status Store::WriteAppend(const Table& t, int which, const AppendPlan& plan,
     }
     std::memset(dst + (end - c.base), 0, RoundUp(end) - end);
     if (c.to <= c.from) continue;
+    if (gather != nullptr) {  // the caller writes every append's blocks at once
+      for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
+        gather->pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
+      }
+      std::memcpy(gather->data + gather->bytes, dst + (c.from - c.base), c.to - c.from);
+      gather->bytes += c.to - c.from;
+      continue;
+    }
     pages.clear();
     for (uint64_t b = c.from / kBlock; b < c.to / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(c.slot * t.slot_blocks + b));
@@ -456,8 +571,15 @@ Status Store::ReadRecords(Table& t, std::span<const uint64_t> addrs, io::Aligned
       continue;
     }
     const uint64_t off = t.FileOffset(addrs[i]);
+    uint64_t b = off / kBlock;
     first_page[i] = pages.size();
-    for (uint64_t b = off / kBlock; b <= (off + t.record_bytes - 1) / kBlock; ++b) {
+    // Key ranges: consecutive records sharing a block (a base's candidates)
+    // read it once.
+    if (t.ranged && !pages.empty() && pages.back() == b) {
+      --first_page[i];
+      ++b;
+    }
+    for (; b <= (off + t.record_bytes - 1) / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(b));
     }
   }
@@ -497,7 +619,8 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
                                    ": rows/found spans do not match keys");
   }
   std::vector<uint64_t> addrs;
-  std::vector<uint32_t> owner;  // key index of each candidate
+  std::vector<uint32_t> owner;     // key index of each candidate
+  std::vector<uint8_t> from_base;  // key ranges: 1 for a base's candidates
   addrs.reserve(keys.size());
   owner.reserve(keys.size());
   base::ReaderLock lock(&t->mu);
@@ -508,18 +631,29 @@ Status Store::MultiGet(TableId table, std::span<const Key> keys, std::span<std::
     uint8_t kind = 0;
     if (!t->index.exact()) {
       t->index.AppendCandidates(mixed, &addrs);
-    } else if (t->index.Find(mixed, &addr, &kind) && kind == ssd::kRecordRow) {
-      addrs.push_back(addr);  // a deleted key reads nothing
+    } else if (t->index.Find(mixed, &addr, &kind)) {
+      if (kind == ssd::kRecordRow) addrs.push_back(addr);  // a deleted key reads nothing
+    } else if (t->ranged) {
+      // Not in the log: the records of its range's base that may hold it.
+      const size_t before = addrs.size();
+      if (const BaseSegment* b = t->ranges[t->RangeOf(mixed)].Find(mixed)) {
+        uint64_t lo = 0, hi = 0;
+        b->Candidates(mixed, &lo, &hi);
+        for (uint64_t r = lo; r < hi; ++r) addrs.push_back(t->Address(b->slot, r));
+      }
+      from_base.resize(before, 0);
+      from_base.resize(addrs.size(), 1);
     }
     owner.resize(addrs.size(), static_cast<uint32_t>(i));
   }
+  from_base.resize(addrs.size(), 0);
   std::vector<const std::byte*> where;
   std::vector<Parsed> parsed;
   STRATA_RETURN_IF_ERROR(ReadRecords(*t, addrs, GetScratch(), &where, &parsed));
   for (size_t c = 0; c < addrs.size(); ++c) {
     const uint32_t i = owner[c];
     if (parsed[c].key != keys[i]) {
-      if (!t->index.exact()) continue;  // another key of the same field
+      if (!t->index.exact() || from_base[c] != 0) continue;  // another key of the same field
       return CorruptionAt(t->file->path(), t->FileOffset(addrs[c]),
                           "record of key " + std::to_string(parsed[c].key) + " where table " +
                               t->spec.name + "'s index names key " + std::to_string(keys[i]));
@@ -539,8 +673,15 @@ Status Store::Resolve(Table& t, std::span<const Key> keys, std::vector<uint64_t>
   old_kinds->assign(keys.size(), 0);
   if (t.index.exact()) {  // the index knows: nothing to read
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (!t.index.Find(ssd::MixKey(keys[i]), &(*old_addrs)[i], &(*old_kinds)[i])) {
-        (*old_addrs)[i] = kNone;
+      const uint64_t mixed = ssd::MixKey(keys[i]);
+      if (t.index.Find(mixed, &(*old_addrs)[i], &(*old_kinds)[i])) continue;
+      (*old_addrs)[i] = kNone;
+      // Key ranges: a key its range's base may hold counts as a row there
+      // (not read: an estimate, see Range::log_delta).
+      if (const BaseSegment* b = t.ranged ? t.ranges[t.RangeOf(mixed)].Find(mixed) : nullptr) {
+        uint64_t lo = 0, hi = 0;
+        b->Candidates(mixed, &lo, &hi);
+        if (lo < hi) (*old_kinds)[i] = ssd::kRecordRow;
       }
     }
     return Status::Ok();
@@ -619,29 +760,45 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
                                      " ran out of 48-bit write sequence numbers");
   }
   std::vector<uint64_t> addrs;
-  STRATA_RETURN_IF_ERROR(Append(*t, kUserHead, recs, &addrs));
+  if (t->ranged) {
+    // Each range's records go to its own head: group them by range.
+    std::vector<uint32_t> by_range(recs.size());
+    for (uint32_t r = 0; r < by_range.size(); ++r) by_range[r] = r;
+    std::stable_sort(by_range.begin(), by_range.end(), [&](uint32_t a, uint32_t b) {
+      return t->RangeOf(ssd::MixKey(recs[a].key)) < t->RangeOf(ssd::MixKey(recs[b].key));
+    });
+    std::vector<NewRecord> grouped(recs.size());
+    std::vector<uint32_t> grouped_key(recs.size());
+    for (size_t r = 0; r < recs.size(); ++r) {
+      grouped[r] = recs[by_range[r]];
+      grouped_key[r] = rec_key[by_range[r]];
+    }
+    recs.swap(grouped);
+    rec_key.swap(grouped_key);
+    STRATA_RETURN_IF_ERROR(AppendRanged(*t, recs, &addrs));
+  } else {
+    STRATA_RETURN_IF_ERROR(Append(*t, kUserHead, recs, &addrs));
+  }
   t->next_seq = seq;
   for (size_t r = 0; r < recs.size(); ++r) {
     const size_t u = rec_key[r];
     const uint64_t mixed = ssd::MixKey(unique[u]);
+    // A row before: the key's entry, or (key ranges) maybe its base's row.
+    const bool was_row = old_kinds[u] == ssd::kRecordRow;
     if (old_addrs[u] != kNone) {
       const bool replaced = t->index.Replace(mixed, old_addrs[u], addrs[r], recs[r].kind);
       STRATA_ASSERT(replaced, "resolved entry vanished under the writer lock");
       --t->slots[t->SlotOf(old_addrs[u])].live;
-      if (old_kinds[u] == ssd::kRecordRow) {
-        --t->rows;
-      } else {
-        --t->tombstones;
-      }
+      if (!was_row) --t->tombstones;
     } else {
       t->index.Insert(mixed, addrs[r], recs[r].kind);
     }
     ++t->slots[t->SlotOf(addrs[r])].live;
-    if (recs[r].kind == ssd::kRecordRow) {
-      ++t->rows;
-    } else {
-      ++t->tombstones;
-    }
+    const bool row = recs[r].kind == ssd::kRecordRow;
+    if (!row) ++t->tombstones;
+    const int64_t d = int64_t{row} - int64_t{was_row};
+    t->rows = static_cast<uint64_t>(static_cast<int64_t>(t->rows) + d);
+    if (t->ranged) t->ranges[t->RangeOf(mixed)].log_delta += d;
   }
   if (rows != nullptr) {
     rows_written_ += keys.size();
@@ -679,7 +836,15 @@ Status Store::Scan(TableId table,
     for (uint64_t i = 0; i < slot.records; ++i) {
       const std::byte* rec = data + t->RecordOffset(i);
       const uint64_t addr = t->Address(s, i);
-      if (!t->index.Contains(ssd::MixKey(ParseRecord(rec).key), addr)) continue;
+      const uint64_t mixed = ssd::MixKey(ParseRecord(rec).key);
+      if (slot.role == kRoleBase) {
+        // A base row is live unless the log holds its key (newer).
+        uint64_t at = 0;
+        uint8_t kind = 0;
+        if (t->index.Find(mixed, &at, &kind)) continue;
+      } else if (!t->index.Contains(mixed, addr)) {
+        continue;
+      }
       Parsed p;
       STRATA_RETURN_IF_ERROR(VerifyRecord(rec, *t, slot.segment_seq, i, t->file->path(),
                                           s * t->segment_bytes + t->RecordOffset(i), &p));
@@ -702,28 +867,31 @@ Status Store::Sync() {
   return Status::Ok();
 }
 
-Status Store::FlushHeads(Table& t) {
-  for (Head& h : t.heads) {
-    if (h.slot < 0) continue;
-    const uint64_t slot = static_cast<uint64_t>(h.slot);
-    if (t.slots[slot].records == 0) {  // nothing appended: give the slot back
-      t.SetState(slot, kFree);
-      h.slot = -1;
-      continue;
-    }
-    const uint64_t end = t.End(slot);
-    if (RoundUp(end) > h.written) {
-      std::vector<uint32_t> pages;
-      for (uint64_t b = h.written / kBlock; b < RoundUp(end) / kBlock; ++b) {
-        pages.push_back(static_cast<uint32_t>(slot * t.slot_blocks + b));
-      }
-      STRATA_RETURN_IF_ERROR(t.file->WritePages(
-          pages, reinterpret_cast<const std::byte*>(h.pend.data()) + (h.written - h.pend_off)));
-      bytes_written_ += RoundUp(end) - h.written;
-    }
-    t.slots[slot].sealed = true;
+Status Store::FlushHead(Table& t, Head& h) {
+  if (h.slot < 0) return Status::Ok();
+  const uint64_t slot = static_cast<uint64_t>(h.slot);
+  if (t.slots[slot].records == 0) {  // nothing appended: give the slot back
+    t.SetState(slot, kFree);
     h.slot = -1;
+    return Status::Ok();
   }
+  const uint64_t end = t.End(slot);
+  if (RoundUp(end) > h.written) {
+    std::vector<uint32_t> pages;
+    for (uint64_t b = h.written / kBlock; b < RoundUp(end) / kBlock; ++b) {
+      pages.push_back(static_cast<uint32_t>(slot * t.slot_blocks + b));
+    }
+    STRATA_RETURN_IF_ERROR(t.file->WritePages(
+        pages, reinterpret_cast<const std::byte*>(h.pend.data()) + (h.written - h.pend_off)));
+    bytes_written_ += RoundUp(end) - h.written;
+  }
+  t.slots[slot].sealed = true;
+  h.slot = -1;
+  return Status::Ok();
+}
+
+Status Store::FlushHeads(Table& t) {
+  for (Head& h : t.heads) STRATA_RETURN_IF_ERROR(FlushHead(t, h));
   return Status::Ok();
 }
 
@@ -830,6 +998,14 @@ RowStoreStats Store::Stats() const {
     s.live_bytes += t->rows * t->spec.row_bytes;
     s.file_bytes += t->used_slots * t->segment_bytes;
     s.index_bytes += t->index.MemoryBytes() + t->slots.capacity() * sizeof(Slot);
+    // Key ranges: the bases' directories and the heads' DRAM.
+    for (const Range& rg : t->ranges) {
+      for (const BaseSegment& b : rg.base) s.index_bytes += b.MemoryBytes();
+      s.index_bytes += sizeof(Range) + rg.staging.size();
+    }
+    if (t->ranged) {
+      for (const Head& h : t->heads) s.index_bytes += h.pend.size();
+    }
   }
   return s;
 }

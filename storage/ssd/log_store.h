@@ -7,6 +7,7 @@
 // Ownership: the Store owns its tables, files and cleaner thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -35,7 +36,15 @@ inline uint64_t RoundUp(uint64_t x) { return (x + kBlock - 1) / kBlock * kBlock;
 inline uint64_t RoundDown(uint64_t x) { return x / kBlock * kBlock; }
 
 enum SlotState : uint8_t { kFree = 0, kBoth = 1, kCurrent = 2, kCheckpointOnly = 3 };
-enum HeadKind : int { kUserHead = 0, kCleanerHead = 1 };
+// Heads: the user head, the cleaner's, then (key ranges) one per range.
+enum HeadKind : int { kUserHead = 0, kCleanerHead = 1, kRangeHead0 = 2 };
+// What a segment holds in a table of key ranges: log records of one range,
+// the base of one range (sorted by MixKey), or a merge's output not yet
+// switched in (no get, Scan or merge sees it).
+enum SlotRole : uint8_t { kRoleLog = 0, kRoleBase = 1, kRoleMergeOutput = 2 };
+// Pending bytes a range head keeps in DRAM before writing (so a range's
+// appends go to the device in runs of about this).
+inline constexpr uint64_t kRangeHeadHoldBytes = 64 << 10;
 
 struct Slot {
   uint64_t segment_seq = 0;
@@ -43,7 +52,9 @@ struct Slot {
   uint32_t records = 0;      // records appended (all written or in a head's pend)
   uint32_t live = 0;         // index entries naming one of its records
   uint8_t state = kFree;
-  bool sealed = false;  // takes no more records (full, or sealed by a checkpoint)
+  bool sealed = false;      // takes no more records (full, or sealed by a checkpoint)
+  uint8_t role = kRoleLog;  // key ranges: SlotRole
+  int32_t range = -1;       // key ranges: the range of its records
 };
 
 // The segment a head appends to. Its bytes [0, written) are on disk; pend
@@ -56,6 +67,9 @@ struct Head {
   uint64_t written = 0;
   uint64_t pend_off = 0;
   io::AlignedBuffer pend;
+  // Bytes of whole blocks the head may keep pending before it writes them
+  // (0: it writes every whole block at once; range heads: kRangeHeadHoldBytes).
+  uint64_t hold = 0;
 };
 
 // Where an append's records go: one chunk per segment they fill, the first
@@ -77,8 +91,72 @@ struct AppendPlan {
   size_t staged = 0;            // staging bytes
 };
 
+// The directory of one base segment of a key range: for record i,
+// fp[i] = (MixKey - first) >> shift, non-decreasing (records are sorted by
+// MixKey), 2 bytes per record. The records that may hold a key are the run
+// of fp equal to its value: one in most lookups (a segment of n records
+// spreads them over 2^16 values).
+struct BaseSegment {
+  uint64_t slot = 0;
+  uint64_t first = 0, last = 0;  // MixKey of its first and last record
+  uint32_t shift = 0;
+  std::vector<uint16_t> fp;
+
+  // Sets shift and fp from the segment's sorted mixed keys.
+  void Build(std::span<const uint64_t> mixed) {
+    first = mixed.front();
+    last = mixed.back();
+    shift = 0;
+    while (((last - first) >> shift) > 0xFFFF) ++shift;
+    fp.resize(mixed.size());
+    for (size_t i = 0; i < mixed.size(); ++i) {
+      fp[i] = static_cast<uint16_t>((mixed[i] - first) >> shift);
+    }
+  }
+  // The records [*lo, *hi) that may hold `mixed` (inside [first, last]).
+  void Candidates(uint64_t mixed, uint64_t* lo, uint64_t* hi) const {
+    const auto v = static_cast<uint16_t>((mixed - first) >> shift);
+    const auto range = std::equal_range(fp.begin(), fp.end(), v);
+    *lo = static_cast<uint64_t>(range.first - fp.begin());
+    *hi = static_cast<uint64_t>(range.second - fp.begin());
+  }
+  uint64_t MemoryBytes() const { return sizeof(*this) + fp.capacity() * sizeof(uint16_t); }
+};
+
+// One key range of a table of key ranges (docs/ssd-format.md, "Key ranges").
+struct Range {
+  std::vector<BaseSegment> base;  // sorted by first, disjoint
+  uint64_t base_rows = 0;         // records of its base (every one a row)
+  // Rows added by the log since the base was written: exact for a key the
+  // log held already, else counted against the base's directory (a put of
+  // a key with a candidate there counts as an overwrite), so an estimate
+  // until the next merge makes it exact.
+  int64_t log_delta = 0;
+  AppendPlan plan;            // of one write's append to its head
+  io::AlignedBuffer staging;  // its encoding
+
+  // The base segment whose key span holds `mixed`, or nullptr.
+  const BaseSegment* Find(uint64_t mixed) const {
+    auto it = std::upper_bound(base.begin(), base.end(), mixed,
+                               [](uint64_t m, const BaseSegment& b) { return m < b.first; });
+    if (it == base.begin()) return nullptr;
+    --it;
+    return mixed <= it->last ? &*it : nullptr;
+  }
+};
+
 struct Table {
   explicit Table(SsdIndex index_kind) : index(index_kind) {}
+
+  // Key ranges (SsdIndex::kRanges); constant after open.
+  bool ranged = false;
+  uint32_t range_bits = 0;
+  uint32_t RangeOf(uint64_t mixed) const {
+    return range_bits == 0 ? 0 : static_cast<uint32_t>(mixed >> (64 - range_bits));
+  }
+  uint32_t Layout(uint32_t range) const {
+    return ranged ? ssd::RangesLayout(range_bits, range) : 0;
+  }
 
   // Constant after open.
   TableSpec spec;
@@ -97,7 +175,10 @@ struct Table {
   TableIndex index GUARDED_BY(mu);
   std::vector<Slot> slots GUARDED_BY(mu);
   uint64_t free_hint GUARDED_BY(mu) = 0;  // no free slot below it
-  Head heads[2] GUARDED_BY(mu);
+  std::vector<Head> heads GUARDED_BY(mu) = std::vector<Head>(2);
+  std::vector<Range> ranges GUARDED_BY(mu);  // key ranges
+  uint64_t base_slots GUARDED_BY(mu) = 0;    // current, role kRoleBase
+  uint64_t merge_slots GUARDED_BY(mu) = 0;   // role kRoleMergeOutput
   uint64_t next_seq GUARDED_BY(mu) = 1;
   uint64_t next_segment_seq GUARDED_BY(mu) = 1;
   uint64_t rows GUARDED_BY(mu) = 0;           // index entries that are rows
@@ -125,6 +206,11 @@ struct Table {
     const bool is_current = state == kCurrent || state == kBoth;
     current_slots += is_current - was_current;
     slots[slot].state = state;
+    if (!is_current && slots[slot].role == kRoleBase) {
+      --base_slots;
+      slots[slot].role = kRoleLog;
+    }
+    if (state == kFree && slots[slot].role == kRoleMergeOutput) --merge_slots;
     if (state == kFree) {
       slots[slot] = Slot{};
       free_hint = std::min(free_hint, slot);
@@ -132,15 +218,23 @@ struct Table {
   }
   // Where record `address` is held in DRAM (a head's pend), or nullptr.
   const std::byte* InPend(uint64_t address) const REQUIRES_SHARED(mu) {
-    const int64_t slot = static_cast<int64_t>(SlotOf(address));
+    const uint64_t slot = SlotOf(address);
+    const uint64_t off = RecordOffset(IndexOf(address));
+    auto in = [&](const Head& h) -> const std::byte* {
+      if (h.slot != static_cast<int64_t>(slot) || off < h.pend_off) return nullptr;
+      return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
+    };
+    if (ranged) {  // only its range's head appends to a log segment of a range
+      const int32_t range = slots[slot].range;
+      return range < 0 ? nullptr : in(heads[kRangeHead0 + range]);
+    }
     for (const Head& h : heads) {
-      const uint64_t off = RecordOffset(IndexOf(address));
-      if (h.slot == slot && off >= h.pend_off) {
-        return reinterpret_cast<const std::byte*>(h.pend.data()) + (off - h.pend_off);
-      }
+      if (const std::byte* p = in(h)) return p;
     }
     return nullptr;
   }
+  // Log slots: current, neither base nor merge output (heads included).
+  uint64_t LogSlots() const REQUIRES_SHARED(mu) { return current_slots - base_slots - merge_slots; }
 };
 
 struct Parsed {
@@ -163,7 +257,8 @@ Status CorruptionAt(const std::string& path, uint64_t offset, const std::string&
 // read from `path` at `offset`.
 Status VerifyRecord(const std::byte* src, const Table& t, uint64_t segment_seq, uint64_t index,
                     const std::string& path, uint64_t offset, Parsed* out);
-void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind);
+void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uint16_t kind,
+                       uint32_t layout);
 Status VerifySegmentHeader(const std::byte* src, const Table& t, uint64_t segment_seq,
                            const std::string& path, uint64_t offset);
 // Grows `buf` to at least `bytes` (doubling).
@@ -210,6 +305,27 @@ class Store final : public RowStore {
   std::unique_ptr<Table> NewTable(const TableSpec& spec, uint64_t segment_bytes);
   Status OpenExisting(const ManifestV2& manifest, const std::vector<TableSpec>& tables);
   Status Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mpath) REQUIRES(t.mu);
+  // Makes `t` a table of key ranges (2^range_bits) or not, with its index
+  // and heads; before any record is added.
+  void ConfigureLayout(Table& t, bool ranged, uint32_t range_bits) REQUIRES(t.mu);
+  // Key ranges: appends `recs` (grouped by range, in that order) through
+  // their ranges' heads, all or nothing; (*addrs)[i] is recs[i]'s address.
+  Status AppendRanged(Table& t, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
+      REQUIRES(t.mu);
+  // Writes a head's pending block(s) and seals its segment (a head with no
+  // record gives its slot back).
+  Status FlushHead(Table& t, Head& h) REQUIRES(t.mu);
+  // One merge (key ranges; docs/ssd-format.md, "Key ranges"): when the
+  // table's log exceeds its budget, the range with the most log segments is
+  // merged into a new base (its base and sealed log segments read, merged
+  // by key, written sorted), switched in, and the old segments freed; the
+  // table lock is held to pick and to switch, not across the I/O.
+  // *reclaimed: the log records freed (0: no merge).
+  Status MergeStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // A cleaning step or, for a table of key ranges, a merge.
+  Status Step(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu) {
+    return t.ranged ? MergeStep(t, reclaimed) : CleanStep(t, reclaimed);
+  }
 
   // A free slot, marked kCurrent with a new segment seq.
   Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
@@ -222,8 +338,17 @@ class Store final : public RowStore {
   // the slots taken. Only one append of a head is planned at a time.
   Status PlanAppend(Table& t, int which, size_t n, AppendPlan* plan, io::AlignedBuffer* staging)
       REQUIRES(t.mu);
+  // With `gather`, the blocks to write are appended to it instead of
+  // written (its data sized by the caller), so that several heads' appends
+  // go to the device in one batch.
+  struct WriteGather {
+    std::vector<uint32_t> pages;
+    std::byte* data = nullptr;
+    uint64_t bytes = 0;
+  };
   Status WriteAppend(const Table& t, int which, const AppendPlan& plan,
-                     std::span<const NewRecord> recs, std::byte* staging);
+                     std::span<const NewRecord> recs, std::byte* staging,
+                     WriteGather* gather = nullptr);
   void CommitAppend(Table& t, int which, const AppendPlan& plan, std::span<const NewRecord> recs,
                     const std::byte* staging, std::vector<uint64_t>* addrs) REQUIRES(t.mu);
   void UndoAppend(Table& t, const AppendPlan& plan) REQUIRES(t.mu);
@@ -301,6 +426,7 @@ class Store final : public RowStore {
   io::AlignedBuffer clean_victim_ GUARDED_BY(clean_mu_);   // the victim segment read
   io::AlignedBuffer clean_staging_ GUARDED_BY(clean_mu_);  // encoding of its copies
   AppendPlan clean_plan_ GUARDED_BY(clean_mu_);
+  io::AlignedBuffer merge_base_ GUARDED_BY(clean_mu_);  // a base segment being merged
   // The background cleaner's state. A leaf lock: taken with or without a
   // table's mu, and nothing is taken while holding it.
   base::Mutex cleaner_mu_;

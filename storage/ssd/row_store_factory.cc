@@ -85,10 +85,22 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
             std::to_string(options.ssd_segment_bytes) + " is not a power of two in [" +
             std::to_string(kSegmentBytesMin) + ", " + std::to_string(kSegmentBytesMax) + "]");
       }
-      if (options.ssd_index != SsdIndex::kCompact && options.ssd_index != SsdIndex::kExact) {
+      if (options.ssd_index != SsdIndex::kCompact && options.ssd_index != SsdIndex::kExact &&
+          options.ssd_index != SsdIndex::kRanges) {
         return Status::InvalidArgument("row store " + options.dir + ": ssd_index " +
                                        std::to_string(static_cast<int>(options.ssd_index)) +
-                                       " is not kCompact or kExact");
+                                       " is not kCompact, kExact or kRanges");
+      }
+      if (options.ssd_range_bits > kRangeBitsMax) {
+        return Status::InvalidArgument("row store " + options.dir + ": ssd_range_bits " +
+                                       std::to_string(options.ssd_range_bits) + " is above " +
+                                       std::to_string(kRangeBitsMax));
+      }
+      if (!std::isfinite(options.ssd_merge_log_fraction) || options.ssd_merge_log_fraction <= 0 ||
+          options.ssd_merge_log_fraction > 8) {
+        return Status::InvalidArgument("row store " + options.dir + ": ssd_merge_log_fraction " +
+                                       std::to_string(options.ssd_merge_log_fraction) +
+                                       " is not a number in (0, 8]");
       }
       // Cleaning bounds: a trigger below 1 (less room than the live rows)
       // would keep the cleaner busy for ever, a negative slack would make

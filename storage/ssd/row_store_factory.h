@@ -40,6 +40,7 @@ enum class LogMergePoint : uint8_t {
 enum class CleanPoint : uint8_t {
   kVictimRead,     // a step read its victim segment (no table lock held)
   kCopiesWritten,  // the victim's live records were written to the cleaner head
+  kMergeWritten,   // key ranges: a merge wrote its range's new base (no table lock held)
   kStepEnd,        // a step ended (an error it met is already pending)
   kStall,          // a put found its table over the stall bound and waits
 };
@@ -64,7 +65,19 @@ struct RowStoreOptions {
   // a stored key reads its record once) or kExact (11 bytes per key plus
   // slack; puts read nothing). Chosen at every open (the index is rebuilt
   // from the log; nothing on disk depends on it). Format 1 ignores it.
+  // kRanges: a new table is cut into 2^ssd_range_bits key ranges, each with
+  // key-ordered base segments and its own log head, folded together by
+  // background merges (docs/ssd-format.md, "Key ranges"); a table keeps the
+  // layout it was created with, whatever this says at later opens.
   SsdIndex ssd_index = SsdIndex::kCompact;
+  // kRanges: a new table's key ranges, 2^this (at most kRangeBitsMax). More
+  // ranges make each merge shorter but hold more partly filled segments
+  // (about 1.5 segments per range).
+  uint32_t ssd_range_bits = 6;
+  // kRanges: a merge runs while a table's log segments exceed this fraction
+  // of its live row bytes (puts wait above it plus gc_space_amp_stall_slack);
+  // in (0, 8]. Larger: fewer merges (less write amplification), more space.
+  double ssd_merge_log_fraction = 0.35;
   // I/O threads (io::IoThreads) issuing the page reads and writes. 0: one
   // per entry of io_cores, else one (one core per SSD). More threads overlap
   // more system-call work and take more cores from the trainer.

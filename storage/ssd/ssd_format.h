@@ -181,16 +181,26 @@ inline constexpr uint32_t kSegmentMagic = 0x53525453;  // "STRS"
 inline constexpr uint32_t kSegmentHeaderBytes = kAlignBytes;
 inline constexpr uint32_t kSegmentUser = 1;     // appended by MultiPut/Delete
 inline constexpr uint32_t kSegmentCleaner = 2;  // live records copied by the cleaner
+inline constexpr uint32_t kSegmentBase = 3;     // a key range's base, sorted by MixKey
+// SegmentHeader::layout of a table of key ranges (SsdIndex::kRanges): this
+// flag, the table's range bits << 16 and the segment's range. Zero: a table
+// without ranges (every segment a log segment of any keys).
+inline constexpr uint32_t kLayoutRanges = 1u << 31;
+inline constexpr uint32_t RangesLayout(uint32_t range_bits, uint32_t range) {
+  return kLayoutRanges | range_bits << 16 | range;
+}
+inline constexpr uint32_t LayoutRangeBits(uint32_t layout) { return (layout >> 16) & 0xFF; }
+inline constexpr uint32_t LayoutRange(uint32_t layout) { return layout & 0xFFFF; }
 
 struct SegmentHeader {
   uint64_t checksum;  // XXH3-64 of bytes [8, kSegmentHeaderBytes)
   uint32_t magic;     // kSegmentMagic
   uint16_t version;   // kFormatVersion2
-  uint16_t kind;      // kSegmentUser or kSegmentCleaner
+  uint16_t kind;      // kSegmentUser, kSegmentCleaner or kSegmentBase
   uint32_t table_id;
   uint32_t row_bytes;
   uint32_t record_bytes;
-  uint32_t reserved;  // zero
+  uint32_t layout;  // 0, or RangesLayout(range bits, range) (key ranges)
   uint64_t segment_seq;
 };
 

@@ -26,7 +26,14 @@ class TableIndex {
   static constexpr uint64_t kAddressMax = CompactIndex::kPayloadMax;
   static_assert(ExactIndex::kPayloadMax == 2 * kAddressMax + 1, "address and tombstone bit");
 
-  explicit TableIndex(SsdIndex kind) : exact_(kind == SsdIndex::kExact) {
+  // kRanges uses the exact index (over the log's rows only).
+  explicit TableIndex(SsdIndex kind) { Reset(kind); }
+
+  // Empties the index and makes it of `kind`.
+  void Reset(SsdIndex kind) {
+    exact_ = kind != SsdIndex::kCompact;
+    compact_.reset();
+    exact_index_.reset();
     if (exact_) {
       exact_index_.emplace();
     } else {
@@ -125,7 +132,7 @@ class TableIndex {
     return address << 1 | (kind == ssd::kRecordTombstone ? 1 : 0);
   }
 
-  const bool exact_;
+  bool exact_ = false;
   // Exactly one is constructed (each holds a directory of 2^kDepthMin
   // partitions, about 100 KB, even when empty).
   std::optional<CompactIndex> compact_;

@@ -37,6 +37,12 @@ struct NativeV2Exact {
   static constexpr uint32_t kFormat = 2;
   static constexpr SsdIndex kIndex = SsdIndex::kExact;
 };
+// Key ranges (4, so that merges run in these small tests).
+struct NativeV2Ranges {
+  static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kRanges;
+};
 struct RocksDb {
   static constexpr SsdBackend kBackend = SsdBackend::kRocksDb;
   static constexpr uint32_t kFormat = 1;
@@ -55,6 +61,7 @@ class RowStoreConformanceTest : public ::testing::Test {
     o.ssd_format_version = B::kFormat;
     o.ssd_segment_bytes = 64 << 10;
     o.ssd_index = B::kIndex;
+    o.ssd_range_bits = 2;
     o.dir = dir_.path() + "/store";
     o.rocksdb_block_cache_bytes = 8 << 20;
     o.rocksdb_write_buffer_bytes = 4 << 20;
@@ -69,13 +76,14 @@ class RowStoreConformanceTest : public ::testing::Test {
   strata::testing::ScratchDir dir_;
 };
 
-using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, RocksDb>;
+using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, NativeV2Ranges, RocksDb>;
 class BackendNames {
  public:
   template <typename T>
   static std::string GetName(int) {
     if (T::kBackend == SsdBackend::kRocksDb) return "RocksDb";
     if (T::kFormat == 1) return "Native";
+    if (T::kIndex == SsdIndex::kRanges) return "NativeV2Ranges";
     return T::kIndex == SsdIndex::kExact ? "NativeV2Exact" : "NativeV2";
   }
 };

@@ -36,6 +36,7 @@ RowStoreOptions OptionsFor(SsdBackend backend, uint32_t format, SsdIndex index,
   o.ssd_format_version = format;
   o.ssd_index = index;
   o.ssd_segment_bytes = 64 << 10;  // format 2: many segments, the cleaner runs
+  o.ssd_range_bits = 2;            // key ranges: merges run
   o.dir = dir;
   o.rocksdb_block_cache_bytes = 8 << 20;
   o.rocksdb_write_buffer_bytes = 1 << 20;
@@ -67,11 +68,13 @@ void ApplyIteration(int i, Model* model) {
 
 // The child: runs before main when kChildEnv is set, never returns.
 [[noreturn]] void ChildMain(const char* spec) {
-  // "<backend 0|1><format 1|2><index c|e>:<fd>:<dir>"
+  // "<backend 0|1><format 1|2><index c|e|r>:<fd>:<dir>"
   const std::string s(spec);
   const SsdBackend backend = s[0] == '0' ? SsdBackend::kNative : SsdBackend::kRocksDb;
   const uint32_t format = s[1] == '2' ? 2 : 1;
-  const SsdIndex index = s[2] == 'e' ? SsdIndex::kExact : SsdIndex::kCompact;
+  const SsdIndex index = s[2] == 'e'   ? SsdIndex::kExact
+                         : s[2] == 'r' ? SsdIndex::kRanges
+                                       : SsdIndex::kCompact;
   const size_t colon = s.find(':', 4);
   const int fd = std::atoi(s.substr(4, colon - 4).c_str());
   auto store = OpenRowStore(OptionsFor(backend, format, index, s.substr(colon + 1)), kTables);
@@ -103,6 +106,11 @@ struct NativeV2Exact {
   static constexpr uint32_t kFormat = 2;
   static constexpr SsdIndex kIndex = SsdIndex::kExact;
 };
+struct NativeV2Ranges {
+  static constexpr SsdBackend kBackend = SsdBackend::kNative;
+  static constexpr uint32_t kFormat = 2;
+  static constexpr SsdIndex kIndex = SsdIndex::kRanges;
+};
 struct RocksDb {
   static constexpr SsdBackend kBackend = SsdBackend::kRocksDb;
   static constexpr uint32_t kFormat = 1;
@@ -114,7 +122,7 @@ class RowStoreCrashTest : public ::testing::Test {
  protected:
   strata::testing::ScratchDir dir_;
 };
-using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, RocksDb>;
+using Backends = ::testing::Types<Native, NativeV2, NativeV2Exact, NativeV2Ranges, RocksDb>;
 TYPED_TEST_SUITE(RowStoreCrashTest, Backends);
 
 TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
@@ -125,8 +133,10 @@ TYPED_TEST(RowStoreCrashTest, KilledChildLeavesLastCheckpointExactly) {
     ASSERT_EQ(::pipe(fds), 0);
     const std::string spec = std::string(TypeParam::kBackend == SsdBackend::kNative ? "0" : "1") +
                              std::to_string(TypeParam::kFormat) +
-                             (TypeParam::kIndex == SsdIndex::kExact ? "e" : "c") + ":" +
-                             std::to_string(fds[1]) + ":" + dir;
+                             (TypeParam::kIndex == SsdIndex::kExact    ? "e"
+                              : TypeParam::kIndex == SsdIndex::kRanges ? "r"
+                                                                       : "c") +
+                             ":" + std::to_string(fds[1]) + ":" + dir;
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {

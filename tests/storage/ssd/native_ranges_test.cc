@@ -1,0 +1,197 @@
+// strata-test-labels: unit
+// Format 2 with key ranges (SsdIndex::kRanges; docs/ssd-format.md, "Key
+// ranges"): random puts, overwrites and deletes checked against a model
+// between merges, at every checkpoint and after a reopen (which gives exactly
+// the last checkpoint), with merges run in the writes and in the background;
+// the layout a table was created with is kept whatever the options ask; bad
+// option values are refused naming the field.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "storage/ssd/row_store_factory.h"
+#include "tests/storage/ssd/row_store_test_util.h"
+
+namespace strata::storage {
+namespace {
+
+using testing::Bytes;
+using testing::ExpectContent;
+using testing::Model;
+using testing::PutRows;
+
+constexpr TableId kTable = 3;
+constexpr uint32_t kRowBytes = 200;  // 224-byte records, 292 per 64 KiB segment
+const std::vector<TableSpec> kTables = {{kTable, "emb", kRowBytes}};
+
+class NativeRangesTest : public ::testing::TestWithParam<bool> {
+ protected:
+  RowStoreOptions Options(SsdIndex index = SsdIndex::kRanges) {
+    RowStoreOptions o;
+    o.backend = SsdBackend::kNative;
+    o.ssd_format_version = 2;
+    o.ssd_index = index;
+    o.ssd_range_bits = 2;
+    o.ssd_segment_bytes = 64 << 10;
+    o.ssd_background_cleaning = GetParam();
+    o.dir = dir_.path() + "/store";
+    o.clean_hook = [this](CleanPoint p) {
+      if (p == CleanPoint::kMergeWritten) ++merges_;
+    };
+    return o;
+  }
+  std::unique_ptr<RowStore> Open(const RowStoreOptions& o) {
+    auto store = OpenRowStore(o, kTables);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  strata::testing::ScratchDir dir_;
+  std::atomic<int> merges_{0};
+};
+
+INSTANTIATE_TEST_SUITE_P(Merges, NativeRangesTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Background" : "InWrites";
+                         });
+
+// Applies one random batch (puts of new and stored keys, or deletes) to the
+// store and the model.
+void RandomBatch(RowStore& store, std::mt19937_64& rng, uint64_t version, Model* model) {
+  constexpr Key kKeySpace = 6000;
+  std::vector<Key> keys(1 + rng() % 400);
+  for (Key& k : keys) k = rng() % kKeySpace;
+  if (rng() % 5 == 0) {
+    ASSERT_TRUE(store.Delete(kTable, keys).ok());
+    for (Key k : keys) model->erase(k);
+  } else {
+    ASSERT_TRUE(PutRows(store, kTable, kRowBytes, keys, version, model).ok());
+  }
+}
+
+TEST_P(NativeRangesTest, MergesMatchModelAndReopenGivesLastCheckpoint) {
+  Model model, checkpointed;
+  std::mt19937_64 rng(11);
+  {
+    auto store = Open(Options());
+    ASSERT_NE(store, nullptr);
+    for (uint64_t i = 1; i <= 300; ++i) {
+      RandomBatch(*store, rng, i, &model);
+      if (i % 25 == 0) {
+        ExpectContent(*store, kTable, kRowBytes, model, {6000, 6001, kKeyMax});
+      }
+      if (i % 60 == 0) {
+        ASSERT_TRUE(store->Checkpoint(Bytes(std::to_string(i))).ok());
+        checkpointed = model;
+      }
+    }
+    ExpectContent(*store, kTable, kRowBytes, model);
+    const RowStoreStats st = store->Stats();
+    EXPECT_GT(merges_.load(), 0) << "no merge ran";
+    // Space: the log's budget (0.35) and the stall slack over the base, plus
+    // a partly filled head and base segment per range.
+    EXPECT_LE(double(st.file_bytes), 2.0 * double(st.live_bytes) + 8.0 * (64 << 10))
+        << st.file_bytes << " file bytes for " << st.live_bytes << " live bytes";
+  }
+  auto store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->CheckpointMeta(), Bytes("300"));
+  ExpectContent(*store, kTable, kRowBytes, checkpointed);
+  EXPECT_EQ(store->Stats().live_rows, checkpointed.size());  // the rebuild counts exactly
+  // More merges after the reopen, then another checkpoint and reopen.
+  model = checkpointed;
+  const int merges_before = merges_.load();
+  for (uint64_t i = 301; i <= 400; ++i) RandomBatch(*store, rng, i, &model);
+  ASSERT_TRUE(store->Checkpoint(Bytes("400")).ok());
+  EXPECT_GT(merges_.load(), merges_before);
+  store.reset();
+  store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  ExpectContent(*store, kTable, kRowBytes, model, {6000});
+}
+
+TEST_P(NativeRangesTest, UncheckpointedWritesAndMergesAreGoneAfterReopen) {
+  Model model;
+  std::mt19937_64 rng(5);
+  {
+    auto store = Open(Options());
+    ASSERT_NE(store, nullptr);
+    for (uint64_t i = 1; i <= 80; ++i) RandomBatch(*store, rng, i, &model);
+    ASSERT_TRUE(store->Checkpoint(Bytes("c")).ok());
+    Model after = model;
+    const int merges_before = merges_.load();
+    for (uint64_t i = 81; i <= 200; ++i) RandomBatch(*store, rng, i, &after);
+    EXPECT_GT(merges_.load(), merges_before);  // merges ran after the checkpoint
+    ExpectContent(*store, kTable, kRowBytes, after);
+  }
+  auto store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  ExpectContent(*store, kTable, kRowBytes, model);
+}
+
+TEST_P(NativeRangesTest, TableKeepsItsLayoutWhateverTheOptionsAsk) {
+  Model model;
+  std::mt19937_64 rng(7);
+  {
+    auto store = Open(Options(SsdIndex::kRanges));
+    ASSERT_NE(store, nullptr);
+    for (uint64_t i = 1; i <= 60; ++i) RandomBatch(*store, rng, i, &model);
+    ASSERT_TRUE(store->Checkpoint({}).ok());
+  }
+  {
+    // Ranges kept under kExact: merges (not cleaning) go on.
+    auto store = Open(Options(SsdIndex::kExact));
+    ASSERT_NE(store, nullptr);
+    ExpectContent(*store, kTable, kRowBytes, model);
+    const int merges_before = merges_.load();
+    for (uint64_t i = 61; i <= 160; ++i) RandomBatch(*store, rng, i, &model);
+    EXPECT_GT(merges_.load(), merges_before);
+    ASSERT_TRUE(store->Checkpoint({}).ok());
+  }
+  auto store = Open(Options(SsdIndex::kCompact));
+  ASSERT_NE(store, nullptr);
+  ExpectContent(*store, kTable, kRowBytes, model);
+}
+
+TEST_P(NativeRangesTest, TableWithoutRangesStaysWithoutRanges) {
+  Model model;
+  std::mt19937_64 rng(9);
+  {
+    auto store = Open(Options(SsdIndex::kExact));
+    ASSERT_NE(store, nullptr);
+    for (uint64_t i = 1; i <= 60; ++i) RandomBatch(*store, rng, i, &model);
+    ASSERT_TRUE(store->Checkpoint({}).ok());
+  }
+  auto store = Open(Options(SsdIndex::kRanges));
+  ASSERT_NE(store, nullptr);
+  for (uint64_t i = 61; i <= 160; ++i) RandomBatch(*store, rng, i, &model);
+  EXPECT_EQ(merges_.load(), 0);  // cleaned, never merged
+  ExpectContent(*store, kTable, kRowBytes, model);
+}
+
+TEST_P(NativeRangesTest, BadOptionsAreRefusedNamingTheField) {
+  auto expect_refused = [&](RowStoreOptions o, const std::string& field) {
+    auto store = OpenRowStore(o, kTables);
+    ASSERT_FALSE(store.ok());
+    EXPECT_EQ(store.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find(field), std::string::npos) << store.status().ToString();
+    EXPECT_FALSE(std::filesystem::exists(o.dir)) << "a refused open created " << o.dir;
+  };
+  RowStoreOptions o = Options();
+  o.ssd_range_bits = 13;
+  expect_refused(o, "ssd_range_bits");
+  o = Options();
+  o.ssd_merge_log_fraction = 0;
+  expect_refused(o, "ssd_merge_log_fraction");
+  o.ssd_merge_log_fraction = std::nan("");
+  expect_refused(o, "ssd_merge_log_fraction");
+  o = Options();
+  o.ssd_index = static_cast<SsdIndex>(7);
+  expect_refused(o, "ssd_index");
+}
+
+}  // namespace
+}  // namespace strata::storage
