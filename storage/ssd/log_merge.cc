@@ -275,7 +275,11 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   // newer); the old segments are released (checkpoint-only while the
   // durable MANIFEST names them: the new home is written first).
   base::WriterLock lock(&t.mu);
-  for (const LogEntry& e : entries) {
+  // In descending key order: each partition's array is sorted, so erasing
+  // its last entry first moves nothing (ascending, every erase moved the
+  // rest of the partition, quadratic work under the exclusive lock).
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const LogEntry& e = *it;
     if (!t.index.Erase(e.mixed, e.address)) continue;
     --t.slots[t.SlotOf(e.address)].live;
     if (e.kind != ssd::kRecordRow) --t.tombstones;

@@ -797,7 +797,10 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
     const bool row = recs[r].kind == ssd::kRecordRow;
     if (!row) ++t->tombstones;
     const int64_t d = int64_t{row} - int64_t{was_row};
-    t->rows = static_cast<uint64_t>(static_cast<int64_t>(t->rows) + d);
+    // Clamped: with key ranges the count is an estimate between merges (a
+    // put of a new key may count as an overwrite), so a delete could take
+    // it below the exact count; it must not wrap.
+    t->rows = static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(t->rows) + d, 0));
     if (t->ranged) t->ranges[t->RangeOf(mixed)].log_delta += d;
   }
   if (rows != nullptr) {
@@ -948,6 +951,7 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     mt.row_count = t->rows;
     mt.next_seq = t->next_seq;
     mt.next_segment_seq = t->next_segment_seq;
+    m.ranges = m.ranges || t->ranged;
     for (uint64_t s = 0; s < t->slots.size(); ++s) {
       const Slot& slot = t->slots[s];
       if (slot.state != kCurrent && slot.state != kBoth) continue;

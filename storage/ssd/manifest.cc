@@ -59,7 +59,7 @@ Status CheckHeader(const ssd::ManifestHeader& h, uint64_t file_bytes, const std:
   if (h.version != version) {
     return Fail(path, offsetof(ssd::ManifestHeader, version),
                 "format version " + std::to_string(h.version) + " unsupported (this reader reads " +
-                    std::to_string(version) + "; the store opens versions 1 and 2)");
+                    std::to_string(version) + "; the store opens versions 1, 2 and 3)");
   }
   if (h.table_count > kTablesMax) {
     return Fail(
@@ -323,10 +323,11 @@ Result<std::optional<uint32_t>> ReadManifestVersion(io::Env* env, const std::str
   STRATA_RETURN_IF_ERROR(file->Read(0, sizeof(h), &h, &got));
   if (got != sizeof(h)) return Fail(path, got, "truncated header");
   if (h.magic != ssd::kManifestMagic) return Fail(path, 0, "bad magic");
-  if (h.version != ssd::kFormatVersion && h.version != ssd::kFormatVersion2) {
-    return Fail(
-        path, offsetof(ssd::ManifestHeader, version),
-        "format version " + std::to_string(h.version) + " unsupported (this build reads 1 and 2)");
+  if (h.version != ssd::kFormatVersion && h.version != ssd::kFormatVersion2 &&
+      h.version != ssd::kFormatVersion3) {
+    return Fail(path, offsetof(ssd::ManifestHeader, version),
+                "format version " + std::to_string(h.version) +
+                    " unsupported (this build reads 1, 2 and 3)");
   }
   return std::optional<uint32_t>(h.version);
 }
@@ -425,15 +426,26 @@ std::string EncodeManifestV2(const ManifestV2& m) {
     body.append(reinterpret_cast<const char*>(t.segments.data()),
                 t.segments.size() * sizeof(ssd::SegmentRecord));
   }
-  return Frame(ssd::kFormatVersion2, m.generation, m.tables.size(), m.meta.size(), body);
+  return Frame(m.ranges ? ssd::kFormatVersion3 : ssd::kFormatVersion2, m.generation,
+               m.tables.size(), m.meta.size(), body);
+}
+
+// The version a version-2 body's frame says: 3 with key ranges, else 2.
+uint32_t FrameVersionV2(const std::string& bytes) {
+  ssd::ManifestHeader h;
+  if (bytes.size() < sizeof(h)) return ssd::kFormatVersion2;
+  std::memcpy(&h, bytes.data(), sizeof(h));
+  return h.version == ssd::kFormatVersion3 ? ssd::kFormatVersion3 : ssd::kFormatVersion2;
 }
 
 Result<ManifestV2> DecodeManifestV2(const std::string& bytes, const std::string& path) {
-  STRATA_ASSIGN_OR_RETURN(ssd::ManifestHeader h, CheckFrame(bytes, path, ssd::kFormatVersion2));
+  const uint32_t version = FrameVersionV2(bytes);
+  STRATA_ASSIGN_OR_RETURN(ssd::ManifestHeader h, CheckFrame(bytes, path, version));
   Reader in(bytes, bytes.size() - kChecksumBytes, path);
   STRATA_RETURN_IF_ERROR(in.Get(&h, "header"));
   ManifestV2 m;
   m.generation = h.generation;
+  m.ranges = version == ssd::kFormatVersion3;
   m.meta.resize(h.meta_bytes);  // CheckHeader: at most body_bytes
   STRATA_RETURN_IF_ERROR(in.GetBytes(m.meta.data(), m.meta.size(), "meta"));
   for (uint32_t i = 0; i < h.table_count; ++i) {
@@ -481,8 +493,9 @@ Status WriteManifestV2(io::Env* env, const std::string& dir, const ManifestV2& m
 }
 
 Result<std::optional<ManifestV2>> ReadManifestV2(io::Env* env, const std::string& dir) {
-  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> bytes,
-                          ReadManifestBytes(env, dir, ssd::kFormatVersion2));
+  STRATA_ASSIGN_OR_RETURN(std::optional<uint32_t> version, ReadManifestVersion(env, dir));
+  const uint32_t v2 = version == ssd::kFormatVersion3 ? ssd::kFormatVersion3 : ssd::kFormatVersion2;
+  STRATA_ASSIGN_OR_RETURN(std::optional<std::string> bytes, ReadManifestBytes(env, dir, v2));
   if (!bytes) return std::optional<ManifestV2>();
   STRATA_ASSIGN_OR_RETURN(ManifestV2 m, DecodeManifestV2(*bytes, dir + "/" + ssd::kManifestName));
   return std::optional<ManifestV2>(std::move(m));

@@ -84,6 +84,8 @@ struct ManifestTableV2 {
 
 struct ManifestV2 {
   uint64_t generation = 0;
+  // A table has key ranges: framed as ssd::kFormatVersion3 (same body).
+  bool ranges = false;
   std::vector<std::byte> meta;
   std::vector<ManifestTableV2> tables;
 };

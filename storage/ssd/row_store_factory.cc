@@ -120,7 +120,8 @@ Result<std::unique_ptr<RowStore>> OpenRowStore(const RowStoreOptions& options,
       io::Env* env = options.env != nullptr ? options.env : io::Env::Default();
       STRATA_ASSIGN_OR_RETURN(std::optional<uint32_t> version,
                               ReadManifestVersion(env, options.dir));
-      if (version.value_or(options.ssd_format_version) == 2) {
+      // Version 3: format 2 with key ranges (the MANIFEST's frame only).
+      if (version.value_or(options.ssd_format_version) >= 2) {
         return OpenLogRowStore(options, tables);
       }
       return OpenNativeRowStore(options, tables);

@@ -177,6 +177,11 @@ inline bool IsDataFileName(std::string_view name) { return IsNumberedFileName(na
 // names each table's segments and how many records of each belong to the
 // checkpoint (its extent).
 inline constexpr uint16_t kFormatVersion2 = 2;
+// The MANIFEST of a format-2 directory with a table of key ranges
+// (SsdIndex::kRanges) is framed as version 3, its body that of version 2:
+// a build that predates key ranges refuses it ("format version 3
+// unsupported") instead of opening their base segments as a plain log.
+inline constexpr uint16_t kFormatVersion3 = 3;
 inline constexpr uint32_t kSegmentMagic = 0x53525453;  // "STRS"
 inline constexpr uint32_t kSegmentHeaderBytes = kAlignBytes;
 inline constexpr uint32_t kSegmentUser = 1;     // appended by MultiPut/Delete

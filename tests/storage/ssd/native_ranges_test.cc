@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <random>
 
+#include "io/env.h"
+#include "storage/ssd/manifest.h"
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
 
@@ -170,6 +172,33 @@ TEST_P(NativeRangesTest, TableWithoutRangesStaysWithoutRanges) {
   for (uint64_t i = 61; i <= 160; ++i) RandomBatch(*store, rng, i, &model);
   EXPECT_EQ(merges_.load(), 0);  // cleaned, never merged
   ExpectContent(*store, kTable, kRowBytes, model);
+}
+
+// A directory with key ranges has a MANIFEST framed as version 3 (a build
+// that predates ranges refuses it instead of reading base segments as a
+// plain log); without ranges it stays version 2; both reopen.
+TEST_P(NativeRangesTest, ManifestOfRangesIsVersionThree) {
+  for (SsdIndex index : {SsdIndex::kRanges, SsdIndex::kExact}) {
+    SCOPED_TRACE(index == SsdIndex::kRanges ? "ranges" : "exact");
+    std::filesystem::remove_all(dir_.path() + "/store");
+    Model model;
+    std::mt19937_64 rng(11);
+    {
+      auto store = Open(Options(index));
+      ASSERT_NE(store, nullptr);
+      for (uint64_t i = 1; i <= 20; ++i) RandomBatch(*store, rng, i, &model);
+      ASSERT_TRUE(store->Checkpoint({}).ok());
+    }
+    auto version = ReadManifestVersion(io::Env::Default(), dir_.path() + "/store");
+    ASSERT_TRUE(version.ok()) << version.status().ToString();
+    EXPECT_EQ(version->value_or(0), index == SsdIndex::kRanges ? 3u : 2u);
+    auto manifest = ReadManifestV2(io::Env::Default(), dir_.path() + "/store");
+    ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+    EXPECT_EQ((*manifest)->ranges, index == SsdIndex::kRanges);
+    auto store = Open(Options(index));
+    ASSERT_NE(store, nullptr);
+    ExpectContent(*store, kTable, kRowBytes, model);
+  }
 }
 
 TEST_P(NativeRangesTest, BadOptionsAreRefusedNamingTheField) {
