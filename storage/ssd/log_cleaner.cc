@@ -7,6 +7,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "base/thread_name.h"
 #include "storage/ssd/log_store.h"
 
 namespace strata::storage::logstore {
@@ -27,7 +28,10 @@ void Store::StartCleaner() {
     reclaimed_.assign(tables_.size(), 0);
   }
   for (size_t i = 0; i < tables_.size(); ++i) tables_[i]->pos = i;
-  if (options_.ssd_background_cleaning) cleaner_ = std::thread([this] { CleanerThread(); });
+  if (options_.ssd_background_cleaning) {
+    cleaner_ = std::thread([this] { CleanerThread(); });
+    base::NameThread(cleaner_.native_handle(), "strata-ssd-gc");
+  }
 }
 
 bool Store::Over(const Table& t, double space_amp) const {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/assert.h"
+#include "base/thread_name.h"
 #include "storage/ssd/limits.h"
 #include "storage/ssd/manifest.h"
 #include "storage/ssd/native_common.h"
@@ -120,7 +121,10 @@ Status Store::Open(const std::vector<TableSpec>& tables) {
 }
 
 void Store::StartMergeThread() {
-  if (options_.write_log_fraction > 0) merge_thread_ = std::thread([this] { MergeThread(); });
+  if (options_.write_log_fraction > 0) {
+    merge_thread_ = std::thread([this] { MergeThread(); });
+    base::NameThread(merge_thread_.native_handle(), "strata-v1-merge");
+  }
 }
 
 Store::~Store() {

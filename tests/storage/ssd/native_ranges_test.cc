@@ -7,6 +7,7 @@
 // option values are refused naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "storage/ssd/manifest.h"
 #include "storage/ssd/row_store_factory.h"
 #include "tests/storage/ssd/row_store_test_util.h"
+#include "tests/util/thread_names.h"
 
 namespace strata::storage {
 namespace {
@@ -199,6 +201,21 @@ TEST_P(NativeRangesTest, ManifestOfRangesIsVersionThree) {
     ASSERT_NE(store, nullptr);
     ExpectContent(*store, kTable, kRowBytes, model);
   }
+}
+
+// The background cleaner (which merges ranges) is a named thread, and goes
+// with the store.
+TEST_P(NativeRangesTest, BackgroundThreadIsNamedAndEndsWithTheStore) {
+  auto count = [] {
+    std::vector<std::string> names = strata::testing::ThreadNames();
+    return std::count(names.begin(), names.end(), std::string("strata-ssd-gc"));
+  };
+  ASSERT_EQ(count(), 0);
+  auto store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(count(), GetParam() ? 1 : 0);
+  store.reset();
+  EXPECT_EQ(count(), 0);
 }
 
 TEST_P(NativeRangesTest, BadOptionsAreRefusedNamingTheField) {
