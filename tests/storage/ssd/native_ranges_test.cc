@@ -53,6 +53,11 @@ class NativeRangesTest : public ::testing::TestWithParam<bool> {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  // Opens with `index`, applies batches [first, last] to the store and the
+  // model, and checkpoints.
+  void WriteAndCheckpoint(SsdIndex index, std::mt19937_64& rng, uint64_t first, uint64_t last,
+                          Model* model);
+
   strata::testing::ScratchDir dir_;
   std::atomic<int> merges_{0};
 };
@@ -74,6 +79,14 @@ void RandomBatch(RowStore& store, std::mt19937_64& rng, uint64_t version, Model*
   } else {
     ASSERT_TRUE(PutRows(store, kTable, kRowBytes, keys, version, model).ok());
   }
+}
+
+void NativeRangesTest::WriteAndCheckpoint(SsdIndex index, std::mt19937_64& rng, uint64_t first,
+                                          uint64_t last, Model* model) {
+  auto store = Open(Options(index));
+  ASSERT_NE(store, nullptr);
+  for (uint64_t i = first; i <= last; ++i) RandomBatch(*store, rng, i, model);
+  ASSERT_TRUE(store->Checkpoint({}).ok());
 }
 
 TEST_P(NativeRangesTest, MergesMatchModelAndReopenGivesLastCheckpoint) {
@@ -139,12 +152,7 @@ TEST_P(NativeRangesTest, UncheckpointedWritesAndMergesAreGoneAfterReopen) {
 TEST_P(NativeRangesTest, TableKeepsItsLayoutWhateverTheOptionsAsk) {
   Model model;
   std::mt19937_64 rng(7);
-  {
-    auto store = Open(Options(SsdIndex::kRanges));
-    ASSERT_NE(store, nullptr);
-    for (uint64_t i = 1; i <= 60; ++i) RandomBatch(*store, rng, i, &model);
-    ASSERT_TRUE(store->Checkpoint({}).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteAndCheckpoint(SsdIndex::kRanges, rng, 1, 60, &model));
   {
     // Ranges kept under kExact: merges (not cleaning) go on.
     auto store = Open(Options(SsdIndex::kExact));
@@ -163,12 +171,7 @@ TEST_P(NativeRangesTest, TableKeepsItsLayoutWhateverTheOptionsAsk) {
 TEST_P(NativeRangesTest, TableWithoutRangesStaysWithoutRanges) {
   Model model;
   std::mt19937_64 rng(9);
-  {
-    auto store = Open(Options(SsdIndex::kExact));
-    ASSERT_NE(store, nullptr);
-    for (uint64_t i = 1; i <= 60; ++i) RandomBatch(*store, rng, i, &model);
-    ASSERT_TRUE(store->Checkpoint({}).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteAndCheckpoint(SsdIndex::kExact, rng, 1, 60, &model));
   auto store = Open(Options(SsdIndex::kRanges));
   ASSERT_NE(store, nullptr);
   for (uint64_t i = 61; i <= 160; ++i) RandomBatch(*store, rng, i, &model);
@@ -185,12 +188,7 @@ TEST_P(NativeRangesTest, ManifestOfRangesIsVersionThree) {
     std::filesystem::remove_all(dir_.path() + "/store");
     Model model;
     std::mt19937_64 rng(11);
-    {
-      auto store = Open(Options(index));
-      ASSERT_NE(store, nullptr);
-      for (uint64_t i = 1; i <= 20; ++i) RandomBatch(*store, rng, i, &model);
-      ASSERT_TRUE(store->Checkpoint({}).ok());
-    }
+    ASSERT_NO_FATAL_FAILURE(WriteAndCheckpoint(index, rng, 1, 20, &model));
     auto version = ReadManifestVersion(io::Env::Default(), dir_.path() + "/store");
     ASSERT_TRUE(version.ok()) << version.status().ToString();
     EXPECT_EQ(version->value_or(0), index == SsdIndex::kRanges ? 3u : 2u);
