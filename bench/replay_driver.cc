@@ -413,6 +413,7 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   so.ssd_write_log_fraction = o.ssd_write_log_fraction;
   so.ssd_format_version = o.ssd_format_version;
   so.ssd_index = o.ssd_index;
+  so.ssd_range_bits = o.ssd_range_bits;
   so.use_gpu = o.use_gpu;
   for (size_t i = 0; i < header.tables.size(); ++i) {
     const trace::TraceTable& t = header.tables[i];

@@ -68,6 +68,8 @@ struct ReplayOptions {
   uint32_t ssd_format_version = 1;
   // StoreOptions::ssd_index: format 2's DRAM index.
   SsdIndex ssd_index = SsdIndex::kCompact;
+  // StoreOptions::ssd_range_bits: key ranges of a new table (ssd_index kRanges).
+  uint32_t ssd_range_bits = StoreOptions{}.ssd_range_bits;
   // Checkpoint once the batches are done, so the SSD tier's deferred merges
   // are paid (and counted in ssd_bytes_written) inside the run.
   bool checkpoint_at_end = false;

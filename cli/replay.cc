@@ -9,6 +9,7 @@
 #include "bench/replay_driver.h"
 #include "cli/cli_util.h"
 #include "cli/mpi_commands.h"
+#include "storage/ssd/limits.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 
@@ -61,6 +62,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"ssd_write_log_fraction", o.ssd_write_log_fraction},
           {"ssd_format_version", o.ssd_format_version},
           {"ssd_index", a.ssd_index},
+          {"ssd_range_bits", o.ssd_range_bits},
           {"checkpoint_at_end", o.checkpoint_at_end},
           {"rows_per_s", r.rows_per_s},
           {"elapsed_s", r.elapsed_s},
@@ -104,8 +106,10 @@ Status ParseWords(ReplayArgs* a) {
   } else {
     return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
   }
-  // Checked by the parser (AddChoice): compact or exact.
-  a->options.ssd_index = a->ssd_index == "exact" ? SsdIndex::kExact : SsdIndex::kCompact;
+  // Checked by the parser (AddChoice): compact, exact or ranges.
+  a->options.ssd_index = a->ssd_index == "exact"    ? SsdIndex::kExact
+                         : a->ssd_index == "ranges" ? SsdIndex::kRanges
+                                                    : SsdIndex::kCompact;
   a->options.intents = !a->no_intents;
   a->options.use_gpu = !a->no_gpu;
   STRATA_ASSIGN_OR_RETURN(a->options.faults, ParseFaultOptions(a->faults));
@@ -206,8 +210,13 @@ CommandRegistrar reg{
           ->capture_default_str();
       AddChoice(c, "--ssd-index", args->ssd_index,
                 "native SSD tier, format 2: DRAM index (compact: 7 bytes per key, a put of a "
-                "stored key reads it once; exact: about 11.7 bytes per key, puts read nothing)",
-                {"compact", "exact"})
+                "stored key reads it once; exact: about 11.7 bytes per key, puts read nothing; "
+                "ranges: key-ordered base segments per key range, merged in the background)",
+                {"compact", "exact", "ranges"})
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--ssd-range-bits", o.ssd_range_bits,
+                            "native SSD tier, --ssd-index ranges: a new table's key ranges, 2^this",
+                            0, storage::kRangeBitsMax)
           ->capture_default_str();
       AddReal(c, "--ssd-write-log-fraction", o.ssd_write_log_fraction,
               "native SSD tier: write log size as a fraction of each table's rows (0: puts "

@@ -74,6 +74,16 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
         "StoreOptions.ssd_index = " + std::to_string(static_cast<int>(options.ssd_index)) +
         " must be SsdIndex::kCompact, kExact or kRanges");
   }
+  if (options.ssd_range_bits > storage::kRangeBitsMax) {
+    return Status::InvalidArgument(
+        "StoreOptions.ssd_range_bits = " + std::to_string(options.ssd_range_bits) +
+        " must be at most " + std::to_string(storage::kRangeBitsMax));
+  }
+  if (!(options.ssd_merge_log_fraction > 0 && options.ssd_merge_log_fraction <= 8)) {
+    return Status::InvalidArgument(
+        "StoreOptions.ssd_merge_log_fraction = " + std::to_string(options.ssd_merge_log_fraction) +
+        " must be in (0, 8]");
+  }
   if (!(options.timing_alpha > 0 && options.timing_alpha <= 1) ||
       !(options.timing_quantile > 0 && options.timing_quantile < 1) ||
       !(options.timing_lambda0 >= 0)) {

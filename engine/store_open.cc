@@ -122,6 +122,8 @@ Status StoreImpl::Init() {
   ssd_options.ssd_format_version = options_.ssd_format_version;
   ssd_options.ssd_segment_bytes = options_.ssd_segment_bytes;
   ssd_options.ssd_index = options_.ssd_index;
+  ssd_options.ssd_range_bits = options_.ssd_range_bits;
+  ssd_options.ssd_merge_log_fraction = options_.ssd_merge_log_fraction;
   ssd_options.rocksdb_env = ssd_envs_.rocksdb_env;
   STRATA_ASSIGN_OR_RETURN(ssd_options.env, MakeSsdEnv());
   STRATA_ASSIGN_OR_RETURN(ssd_, storage::OpenRowStore(ssd_options, specs));

@@ -183,6 +183,15 @@ struct StoreOptions {
   // bytes per key; kExact, puts without reads; kRanges, key-ordered base
   // segments per key range). Format 1 ignores it.
   SsdIndex ssd_index = SsdIndex::kCompact;
+  // Native SSD tier, format 2 with kRanges: a new table's key ranges,
+  // 2^this, at most 12. More ranges make each merge shorter and its buffer
+  // smaller but hold more partly filled segments (about 1.5 segments per
+  // range): about a range per 300,000 rows of 512 bytes suits.
+  uint32_t ssd_range_bits = 6;
+  // Native SSD tier, kRanges: a merge runs while a table's log exceeds this
+  // fraction of its live row bytes; in (0, 8]. Larger: fewer merges (less
+  // write amplification), more space.
+  double ssd_merge_log_fraction = 0.35;
   // Fault injection into the SSD tier's I/O (tests and replays); off by default.
   FaultOptions faults;
 };

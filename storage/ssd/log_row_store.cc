@@ -52,15 +52,18 @@ Status VerifyRecord(const std::byte* src, const Table& t, uint64_t segment_seq, 
                     const std::string& path, uint64_t offset, Parsed* out) {
   ssd::RecordHeader h;
   std::memcpy(&h, src, sizeof(h));
-  const std::string where = " (table " + t.spec.name + ", segment seq " +
-                            std::to_string(segment_seq) + ", record " + std::to_string(index) + ")";
+  // Built only for an error: every get and merge verifies records.
+  auto where = [&] {
+    return " (table " + t.spec.name + ", segment seq " + std::to_string(segment_seq) + ", record " +
+           std::to_string(index) + ")";
+  };
   if (XXH3_64bits_withSeed(src + 8, ssd::kRecordHeaderBytes - 8 + t.spec.row_bytes,
                            ssd::RecordSeed(t.spec.id, segment_seq, index)) != h.checksum) {
-    return CorruptionAt(path, offset, "record checksum mismatch" + where);
+    return CorruptionAt(path, offset, "record checksum mismatch" + where());
   }
   *out = ParseRecord(src);
   if (out->kind != ssd::kRecordRow && out->kind != ssd::kRecordTombstone) {
-    return CorruptionAt(path, offset, "record kind " + std::to_string(out->kind) + where);
+    return CorruptionAt(path, offset, "record kind " + std::to_string(out->kind) + where());
   }
   return Status::Ok();
 }

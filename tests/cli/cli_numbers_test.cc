@@ -69,7 +69,9 @@ TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
            {"--act-ahead-max", "1025"},
            {"--ssd-format", "3"},
            {"--ssd-format", "two"},
-           {"--ssd-index", "full"}}) {
+           {"--ssd-index", "full"},
+           {"--ssd-range-bits", "13"},
+           {"--ssd-range-bits", "-1"}}) {
     ExpectUsageError(Replay(store), "replay", option, value, store);
   }
 }

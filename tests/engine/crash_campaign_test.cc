@@ -17,7 +17,8 @@
 //
 // The *NativeV2 tests run both variants on the native tier's format 2
 // (StoreOptions::ssd_format_version), the *NativeV2Exact ones with its exact
-// DRAM index (StoreOptions::ssd_index).
+// DRAM index and the *NativeV2Ranges ones with key ranges and their merges
+// (StoreOptions::ssd_index, two ranges).
 //
 // STRATA_CRASH_TRIALS sets the trials per test (default 20; `make crash` runs
 // 200); STRATA_CRASH_SEED replays a campaign (the seed is printed).
@@ -61,7 +62,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 // The native tier's format the campaign runs (1, or 2 for the *V2 tests)
-// and format 2's DRAM index (0 compact, 1 exact); the child gets both
+// and format 2's DRAM index (0 compact, 1 exact, 2 ranges); the child gets both
 // through its spec.
 uint32_t ssd_format = 1;
 int ssd_index = 0;
@@ -82,7 +83,9 @@ SsdIndex Index() { return static_cast<SsdIndex>(ssd_index); }
 std::string BackendName(SsdBackend backend) {
   if (backend == SsdBackend::kRocksDb) return "rocksdb";
   if (ssd_format == 1) return "native";
-  return Index() == SsdIndex::kExact ? "native, format 2, exact index" : "native, format 2";
+  if (Index() == SsdIndex::kExact) return "native, format 2, exact index";
+  if (Index() == SsdIndex::kRanges) return "native, format 2, key ranges";
+  return "native, format 2";
 }
 
 using strata::testing::ScratchDir;
@@ -293,6 +296,10 @@ TEST(CrashCampaignTest, KillNativeV2Exact) {
   FormatScope v2(2, SsdIndex::kExact);
   KillCampaign(SsdBackend::kNative);
 }
+TEST(CrashCampaignTest, KillNativeV2Ranges) {
+  FormatScope v2(2, SsdIndex::kRanges);
+  KillCampaign(SsdBackend::kNative);
+}
 
 // A power cut for either backend: from a chosen SSD call on every call
 // fails, then what no fsync made durable is dropped.
@@ -387,6 +394,10 @@ TEST(CrashCampaignTest, PowerLossNativeV2) {
 }
 TEST(CrashCampaignTest, PowerLossNativeV2Exact) {
   FormatScope v2(2, SsdIndex::kExact);
+  PowerLossCampaign(SsdBackend::kNative);
+}
+TEST(CrashCampaignTest, PowerLossNativeV2Ranges) {
+  FormatScope v2(2, SsdIndex::kRanges);
   PowerLossCampaign(SsdBackend::kNative);
 }
 

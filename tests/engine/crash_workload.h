@@ -58,6 +58,7 @@ inline StoreOptions Options(const std::string& dir, SsdBackend backend, uint32_t
   o.ssd_backend = backend;
   o.ssd_format_version = ssd_format;
   o.ssd_index = ssd_index;
+  o.ssd_range_bits = 1;            // kRanges: two ranges, so that merges run on 800 rows
   o.ssd_segment_bytes = 64 << 10;  // format 2: small files, many segments, the cleaner runs
   o.device_rows_max = 2 * 64;      // T0 holds the batches intents pin, little more
   o.dram_rows_max = 40;            // T1 a fraction of the 800 rows: most live on SSD

@@ -114,6 +114,22 @@ TEST(StoreOptionsTest, BadSsdFormatVersionOrSegmentBytesIsRejectedNamingTheField
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ssd_index"), std::string::npos) << r.status().message();
   EXPECT_FALSE(std::filesystem::exists(dir));
+  o.ssd_index = SsdIndex::kRanges;
+  o.ssd_range_bits = 13;
+  r = Store::Open(o, std::vector<TableOptions>(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ssd_range_bits = 13"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  o.ssd_range_bits = 2;
+  for (double bad : {0.0, -1.0, 8.5, std::nan("")}) {
+    o.ssd_merge_log_fraction = bad;
+    r = Store::Open(o, std::vector<TableOptions>(1));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("ssd_merge_log_fraction"), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(std::filesystem::exists(dir)) << bad;
+  }
 }
 
 // The same pushes through a store whose T1 holds a tenth of the rows, so most

@@ -6,7 +6,11 @@
 // reopen; puts over the stall bound wait for the cleaner (backpressure)
 // while gets still run; space amplification stays under the stall bound
 // under sustained overwrites; a write error of the cleaner surfaces on the
-// next write and loses nothing. Each with either DRAM index.
+// next write and loses nothing. Each with either DRAM index, and with key
+// ranges (SsdIndex::kRanges, four ranges), whose background steps are merges:
+// held after the range's log read (kVictimRead) or after its new base's write
+// (kMergeWritten, in place of the copies' write), so a put racing a merge's
+// switch keeps the put's row and a merge's write error surfaces the same way.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -131,6 +135,7 @@ class NativeBackgroundCleanTest : public testing::NativeRowStoreFixture,
     RowStoreOptions o = Options();
     o.ssd_segment_bytes = 64 << 10;
     o.gc_space_amp_stall_slack = stall_slack;
+    o.ssd_range_bits = 2;  // kRanges: four ranges of about 1,000 keys
     if (gate != nullptr) o.clean_hook = [gate](CleanPoint p) { (*gate)(p); };
     auto store = OpenRowStore(o, {{kTable, "emb", kRowBytes}});
     EXPECT_TRUE(store.ok()) << store.status().ToString();
@@ -171,17 +176,24 @@ class NativeBackgroundCleanTest : public testing::NativeRowStoreFixture,
     ExpectContent(**store, kTable, kRowBytes, model);
     EXPECT_EQ((*store)->Stats().live_rows, model.size());
   }
+  // Where a step's output is written and not yet switched: the cleaner's
+  // copies, or a merge's new base.
+  CleanPoint Written() const {
+    return ssd_index_ == SsdIndex::kRanges ? CleanPoint::kMergeWritten : CleanPoint::kCopiesWritten;
+  }
 };
 INSTANTIATE_TEST_SUITE_P(, NativeBackgroundCleanTest,
-                         ::testing::Values(SsdIndex::kCompact, SsdIndex::kExact),
+                         ::testing::Values(SsdIndex::kCompact, SsdIndex::kExact, SsdIndex::kRanges),
                          [](const ::testing::TestParamInfo<SsdIndex>& info) {
-                           return info.param == SsdIndex::kExact ? "Exact" : "Compact";
+                           return info.param == SsdIndex::kExact    ? "Exact"
+                                  : info.param == SsdIndex::kRanges ? "Ranges"
+                                                                    : "Compact";
                          });
 
 // Held after the victim read, then after the copies' write: gets, puts and
 // deletes complete meanwhile (the step holds no table lock across its I/O).
 TEST_P(NativeBackgroundCleanTest, GetsAndPutsProceedWhileACleaningStepIsHeld) {
-  for (CleanPoint point : {CleanPoint::kVictimRead, CleanPoint::kCopiesWritten}) {
+  for (CleanPoint point : {CleanPoint::kVictimRead, Written()}) {
     SCOPED_TRACE(static_cast<int>(point));
     std::filesystem::remove_all(Options().dir);
     CleanGate gate(point);
@@ -209,7 +221,7 @@ TEST_P(NativeBackgroundCleanTest, GetsAndPutsProceedWhileACleaningStepIsHeld) {
 // switched: each put wins over the copy of its key, now and after a reopen
 // (the rebuild takes a key's newest record).
 TEST_P(NativeBackgroundCleanTest, APutRacingACleanerCopyKeepsThePutsRow) {
-  CleanGate gate(CleanPoint::kCopiesWritten);
+  CleanGate gate(Written());
   Model model;
   auto store = OpenHeld(gate, 22, &model);
   ASSERT_NE(store, nullptr);
@@ -279,13 +291,17 @@ TEST_P(NativeBackgroundCleanTest, SpaceAmpStaysUnderTheStallBoundUnderSustainedO
   const RowStoreStats loaded = store->Stats();
   std::mt19937_64 rng(24);
   double worst = 0;
+  // Key ranges: each of the four ranges also holds a partly filled head and
+  // base segment.
+  const uint64_t slack_segments = ssd_index_ == SsdIndex::kRanges ? 6 + 2 * 4 : 6;
   for (int step = 1; step <= int(20 * kMany / kBatch); ++step) {
     std::vector<Key> batch(kBatch);
     for (Key& k : batch) k = rng() % kMany;
     ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, batch, step, &model).ok());
     const RowStoreStats s = store->Stats();
     const double slack =
-        double(kBatch * ssd::RecordBytes(kRowBytes) + 6 * (64 << 10)) / double(s.live_bytes);
+        double(kBatch * ssd::RecordBytes(kRowBytes) + slack_segments * (64 << 10)) /
+        double(s.live_bytes);
     ASSERT_LE(s.space_amp(), 1.5 + 0.1 + slack) << "after put " << step;
     worst = std::max(worst, s.space_amp());
   }
@@ -294,8 +310,11 @@ TEST_P(NativeBackgroundCleanTest, SpaceAmpStaysUnderTheStallBoundUnderSustainedO
                            double(s.user_bytes_written - loaded.user_bytes_written);
   // Bounded, not the 3 (checked by `strata bench ssd` at 20M rows:
   // 1.67): with 64 KiB segments the victims the cleaner finds depend on
-  // when it runs: 2.73 in a release build, 3.02-3.03 under tsan.
-  EXPECT_LE(write_amp, 3.5);
+  // when it runs: 2.73 in a release build, 3.02-3.03 under tsan. Key
+  // ranges: each merge rewrites its range's whole base for the range's log
+  // (a quarter of the log budget here, 64 KiB heads in 64 KiB segments):
+  // 3.66 in a release build (the bench at 20M rows, 64 ranges: 2.67-2.88).
+  EXPECT_LE(write_amp, ssd_index_ == SsdIndex::kRanges ? 4.0 : 3.5);
   RecordProperty("space_amp_max", std::to_string(worst));
   RecordProperty("write_amp", std::to_string(write_amp));
   ExpectContent(*store, kTable, kRowBytes, model);
