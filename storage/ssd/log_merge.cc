@@ -8,8 +8,9 @@
 
 namespace strata::storage::logstore {
 
-Status Store::AppendRanged(Table& t, std::span<const NewRecord> recs,
-                           std::vector<uint64_t>* addrs) {
+Status Store::AppendRanged(Table& t, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs,
+                           const std::function<Status()>& meanwhile,
+                           const std::function<void()>& undo_meanwhile) {
   // The runs of one range each.
   struct Run {
     uint32_t range;
@@ -52,23 +53,34 @@ Status Store::AppendRanged(Table& t, std::span<const NewRecord> recs,
                     recs.subspan(run.begin, run.end - run.begin),
                     reinterpret_cast<std::byte*>(rg.staging.data()), &gather);
   }
-  if (s.ok() && !gather.pages.empty()) {
-    s = t.file->WritePages(gather.pages, gather.data);
+  if (s.ok()) {
+    // The records' addresses, for `meanwhile`.
+    addrs->resize(recs.size());
+    for (const Run& run : runs) {
+      size_t r = run.begin;
+      for (const AppendPlan::Chunk& c : t.ranges[run.range].plan.chunks) {
+        for (uint64_t i = 0; i < c.n; ++i) (*addrs)[r++] = t.Address(c.slot, c.first + i);
+      }
+    }
+    PageFile::PendingWrite write;
+    t.file->StartWritePages(gather.pages, gather.data, &write);
+    const Status also = meanwhile ? meanwhile() : Status::Ok();
+    s = write.Finish();
     if (s.ok()) bytes_written_ += gather.bytes;
+    // What `meanwhile` changed is undone before the slots go back.
+    if (!s.ok() && also.ok() && undo_meanwhile) undo_meanwhile();
+    if (s.ok()) s = also;
   }
   if (!s.ok()) {
     for (size_t i = 0; i < planned; ++i) UndoAppend(t, t.ranges[runs[i].range].plan);
     return s;
   }
-  addrs->resize(recs.size());
-  std::vector<uint64_t> run_addrs;
+  std::vector<uint64_t> run_addrs;  // as computed above
   for (const Run& run : runs) {
     Range& rg = t.ranges[run.range];
     CommitAppend(t, kRangeHead0 + static_cast<int>(run.range), rg.plan,
                  recs.subspan(run.begin, run.end - run.begin),
                  reinterpret_cast<const std::byte*>(rg.staging.data()), &run_addrs);
-    std::copy(run_addrs.begin(), run_addrs.end(),
-              addrs->begin() + static_cast<ptrdiff_t>(run.begin));
   }
   return Status::Ok();
 }

@@ -723,11 +723,20 @@ Status Store::Delete(TableId table, std::span<const Key> keys) {
 Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* rows) {
   STRATA_ASSIGN_OR_RETURN(Table * t, Find(table));
   const uint32_t rb = t->spec.row_bytes;
-  // Deduplicate: the last entry of a key wins.
+  // Deduplicate: the last entry of a key wins. Key ranges: sorted by range
+  // first, so the records come grouped by their ranges' heads.
   std::vector<uint32_t> order(keys.size());
   for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  if (t->ranged) {
+    std::vector<uint32_t> range(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) range[i] = t->RangeOf(ssd::MixKey(keys[i]));
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return range[a] != range[b] ? range[a] < range[b] : keys[a] < keys[b];
+    });
+  } else {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+  }
   std::vector<Key> unique;
   std::vector<const std::byte*> unique_rows;
   unique.reserve(keys.size());
@@ -746,7 +755,14 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
   STRATA_RETURN_IF_ERROR(Failed());
   std::vector<uint64_t> old_addrs;
   std::vector<uint8_t> old_kinds;
-  STRATA_RETURN_IF_ERROR(Resolve(*t, unique, &old_addrs, &old_kinds, GetScratch()));
+  // Key ranges' puts: every key gets a record whatever the index holds, so
+  // the index is resolved while the device writes the records (Resolve
+  // reads only DRAM there: the exact index and the bases' directories).
+  const bool resolve_meanwhile = t->ranged && rows != nullptr;
+  auto resolve = [&]() REQUIRES(t->mu) {
+    return Resolve(*t, unique, &old_addrs, &old_kinds, GetScratch());
+  };
+  if (!resolve_meanwhile) STRATA_RETURN_IF_ERROR(resolve());
   std::vector<NewRecord> recs;
   std::vector<uint32_t> rec_key;  // index into unique
   recs.reserve(unique.size());
@@ -763,49 +779,78 @@ Status Store::Write(TableId table, std::span<const Key> keys, const std::byte* r
                                      " ran out of 48-bit write sequence numbers");
   }
   std::vector<uint64_t> addrs;
-  if (t->ranged) {
-    // Each range's records go to its own head: group them by range.
-    std::vector<uint32_t> by_range(recs.size());
-    for (uint32_t r = 0; r < by_range.size(); ++r) by_range[r] = r;
-    std::stable_sort(by_range.begin(), by_range.end(), [&](uint32_t a, uint32_t b) {
-      return t->RangeOf(ssd::MixKey(recs[a].key)) < t->RangeOf(ssd::MixKey(recs[b].key));
-    });
-    std::vector<NewRecord> grouped(recs.size());
-    std::vector<uint32_t> grouped_key(recs.size());
+  // The index and the counts take the records at `addrs`; undone when the
+  // records' write fails after the index took them.
+  const uint64_t rows_before = t->rows;
+  auto apply = [&]() REQUIRES(t->mu) {
     for (size_t r = 0; r < recs.size(); ++r) {
-      grouped[r] = recs[by_range[r]];
-      grouped_key[r] = rec_key[by_range[r]];
+      const size_t u = rec_key[r];
+      const uint64_t mixed = ssd::MixKey(unique[u]);
+      // A row before: the key's entry, or (key ranges) maybe its base's row.
+      const bool was_row = old_kinds[u] == ssd::kRecordRow;
+      if (old_addrs[u] != kNone) {
+        const bool replaced =
+            t->index.Replace(mixed, old_addrs[u], old_kinds[u], addrs[r], recs[r].kind);
+        STRATA_ASSERT(replaced, "resolved entry vanished under the writer lock");
+        --t->slots[t->SlotOf(old_addrs[u])].live;
+        if (!was_row) --t->tombstones;
+      } else {
+        t->index.Insert(mixed, addrs[r], recs[r].kind);
+      }
+      ++t->slots[t->SlotOf(addrs[r])].live;
+      const bool row = recs[r].kind == ssd::kRecordRow;
+      if (!row) ++t->tombstones;
+      const int64_t d = int64_t{row} - int64_t{was_row};
+      // Clamped: with key ranges the count is an estimate between merges (a
+      // put of a new key may count as an overwrite), so a delete could take
+      // it below the exact count; it must not wrap.
+      t->rows = static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(t->rows) + d, 0));
+      if (t->ranged) t->ranges[t->RangeOf(mixed)].log_delta += d;
     }
-    recs.swap(grouped);
-    rec_key.swap(grouped_key);
-    STRATA_RETURN_IF_ERROR(AppendRanged(*t, recs, &addrs));
+  };
+  auto undo = [&]() REQUIRES(t->mu) {
+    for (size_t r = recs.size(); r-- > 0;) {
+      const size_t u = rec_key[r];
+      const uint64_t mixed = ssd::MixKey(unique[u]);
+      const bool was_row = old_kinds[u] == ssd::kRecordRow;
+      bool restored = false;
+      if (old_addrs[u] != kNone) {
+        restored = t->index.Replace(mixed, addrs[r], recs[r].kind, old_addrs[u], old_kinds[u]);
+        ++t->slots[t->SlotOf(old_addrs[u])].live;
+        if (!was_row) ++t->tombstones;
+      } else {
+        restored = t->index.Erase(mixed, addrs[r]);
+      }
+      STRATA_ASSERT(restored, "an entry the failed write added vanished under the writer lock");
+      --t->slots[t->SlotOf(addrs[r])].live;
+      const bool row = recs[r].kind == ssd::kRecordRow;
+      if (!row) --t->tombstones;
+      if (t->ranged) t->ranges[t->RangeOf(mixed)].log_delta -= int64_t{row} - int64_t{was_row};
+    }
+    t->rows = rows_before;
+  };
+  bool applied = false;
+  if (t->ranged) {
+    // Each range's records go to its own head: they come grouped by range
+    // (the order above). Puts resolve and update the index while the
+    // device writes their records.
+    std::function<Status()> meanwhile;
+    std::function<void()> undo_meanwhile;
+    if (resolve_meanwhile) {
+      meanwhile = [&]() REQUIRES(t->mu) {
+        STRATA_RETURN_IF_ERROR(resolve());
+        apply();
+        applied = true;
+        return Status::Ok();
+      };
+      undo_meanwhile = [&]() REQUIRES(t->mu) { undo(); };
+    }
+    STRATA_RETURN_IF_ERROR(AppendRanged(*t, recs, &addrs, meanwhile, undo_meanwhile));
   } else {
     STRATA_RETURN_IF_ERROR(Append(*t, kUserHead, recs, &addrs));
   }
   t->next_seq = seq;
-  for (size_t r = 0; r < recs.size(); ++r) {
-    const size_t u = rec_key[r];
-    const uint64_t mixed = ssd::MixKey(unique[u]);
-    // A row before: the key's entry, or (key ranges) maybe its base's row.
-    const bool was_row = old_kinds[u] == ssd::kRecordRow;
-    if (old_addrs[u] != kNone) {
-      const bool replaced = t->index.Replace(mixed, old_addrs[u], addrs[r], recs[r].kind);
-      STRATA_ASSERT(replaced, "resolved entry vanished under the writer lock");
-      --t->slots[t->SlotOf(old_addrs[u])].live;
-      if (!was_row) --t->tombstones;
-    } else {
-      t->index.Insert(mixed, addrs[r], recs[r].kind);
-    }
-    ++t->slots[t->SlotOf(addrs[r])].live;
-    const bool row = recs[r].kind == ssd::kRecordRow;
-    if (!row) ++t->tombstones;
-    const int64_t d = int64_t{row} - int64_t{was_row};
-    // Clamped: with key ranges the count is an estimate between merges (a
-    // put of a new key may count as an overwrite), so a delete could take
-    // it below the exact count; it must not wrap.
-    t->rows = static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(t->rows) + d, 0));
-    if (t->ranged) t->ranges[t->RangeOf(mixed)].log_delta += d;
-  }
+  if (!applied) apply();
   if (rows != nullptr) {
     rows_written_ += keys.size();
     user_bytes_written_ += keys.size() * uint64_t{rb};

@@ -114,11 +114,43 @@ struct BaseSegment {
     }
   }
   // The records [*lo, *hi) that may hold `mixed` (inside [first, last]).
+  // The values are about evenly spread (mixed keys are), so the search
+  // starts where `mixed` would sit, gallops to the run and halves only the
+  // last gap: a line or two of fp instead of a halving's dozen.
   void Candidates(uint64_t mixed, uint64_t* lo, uint64_t* hi) const {
     const auto v = static_cast<uint16_t>((mixed - first) >> shift);
-    const auto range = std::equal_range(fp.begin(), fp.end(), v);
-    *lo = static_cast<uint64_t>(range.first - fp.begin());
-    *hi = static_cast<uint64_t>(range.second - fp.begin());
+    const size_t n = fp.size();
+    if (n == 0) {
+      *lo = *hi = 0;
+      return;
+    }
+    const size_t guess = std::min<size_t>(n - 1, uint64_t{v} * n / (uint64_t{fp.back()} + 1));
+    // Invariant: every value below `below` is < v; the one at `at` (when
+    // below n) is >= v.
+    size_t below = 0, at = n, step = 1;
+    if (fp[guess] < v) {
+      below = guess + 1;
+      while (below + step - 1 < n && fp[below + step - 1] < v) {
+        below += step;
+        step *= 2;
+      }
+      at = std::min(n, below + step - 1);
+    } else {
+      at = guess;
+      while (at >= step && fp[at - step] >= v) {
+        at -= step;
+        step *= 2;
+      }
+      below = at >= step ? at - step + 1 : 0;
+    }
+    const size_t first_at =
+        static_cast<size_t>(std::lower_bound(fp.begin() + static_cast<ptrdiff_t>(below),
+                                             fp.begin() + static_cast<ptrdiff_t>(at), v) -
+                            fp.begin());
+    size_t end = first_at;
+    while (end < n && fp[end] == v) ++end;
+    *lo = first_at;
+    *hi = end;
   }
   uint64_t MemoryBytes() const { return sizeof(*this) + fp.capacity() * sizeof(uint16_t); }
 };
@@ -310,8 +342,13 @@ class Store final : public RowStore {
   void ConfigureLayout(Table& t, bool ranged, uint32_t range_bits) REQUIRES(t.mu);
   // Key ranges: appends `recs` (grouped by range, in that order) through
   // their ranges' heads, all or nothing; (*addrs)[i] is recs[i]'s address.
-  Status AppendRanged(Table& t, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs)
-      REQUIRES(t.mu);
+  // `meanwhile`, when given, runs while the device writes the records, with
+  // *addrs set (its error fails the append as a write error would; when
+  // it succeeded and the write failed, `undo_meanwhile` runs before the
+  // append's slots are freed).
+  Status AppendRanged(Table& t, std::span<const NewRecord> recs, std::vector<uint64_t>* addrs,
+                      const std::function<Status()>& meanwhile,
+                      const std::function<void()>& undo_meanwhile) REQUIRES(t.mu);
   // Writes a head's pending block(s) and seals its segment (a head with no
   // record gives its slot back).
   Status FlushHead(Table& t, Head& h) REQUIRES(t.mu);

@@ -25,7 +25,8 @@ Result<std::unique_ptr<PageFile>> PageFile::Open(io::Env* env, const std::string
   return std::unique_ptr<PageFile>(new PageFile(std::move(file), page_bytes, false, threads));
 }
 
-Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf) {
+std::vector<io::IoRequest> PageFile::Requests(bool write, std::span<const uint32_t> pages,
+                                              std::byte* buf) const {
   constexpr size_t kRunBytesMax = 8u << 20;
   std::vector<io::IoRequest> reqs;
   size_t i = 0;
@@ -44,6 +45,22 @@ Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte
     reqs.push_back(std::move(r));
     i += run;
   }
+  return reqs;
+}
+
+Status PageFile::CheckDone(bool write, std::span<const io::IoRequest> reqs) const {
+  for (const io::IoRequest& r : reqs) {
+    if (r.bytes_done != r.len) {
+      return Status::Corruption(path() + " offset " + std::to_string(r.offset + r.bytes_done) +
+                                ": short " + (write ? "write" : "read") +
+                                " of a page (file ends early)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf) {
+  std::vector<io::IoRequest> reqs = Requests(write, pages, buf);
   if (threads_ != nullptr) {
     STRATA_RETURN_IF_ERROR(threads_->SubmitAndWait(reqs));
   } else {
@@ -58,14 +75,32 @@ Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte
       }
     }
   }
-  for (const io::IoRequest& r : reqs) {
-    if (r.bytes_done != r.len) {
-      return Status::Corruption(path() + " offset " + std::to_string(r.offset + r.bytes_done) +
-                                ": short " + (write ? "write" : "read") +
-                                " of a page (file ends early)");
-    }
+  return CheckDone(write, reqs);
+}
+
+void PageFile::StartWritePages(std::span<const uint32_t> pages, const std::byte* buf,
+                               PendingWrite* w) {
+  w->file_ = this;
+  if (pages.empty()) {
+    w->status_ = Status::Ok();
+    return;
   }
-  return Status::Ok();
+  if (threads_ == nullptr) {
+    w->status_ = WritePages(pages, buf);
+    return;
+  }
+  w->reqs_ = Requests(true, pages, const_cast<std::byte*>(buf));  // a write only reads buf
+  w->done_ = threads_->SubmitAsync(w->reqs_);
+  w->in_flight_ = true;
+}
+
+Status PageFile::PendingWrite::Finish() {
+  if (in_flight_) {
+    in_flight_ = false;
+    status_ = done_.get();
+    if (status_.ok()) status_ = file_->CheckDone(true, reqs_);
+  }
+  return status_;
 }
 
 Status PageFile::ReadPages(std::span<const uint32_t> pages, std::byte* buf) {

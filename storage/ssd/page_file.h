@@ -12,9 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "io/env.h"
 #include "io/io_threads.h"
@@ -39,6 +41,30 @@ class PageFile {
   // Writes buf + i * page_bytes at pages[i]; runs of consecutive pages are
   // coalesced into one request each.
   [[nodiscard]] Status WritePages(std::span<const uint32_t> pages, const std::byte* buf);
+
+  // A page write under way (StartWritePages). Finish waits for it and gives
+  // what WritePages would have returned; the destructor waits too, since
+  // the pages' buffer is in use until then.
+  class PendingWrite {
+   public:
+    PendingWrite() = default;
+    PendingWrite(const PendingWrite&) = delete;
+    PendingWrite& operator=(const PendingWrite&) = delete;
+    ~PendingWrite() { (void)Finish(); }
+    [[nodiscard]] Status Finish();
+
+   private:
+    friend class PageFile;
+    const PageFile* file_ = nullptr;
+    std::vector<io::IoRequest> reqs_;
+    std::future<Status> done_;
+    bool in_flight_ = false;
+    Status status_;  // of the start, or of the whole write once finished
+  };
+  // As WritePages, but returns once the write is issued, so the caller can
+  // work while the device writes (without I/O threads: once it is done).
+  // REQUIRES: `w` holds no write under way; `buf` untouched until Finish.
+  void StartWritePages(std::span<const uint32_t> pages, const std::byte* buf, PendingWrite* w);
   [[nodiscard]] Status Sync() { return file_->Sync(); }
   [[nodiscard]] Status TruncatePages(uint64_t page_count);
   // Whole pages in the file now (a partial last page does not count).
@@ -54,6 +80,10 @@ class PageFile {
       : file_(std::move(file)), page_bytes_(page_bytes), direct_(direct), threads_(threads) {}
   // One request per run of consecutive pages.
   [[nodiscard]] Status Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf);
+  std::vector<io::IoRequest> Requests(bool write, std::span<const uint32_t> pages,
+                                      std::byte* buf) const;
+  // Done requests' statuses, then a short transfer as Corruption.
+  [[nodiscard]] Status CheckDone(bool write, std::span<const io::IoRequest> reqs) const;
 
   std::unique_ptr<io::File> file_;
   const uint32_t page_bytes_;

@@ -93,6 +93,14 @@ class TableIndex {
     if (!Find(mixed, &at, &kind) || at != old_address) return false;
     return exact_index_->Replace(mixed, Payload(at, kind), Payload(new_address, new_kind));
   }
+  // As Replace, when the entry's kind is known too (from Find): an exact
+  // index then searches once, not twice.
+  bool Replace(uint64_t mixed, uint64_t old_address, uint8_t old_kind, uint64_t new_address,
+               uint8_t new_kind) {
+    if (!exact_) return compact_->Replace(mixed, old_address, new_address);
+    return exact_index_->Replace(mixed, Payload(old_address, old_kind),
+                                 Payload(new_address, new_kind));
+  }
   // Removes `mixed`'s entry naming `address`; false when there is none.
   bool Erase(uint64_t mixed, uint64_t address) {
     if (!exact_) return compact_->Erase(mixed, address);

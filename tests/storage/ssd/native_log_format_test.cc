@@ -274,18 +274,9 @@ TEST_P(NativeLogIndexTest, FailedAppendOrCleanChangesNothingAndPowerLossGivesChe
   std::vector<Key> batch(1500);
   for (Key& k : batch) k = rng() % 2000;
   for (uint64_t nth = 1; nth <= 4; ++nth) {
-    io::FaultRule rule;
-    rule.op = io::FaultOp::kWrite;
-    rule.path_substring = ".log";
-    rule.nth_call = nth;
-    rule.times_max = 1;
-    ASSERT_TRUE(fault_env_.AddRule(rule).ok());
-    Status s = PutRows(*store, kTable, kRowBytes, batch, 100 + nth, nullptr);
-    fault_env_.ClearRules();
-    if (s.ok()) {  // the nth write came after the call's last one
-      for (Key k : batch) model[k] = testing::MakeRow(k, 100 + nth, kRowBytes);
-      continue;
-    }
+    Status s = testing::PutRowsFailingNthLogWrite(fault_env_, *store, kTable, kRowBytes, batch,
+                                                  100 + nth, nth, &model);
+    if (s.ok()) continue;  // the nth write came after the call's last one
     EXPECT_TRUE(s.IsIOError()) << s.ToString();
     ExpectContent(*store, kTable, kRowBytes, model);
   }

@@ -53,6 +53,22 @@ inline Status PutRows(RowStore& store, TableId table, uint32_t row_bytes,
   return s;
 }
 
+// PutRows with the `nth` write call to a ".log" file failing (once): on
+// success `model` takes the rows, as PutRows; on failure it stays.
+inline Status PutRowsFailingNthLogWrite(io::FaultEnv& env, RowStore& store, TableId table,
+                                        uint32_t row_bytes, const std::vector<Key>& keys,
+                                        uint64_t version, uint64_t nth, Model* model) {
+  io::FaultRule rule;
+  rule.op = io::FaultOp::kWrite;
+  rule.path_substring = ".log";
+  rule.nth_call = nth;
+  rule.times_max = 1;
+  if (Status s = env.AddRule(rule); !s.ok()) return s;
+  Status s = PutRows(store, table, row_bytes, keys, version, model);
+  env.ClearRules();
+  return s;
+}
+
 // Every model key is found with its row, `absent` keys are missing, and Scan
 // yields exactly the model.
 inline void ExpectContent(RowStore& store, TableId table, uint32_t row_bytes, const Model& model,
