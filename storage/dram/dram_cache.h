@@ -243,7 +243,8 @@ class DramCache {
   Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
       REQUIRES(mu_);
   // Insert's steps (dram_cache_insert.cc), in order: claim the batch's keys
-  // (waiting while another Insert holds one); probe them (stripe read
+  // (waiting while another Insert holds one), keeping the last occurrence of
+  // each; probe them (stripe read
   // locks); hold the rows to overwrite, take victims and slots and place
   // the accounting (waiting for room while CleanAhead writes or other
   // Inserts are in flight); write dirty victims back, erase them, copy and

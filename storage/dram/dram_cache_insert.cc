@@ -4,7 +4,8 @@
 // An Insert runs in steps, holding the mutation mutex (the eviction order's
 // lock) only for the short ones:
 //   1. ClaimKeys (mutex): the batch's keys are claimed, so no other Insert
-//      places one of them meanwhile (it waits for this one).
+//      places one of them meanwhile (it waits for this one); the same probe
+//      of the claim set drops earlier duplicates (the last occurrence wins).
 //   2. ProbeKeys (stripe read locks, keys grouped by stripe): each key's
 //      slot, or absent. Claimed, an absent key stays absent; a present one
 //      may only leave (evicted or erased), which step 3 sees.
@@ -22,7 +23,6 @@
 // A held row is no victim, and Erase, EndMoveUp and BeginMoveUp wait for it;
 // ForEach and FlushDirty wait until no Insert is between steps 3 and 5.
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <mutex>
 
@@ -36,17 +36,18 @@ namespace strata::storage {
 // One Insert's scratch, per thread (no allocation once warm). Per pick (a
 // key that goes in: the last occurrence of each key, in key order).
 struct DramCache::InsertWork {
-  std::vector<uint32_t> last;       // dedup: positions + 1, open addressing
-  std::vector<uint32_t> picks;      // key positions
-  std::vector<uint64_t> hashes;     // per pick
-  std::vector<uint32_t> bounds;     // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
-  std::vector<uint32_t> by_stripe;  // pick numbers grouped by stripe
-  std::vector<uint32_t> cursor;     // counting sort scratch
-  std::vector<uint32_t> groups;     // stripes with picks, ascending
-  std::vector<uint8_t> deferred;    // VisitGroupsLocked's scratch
-  std::vector<uint32_t> slots;      // per pick: the probe's slot, then the row's slot
-  std::vector<uint8_t> fresh;       // per pick: 1 a new row, 0 an overwrite
-  std::vector<uint8_t> allocated;   // per pick: its slot came from AllocateSlot
+  std::vector<uint64_t> key_hashes;  // per key
+  uint32_t owner = 0;                // of this Insert's claims
+  std::vector<uint32_t> picks;       // key positions
+  std::vector<uint64_t> hashes;      // per pick
+  std::vector<uint32_t> bounds;      // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
+  std::vector<uint32_t> by_stripe;   // pick numbers grouped by stripe
+  std::vector<uint32_t> cursor;      // counting sort scratch
+  std::vector<uint32_t> groups;      // stripes with picks, ascending
+  std::vector<uint8_t> deferred;     // VisitGroupsLocked's scratch
+  std::vector<uint32_t> slots;       // per pick: the probe's slot, then the row's slot
+  std::vector<uint8_t> fresh;        // per pick: 1 a new row, 0 an overwrite
+  std::vector<uint8_t> allocated;    // per pick: its slot came from AllocateSlot
   uint64_t new_rows = 0;
   uint64_t freed_bytes = 0;     // victims' row bytes
   std::vector<Victim> victims;  // in pop order
@@ -175,12 +176,34 @@ void DramCache::Release(const Victim& v, uint64_t hash) {
 
 void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork& w) {
   base::MutexLock lock(&mu_);
+  w.owner = claims_.NewOwner();
   while (true) {
-    size_t k = 0;
-    while (k < w.picks.size() && claims_.Add(t.pos, keys[w.picks[k]], w.hashes[k])) ++k;
-    if (k == w.picks.size()) return;
-    // Another Insert is placing keys[picks[k]]: wait until it drops its claims.
-    for (size_t j = 0; j < k; ++j) claims_.Remove(t.pos, keys[w.picks[j]], w.hashes[j]);
+    // Keys from the last back: the last occurrence of each key wins, so a
+    // key this Insert has claimed already is an earlier duplicate, dropped.
+    // The picks come out in reverse key order (Insert turns them round).
+    w.picks.clear();
+    w.hashes.clear();
+    size_t i = keys.size();
+    bool other = false;
+    while (i-- > 0 && !other) {
+      switch (claims_.Add(t.pos, keys[i], w.key_hashes[i], w.owner)) {
+        case DramKeyClaims::Claim::kAdded:
+          w.picks.push_back(static_cast<uint32_t>(i));
+          w.hashes.push_back(w.key_hashes[i]);
+          break;
+        case DramKeyClaims::Claim::kOwn:
+          break;
+        case DramKeyClaims::Claim::kOther:
+          other = true;
+          break;
+      }
+    }
+    if (!other) return;
+    // Another Insert is placing a key of this batch: wait until it drops its
+    // claims.
+    for (size_t k = 0; k < w.picks.size(); ++k) {
+      claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
+    }
     insert_waits_.fetch_add(1, std::memory_order_relaxed);
     state_cv_.Wait(&mu_);
   }
@@ -191,6 +214,7 @@ void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const Inse
   // much larger than them (at most 1/4 full, it keeps the size of the
   // largest batch so far): one sweep of it instead of a random access per
   // key.
+  claims_.FreeOwner(w.owner);
   if (claims_.size() == w.picks.size() && claims_.capacity() <= 16 * w.picks.size()) {
     return claims_.Clear();
   }
@@ -591,27 +615,13 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   if (n == 0) return Status::Ok();
 
   thread_local InsertWork w;
-  // The last occurrence of each key wins: keys from the last back, each
-  // kept unless an open-addressing set of positions (index + 1, 0 empty, load
-  // at most 1/2) holds it already; one hash and one probe per key. Picks end
-  // in key order.
-  const uint64_t mask = std::bit_ceil(2 * n) - 1;
-  w.last.assign(mask + 1, 0);
-  w.picks.clear();
-  w.hashes.clear();
-  for (size_t i = n; i-- > 0;) {
-    const uint64_t hash = DramKeyHash(keys[i]);
-    uint64_t at = hash & mask;
-    while (w.last[at] != 0 && keys[w.last[at] - 1] != keys[i]) at = (at + 1) & mask;
-    if (w.last[at] != 0) continue;  // a later occurrence wins
-    w.last[at] = static_cast<uint32_t>(i + 1);
-    w.picks.push_back(static_cast<uint32_t>(i));
-    w.hashes.push_back(hash);
-  }
+  w.key_hashes.resize(n);
+  for (size_t i = 0; i < n; ++i) w.key_hashes[i] = DramKeyHash(keys[i]);
+  // The claims keep the last occurrence of each key (the picks); in key
+  // order from here on.
+  ClaimKeys(*t, keys, w);
   std::reverse(w.picks.begin(), w.picks.end());
   std::reverse(w.hashes.begin(), w.hashes.end());
-
-  ClaimKeys(*t, keys, w);
   ProbeKeys(*t, keys, w);
   {
     base::MutexLock lock(&mu_);

@@ -4,11 +4,28 @@
 #include <utility>
 
 #include "base/assert.h"
+#include "storage/dram/dram_index.h"
 
 namespace strata::storage {
 namespace {
 constexpr uint64_t kInitialEntries = 1024;
 }  // namespace
+
+uint32_t DramKeyClaims::NewOwner() {
+  if (free_owners_.empty()) {
+    STRATA_ASSERT(owners_ < UINT32_MAX, "DramKeyClaims: too many owners");
+    return owners_++;
+  }
+  const uint32_t owner = free_owners_.back();
+  free_owners_.pop_back();
+  return owner;
+}
+
+void DramKeyClaims::FreeOwner(uint32_t owner) { free_owners_.push_back(owner); }
+
+uint64_t DramKeyClaims::HomeOf(const Entry& e) const {
+  return Mix(e.table_plus1 - 1, DramKeyHash(e.key)) & mask_;
+}
 
 void DramKeyClaims::Grow() {
   std::vector<Entry> old = std::move(entries_);
@@ -18,7 +35,7 @@ void DramKeyClaims::Grow() {
   mask_ = n - 1;
   for (const Entry& e : old) {
     if (e.table_plus1 == 0) continue;
-    uint64_t at = e.mix & mask_;
+    uint64_t at = HomeOf(e);
     while (entries_[at].table_plus1 != 0) at = (at + 1) & mask_;
     entries_[at] = e;
   }
@@ -29,17 +46,18 @@ void DramKeyClaims::Clear() {
   size_ = 0;
 }
 
-bool DramKeyClaims::Add(uint32_t table, Key key, uint64_t hash) {
+DramKeyClaims::Claim DramKeyClaims::Add(uint32_t table, Key key, uint64_t hash, uint32_t owner) {
   if ((size_ + 1) * 4 > entries_.size()) Grow();
-  const uint32_t mix = Mix(table, hash);
-  uint64_t at = mix & mask_;
+  uint64_t at = Mix(table, hash) & mask_;
   while (entries_[at].table_plus1 != 0) {
-    if (entries_[at].table_plus1 == table + 1 && entries_[at].key == key) return false;
+    if (entries_[at].table_plus1 == table + 1 && entries_[at].key == key) {
+      return entries_[at].owner == owner ? Claim::kOwn : Claim::kOther;
+    }
     at = (at + 1) & mask_;
   }
-  entries_[at] = Entry{key, table + 1, mix};
+  entries_[at] = Entry{key, table + 1, owner};
   ++size_;
-  return true;
+  return Claim::kAdded;
 }
 
 void DramKeyClaims::Remove(uint32_t table, Key key, uint64_t hash) {
@@ -54,7 +72,7 @@ void DramKeyClaims::Remove(uint32_t table, Key key, uint64_t hash) {
   for (uint64_t next = (hole + 1) & mask_; entries_[next].table_plus1 != 0;
        next = (next + 1) & mask_) {
     const Entry& e = entries_[next];
-    const uint64_t home = e.mix & mask_;
+    const uint64_t home = HomeOf(e);
     // Movable when home is not in (hole, next].
     const bool in_range =
         hole <= next ? (home > hole && home <= next) : (home > hole || home <= next);

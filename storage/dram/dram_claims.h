@@ -1,10 +1,13 @@
 // DramKeyClaims: the keys that in-flight Inserts of the DRAM cache are
 // placing, so that at most one Insert handles a key at a time (two Inserts
 // of one absent key would otherwise both find it absent and both add it).
-// An open-addressing set of (table, key) with linear probing and
-// backward-shift erase, grown by doubling at load 1/4 (short runs: an erase
-// shifts few entries) and never shrunk: no allocation once warm. At most
-// 2^32 entries (the home is taken from 32 bits of the key's hash).
+// Each claim names its owner (an id per in-flight Insert), so an Insert
+// claiming its batch's keys learns of a key it claimed already (a duplicate
+// in its batch) from the same probe that claims it. An open-addressing set
+// of (table, key, owner) with linear probing and backward-shift erase, grown
+// by doubling at load 1/4 (short runs: an erase shifts few entries) and never
+// shrunk: no allocation once warm. At most 2^32 entries (the home is taken
+// from 32 bits of the key's hash).
 //
 // Thread safety: none; DramCache keeps one under its mutation mutex.
 // Ownership: owns its entries.
@@ -19,9 +22,18 @@ namespace strata::storage {
 
 class DramKeyClaims {
  public:
-  // Claims (table, key) (`hash`: DramKeyHash(key)); false, and no change,
-  // when it is claimed already.
-  bool Add(uint32_t table, Key key, uint64_t hash);
+  enum class Claim {
+    kAdded,  // claimed now
+    kOwn,    // claimed by this owner already; no change
+    kOther,  // claimed by another owner; no change
+  };
+  // An owner id, distinct from every other id in use (the smallest ids are
+  // reused: no allocation once as many owners as ever are in use).
+  uint32_t NewOwner();
+  // Returns an id NewOwner gave. REQUIRES: none of its claims are left.
+  void FreeOwner(uint32_t owner);
+  // Claims (table, key) for `owner` (`hash`: DramKeyHash(key)).
+  Claim Add(uint32_t table, Key key, uint64_t hash, uint32_t owner);
   // Drops a claim Add made. REQUIRES: claimed.
   void Remove(uint32_t table, Key key, uint64_t hash);
   // Drops every claim.
@@ -33,16 +45,20 @@ class DramKeyClaims {
   struct Entry {
     Key key;
     uint32_t table_plus1;  // 0: empty
-    uint32_t mix;          // Mix(table, hash): the home is mix & mask_
+    uint32_t owner;
   };
+  // The home of (table, key) is Mix(table, DramKeyHash(key)) & mask_.
   static uint32_t Mix(uint32_t table, uint64_t hash) {
     return static_cast<uint32_t>(hash ^ (uint64_t{table} * 0x9e3779b97f4a7c15ull));
   }
+  uint64_t HomeOf(const Entry& e) const;
   void Grow();
 
   std::vector<Entry> entries_;
   uint64_t mask_ = 0;
   uint64_t size_ = 0;
+  std::vector<uint32_t> free_owners_;  // ids returned, reused last in first out
+  uint32_t owners_ = 0;                // ids handed out so far: 0..owners_ - 1
 };
 
 }  // namespace strata::storage

@@ -3,6 +3,12 @@
 // failures, FlushDirty and capacity shared across tables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+#include <unordered_map>
+
 #include "storage/dram/dram_cache.h"
 #include "storage/dram/limits.h"
 #include "tests/storage/dram/dram_test_util.h"
@@ -159,6 +165,126 @@ TEST_F(DramCacheTest, CapacityIsSharedAcrossTablesInBytes) {
   ASSERT_TRUE(Put(c, {10}, 1, {}, {}, 2, 48).ok());
   EXPECT_TRUE(ResidentKeys(c, 1).empty());
   EXPECT_EQ(ResidentKeys(c, 2), (std::vector<Key>{9, 10}));
+}
+
+// Which slot a new row takes decides where it lies in the arena and which
+// of rows with equal codes leaves first later (slot order), so Insert keeps
+// it exact: each new row (in key order, the last duplicate winning) takes
+// the slot of one of this Insert's victims, the last popped first, then a
+// free slot (last freed first), then a slot never used. A model of that
+// (victims: the farthest next uses, every clock distinct; rows to
+// overwrite keep their slot and are no victims) against ForEach, which
+// walks the slots in order, after each of 1,500 batches of new keys,
+// overwrites and duplicates, and erases; every row holds its newest bytes.
+TEST_F(DramCacheTest, NewRowsTakeTheVictimsSlotsLastPoppedFirst) {
+  const uint64_t cap = 3 * kDramFrontRowsMin;  // sweeps, the late queue
+  auto c = MakeCache(cap);
+  struct Row {
+    Key key;
+    Clock next_use;
+    uint64_t version;
+  };
+  std::map<uint32_t, Row> at;  // slot -> row
+  std::unordered_map<Key, uint32_t> slot_of;
+  std::vector<uint32_t> free_slots;  // back: the next to reuse
+  uint32_t touched = 0;
+  std::mt19937_64 rng(29);
+  std::set<Clock> used;
+  auto fresh_clock = [&] {
+    while (true) {
+      Clock x = static_cast<Clock>(rng() % (uint64_t{1} << 18));
+      if (used.insert(x).second) return x;
+    }
+  };
+  auto resident_key = [&] {
+    auto it = at.lower_bound(static_cast<uint32_t>(rng() % touched));
+    return (it == at.end() ? at.begin() : it)->second.key;
+  };
+  Key next_key = 1;
+  for (int op = 0; op < 1500; ++op) {
+    const uint64_t version = static_cast<uint64_t>(op) + 1;
+    if (!at.empty() && rng() % 8 == 0) {  // erase a few resident keys
+      std::vector<Key> keys;
+      for (uint64_t i = rng() % 40; i-- > 0;) keys.push_back(resident_key());
+      ASSERT_TRUE(c->Erase(kTable, keys).ok());
+      for (Key k : keys) {
+        auto it = slot_of.find(k);
+        if (it == slot_of.end()) continue;  // a duplicate, gone already
+        free_slots.push_back(it->second);
+        at.erase(it->second);
+        slot_of.erase(it);
+      }
+    } else {
+      std::vector<Key> keys;
+      std::vector<Clock> clocks;
+      const uint64_t n = 1 + rng() % 300;
+      for (uint64_t i = 0; i < n; ++i) {
+        const uint64_t kind = rng() % 10;
+        if (kind < 2 && !at.empty()) {
+          keys.push_back(resident_key());  // an overwrite
+        } else if (kind < 3 && !keys.empty()) {
+          keys.push_back(keys[rng() % keys.size()]);  // a duplicate
+        } else {
+          keys.push_back(next_key++);
+        }
+        clocks.push_back(fresh_clock());
+      }
+      ASSERT_TRUE(Put(*c, keys, version, clocks).ok()) << "op " << op;
+      // The model: picks are the last occurrences, in key order.
+      std::unordered_map<Key, size_t> last;
+      for (size_t i = 0; i < n; ++i) last[keys[i]] = i;
+      std::vector<size_t> fresh;
+      std::set<Key> overwrites;
+      for (size_t i = 0; i < n; ++i) {
+        if (last[keys[i]] != i) continue;
+        if (slot_of.count(keys[i]) != 0) {
+          overwrites.insert(keys[i]);
+        } else {
+          fresh.push_back(i);
+        }
+      }
+      std::vector<std::pair<Clock, uint32_t>> by_use;  // rows that may leave
+      for (const auto& [slot, row] : at) {
+        if (overwrites.count(row.key) == 0) by_use.push_back({row.next_use, slot});
+      }
+      std::sort(by_use.rbegin(), by_use.rend());  // the farthest first
+      const uint64_t rows = at.size() + fresh.size();
+      const size_t m = rows > cap ? rows - cap : 0;
+      ASSERT_LE(m, by_use.size());
+      std::vector<uint32_t> victims;
+      for (size_t v = 0; v < m; ++v) {
+        victims.push_back(by_use[v].second);
+        slot_of.erase(at[by_use[v].second].key);
+        at.erase(by_use[v].second);
+      }
+      for (Key k : overwrites) {
+        const size_t i = last[k];
+        at[slot_of[k]] = {k, clocks[i], version};
+      }
+      for (size_t i : fresh) {
+        uint32_t slot;
+        if (!victims.empty()) {
+          slot = victims.back();
+          victims.pop_back();
+        } else if (!free_slots.empty()) {
+          slot = free_slots.back();
+          free_slots.pop_back();
+        } else {
+          slot = touched++;
+        }
+        at[slot] = {keys[i], clocks[i], version};
+        slot_of[keys[i]] = slot;
+      }
+    }
+    std::vector<std::pair<Key, uint64_t>> walked, model;
+    ASSERT_TRUE(c->ForEach(kTable, [&](Key k, std::span<const std::byte> row, bool) {
+                   walked.push_back({k, static_cast<uint64_t>(testing::RowVersion(k, row))});
+                   return Status::Ok();
+                 }).ok());
+    for (const auto& [slot, row] : at) model.push_back({row.key, row.version});
+    ASSERT_EQ(walked, model) << "op " << op;
+  }
+  EXPECT_GT(c->Stats().evictions, 10 * cap);
 }
 
 }  // namespace
