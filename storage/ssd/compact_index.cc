@@ -217,9 +217,14 @@ bool PartitionedIndex<T>::Erase(uint64_t mixed, uint64_t payload) {
   std::memmove(at, at + kEntryBytes, uint64_t{p.size - i - 1} * kEntryBytes);
   --p.size;
   --size_;
-  // An array down to a quarter of its capacity gives the rest back (key
-  // ranges erase most of the log's entries at each merge), keeping room
-  // for 1/8 more; amortised, as growth is.
+  ShrinkIfSparse(p);
+  return true;
+}
+
+template <typename T>
+void PartitionedIndex<T>::ShrinkIfSparse(Partition& p) {
+  // Down to a quarter of its capacity (key ranges erase most of the log's
+  // entries at each merge): keeps room for 1/8 more; amortised, as growth is.
   constexpr uint32_t kShrinkFloor = 64;
   if (p.capacity > kShrinkFloor && p.size < p.capacity / 4) {
     const uint32_t cap = std::max(kShrinkFloor, p.size + p.size / 8);
@@ -228,7 +233,6 @@ bool PartitionedIndex<T>::Erase(uint64_t mixed, uint64_t payload) {
     p.data = std::move(data);
     p.capacity = cap;
   }
-  return true;
 }
 
 template <typename T>

@@ -115,6 +115,35 @@ class PartitionedIndex {
   // Removes the entry {mixed, payload}; false when there is none.
   bool Erase(uint64_t mixed, uint64_t payload);
 
+  // Removes the entries whose payload `erase(payload)` picks, offering it
+  // every entry of the partitions that hold keys in [first, last] (mixed
+  // values; entries of nearby keys sharing those partitions too: the
+  // predicate must tell them), in one pass without a search per entry;
+  // returns how many it removed.
+  template <typename F>
+  uint64_t EraseWhere(uint64_t first, uint64_t last, F&& erase) {
+    uint64_t erased = 0;
+    const size_t lo = depth_ == 0 ? 0 : static_cast<size_t>(first >> (64 - depth_));
+    const size_t hi = depth_ == 0 ? 0 : static_cast<size_t>(last >> (64 - depth_));
+    for (size_t d = lo; d <= hi; ++d) {
+      // A partition spans a run of directory entries: visit it once.
+      if (d > lo && dir_[d] == dir_[d - 1]) continue;
+      Partition& p = parts_[dir_[d]];
+      uint32_t kept = 0;
+      for (uint32_t i = 0; i < p.size; ++i) {
+        const Value v = Load(p, i);
+        if (erase(static_cast<uint64_t>(v & kPayloadMax))) continue;
+        if (kept != i) Store(p, kept, v);
+        ++kept;
+      }
+      erased += p.size - kept;
+      size_ -= p.size - kept;
+      p.size = kept;
+      ShrinkIfSparse(p);
+    }
+    return erased;
+  }
+
   // Calls fn(payload) for every entry (order unspecified).
   template <typename F>
   void ForEach(F&& fn) const {
@@ -153,6 +182,8 @@ class PartitionedIndex {
   // First position in p whose entry is >= v.
   static uint32_t LowerBound(const Partition& p, Value v);
   static void Grow(Partition& p, uint32_t need);
+  // An array down to a quarter of its capacity gives the rest back.
+  static void ShrinkIfSparse(Partition& p);
   // Splits partition `index` by its next bit (doubling the directory when
   // its depth is the directory's).
   void Split(uint32_t index);

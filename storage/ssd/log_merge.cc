@@ -98,7 +98,6 @@ struct MergeInput {
 struct LogEntry {
   uint64_t mixed;
   uint64_t seq;
-  uint64_t address;
   const std::byte* rec;
   uint8_t kind;
 };
@@ -172,7 +171,7 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
         const std::byte* rec = data + t.RecordOffset(i);
         STRATA_RETURN_IF_ERROR(
             VerifyRecord(rec, t, in.segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p));
-        entries.push_back({ssd::MixKey(p.key), p.seq, t.Address(in.slot, i), rec, p.kind});
+        entries.push_back({ssd::MixKey(p.key), p.seq, rec, p.kind});
       }
       log_records += in.records;
       at += RoundUp(t.RecordOffset(in.records));
@@ -287,15 +286,24 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   // newer); the old segments are released (checkpoint-only while the
   // durable MANIFEST names them: the new home is written first).
   base::WriterLock lock(&t.mu);
-  // In descending key order: each partition's array is sorted, so erasing
-  // its last entry first moves nothing (ascending, every erase moved the
-  // rest of the partition, quadratic work under the exclusive lock).
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    const LogEntry& e = *it;
-    if (!t.index.Erase(e.mixed, e.address)) continue;
-    --t.slots[t.SlotOf(e.address)].live;
-    if (e.kind != ssd::kRecordRow) --t.tombstones;
-  }
+  // An entry names a merged record exactly when it names a record of a
+  // merged log segment (a put since names its new record elsewhere): one
+  // pass over the range's partitions drops those, where an erase per entry
+  // (a search each, and a move of its partition's tail) held the lock for
+  // tens of milliseconds at 20M rows.
+  std::vector<uint64_t> merged(logs.size());
+  for (size_t i = 0; i < logs.size(); ++i) merged[i] = logs[i].slot;
+  std::sort(merged.begin(), merged.end());
+  const uint64_t span_first = t.range_bits == 0 ? 0 : uint64_t{range} << (64 - t.range_bits);
+  const uint64_t span_last =
+      t.range_bits == 0 ? ~uint64_t{0} : span_first | (~uint64_t{0} >> t.range_bits);
+  t.index.EraseWhere(span_first, span_last, [&](uint64_t address, uint8_t kind) REQUIRES(t.mu) {
+    const uint64_t slot = t.SlotOf(address);
+    if (!std::binary_search(merged.begin(), merged.end(), slot)) return false;
+    --t.slots[slot].live;
+    if (kind != ssd::kRecordRow) --t.tombstones;
+    return true;
+  });
   for (const MergeInput& in : logs) {
     STRATA_ASSERT(t.slots[in.slot].live == 0, "a merged log segment is still named by the index");
     Release(t, in.slot);

@@ -110,6 +110,17 @@ class TableIndex {
     return exact_index_->Erase(mixed, Payload(at, kind));
   }
 
+  // Exact: removes the entries for which erase(address, kind) is true
+  // among those of the partitions holding keys in [first, last] (mixed
+  // values; PartitionedIndex::EraseWhere), in one pass; returns how many.
+  template <typename F>
+  uint64_t EraseWhere(uint64_t first, uint64_t last, F&& erase) {
+    STRATA_ASSERT(exact_, "EraseWhere on a compact index");
+    return exact_index_->EraseWhere(first, last, [&](uint64_t payload) {
+      return erase(payload >> 1, (payload & 1) != 0 ? ssd::kRecordTombstone : ssd::kRecordRow);
+    });
+  }
+
   struct BuildEntry {
     uint64_t mixed;
     uint64_t address;

@@ -270,6 +270,43 @@ TEST(ExactIndexTest, RandomOpsMatchMap) {
   RandomOps(h, rng, RandomPool(rng), 200000, 4, 50000);
 }
 
+// EraseWhere visits every partition holding keys of its span and removes
+// the entries its predicate picks (a merge's switch: those naming the
+// merged segments, which hold keys of the merged range only), for a span
+// of part of one partition, a quarter and the whole key space; the index
+// stays searchable (erases, puts after).
+TEST(ExactIndexTest, EraseWherePicksAmongThePartitionsOfItsSpan) {
+  std::mt19937_64 rng(26);
+  ExactHarness h;
+  for (int i = 0; i < 60000; ++i) h.Put(rng());
+  const std::vector<std::pair<uint64_t, uint64_t>> spans = {
+      {0x1234ull << 48, (0x1234ull << 48) | 0xFFFFFFFFFFFull},         // inside a partition
+      {uint64_t{3} << 62, (uint64_t{3} << 62) | (~uint64_t{0} >> 2)},  // a quarter
+      {0, ~uint64_t{0}}};                                              // everything
+  for (const auto& [first, last] : spans) {
+    // The predicate knows each payload's key (as a merge knows its slots).
+    std::map<uint64_t, uint64_t> key_of;  // payload -> mixed
+    for (const auto& [mixed, payload] : h.keys) key_of[payload] = mixed;
+    auto picked = [&](uint64_t payload) {
+      const uint64_t mixed = key_of.at(payload);
+      return mixed >= first && mixed <= last && payload % 3 == 0;
+    };
+    uint64_t want = 0;
+    for (auto it = h.keys.begin(); it != h.keys.end();) {
+      if (picked(it->second)) {
+        it = h.keys.erase(it);
+        ++want;
+      } else {
+        ++it;
+      }
+    }
+    EXPECT_EQ(h.index.EraseWhere(first, last, picked), want);
+    h.Check(rng);
+    for (int i = 0; i < 2000; ++i) h.Put(rng());  // and it takes inserts again
+    h.Check(rng);
+  }
+}
+
 TEST(ExactIndexTest, KeysDifferingInTheirLowestBitsAreTold) {
   std::mt19937_64 rng(22);
   ExactHarness h;
