@@ -289,21 +289,26 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   // An entry names a merged record exactly when it names a record of a
   // merged log segment (a put since names its new record elsewhere): one
   // pass over the range's partitions drops those, where an erase per entry
-  // (a search each, and a move of its partition's tail) held the lock for
-  // tens of milliseconds at 20M rows.
+  // (a search each, and a move of its partition's tail) held the lock 8 ms
+  // at the median and 70 ms at most at 20M rows (docs/ssd-format.md).
   std::vector<uint64_t> merged(logs.size());
   for (size_t i = 0; i < logs.size(); ++i) merged[i] = logs[i].slot;
   std::sort(merged.begin(), merged.end());
   const uint64_t span_first = t.range_bits == 0 ? 0 : uint64_t{range} << (64 - t.range_bits);
   const uint64_t span_last =
       t.range_bits == 0 ? ~uint64_t{0} : span_first | (~uint64_t{0} >> t.range_bits);
-  t.index.EraseWhere(span_first, span_last, [&](uint64_t address, uint8_t kind) REQUIRES(t.mu) {
-    const uint64_t slot = t.SlotOf(address);
-    if (!std::binary_search(merged.begin(), merged.end(), slot)) return false;
-    --t.slots[slot].live;
-    if (kind != ssd::kRecordRow) --t.tombstones;
+  // Counted here, applied below (the predicate runs inside the index).
+  std::vector<uint32_t> dropped(merged.size(), 0);
+  uint64_t dropped_tombstones = 0;
+  t.index.EraseWhere(span_first, span_last, [&](uint64_t address, uint8_t kind) {
+    const auto at = std::lower_bound(merged.begin(), merged.end(), t.SlotOf(address));
+    if (at == merged.end() || *at != t.SlotOf(address)) return false;
+    ++dropped[static_cast<size_t>(at - merged.begin())];
+    if (kind != ssd::kRecordRow) ++dropped_tombstones;
     return true;
   });
+  for (size_t i = 0; i < merged.size(); ++i) t.slots[merged[i]].live -= dropped[i];
+  t.tombstones -= dropped_tombstones;
   for (const MergeInput& in : logs) {
     STRATA_ASSERT(t.slots[in.slot].live == 0, "a merged log segment is still named by the index");
     Release(t, in.slot);
