@@ -283,7 +283,9 @@ TEST(ExactIndexTest, EraseWherePicksAmongThePartitionsOfItsSpan) {
       {0x1234ull << 48, (0x1234ull << 48) | 0xFFFFFFFFFFFull},         // inside a partition
       {uint64_t{3} << 62, (uint64_t{3} << 62) | (~uint64_t{0} >> 2)},  // a quarter
       {0, ~uint64_t{0}}};                                              // everything
-  for (const auto& [first, last] : spans) {
+  for (const auto& span : spans) {
+    const uint64_t first = span.first;
+    const uint64_t last = span.second;
     // The predicate knows each payload's key (as a merge knows its slots).
     std::map<uint64_t, uint64_t> key_of;  // payload -> mixed
     for (const auto& [mixed, payload] : h.keys) key_of[payload] = mixed;
