@@ -223,7 +223,8 @@ TEST_P(NativeRangesTest, BackgroundThreadIsNamedAndEndsWithTheStore) {
 // write, which runs while the index takes the records, or a merge's in the
 // writes): the put fails and changes nothing (the row count is not
 // compared: a merge may make its estimate exact meanwhile); the next put
-// goes on; power loss then gives the last checkpoint.
+// goes on (with background merges, after at most one put that reports a
+// merge's failed write); power loss then gives the last checkpoint.
 TEST_P(NativeRangesTest, FailedPutChangesNothingAndPowerLossGivesCheckpoint) {
   Model model;
   std::mt19937_64 rng(12);
@@ -246,7 +247,16 @@ TEST_P(NativeRangesTest, FailedPutChangesNothingAndPowerLossGivesCheckpoint) {
     ExpectContent(*store, kTable, kRowBytes, model, {6000, 6999});
   }
   EXPECT_GT(failed, 0) << "no write of the put failed";
-  ASSERT_TRUE(PutRows(*store, kTable, kRowBytes, batch, 2000, &model).ok());
+  Status s = PutRows(*store, kTable, kRowBytes, batch, 2000, &model);
+  if (!s.ok()) {
+    // With background merges the failing write may have been a merge's: its
+    // error reaches the next put, once, and that put changes nothing.
+    EXPECT_TRUE(GetParam()) << s.ToString();
+    EXPECT_NE(s.message().find("cleaning table"), std::string::npos) << s.ToString();
+    ExpectContent(*store, kTable, kRowBytes, model);
+    s = PutRows(*store, kTable, kRowBytes, batch, 2000, &model);
+  }
+  ASSERT_TRUE(s.ok()) << s.ToString();
   ExpectContent(*store, kTable, kRowBytes, model);
   store.reset();
   ASSERT_TRUE(fault_env_.DropUnsyncedWrites().ok());
