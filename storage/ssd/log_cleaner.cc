@@ -26,6 +26,7 @@ void Store::StartCleaner() {
   {
     base::MutexLock lock(&cleaner_mu_);
     reclaimed_.assign(tables_.size(), 0);
+    step_credit_.assign(tables_.size(), 0);
   }
   for (size_t i = 0; i < tables_.size(); ++i) tables_[i]->pos = i;
   if (options_.ssd_background_cleaning) {
@@ -225,6 +226,14 @@ Status Store::BeforeWrite(Table& t, uint64_t records) {
   return s;
 }
 
+void Store::Credit(const Table& t, uint64_t records) {
+  if (records == 0) return;
+  base::MutexLock lock(&cleaner_mu_);
+  reclaimed_[t.pos] += records;
+  step_credit_[t.pos] += records;
+  progress_cv_.SignalAll();
+}
+
 void Store::CleanerThread() {
   for (;;) {
     uint64_t seen = 0;
@@ -251,7 +260,10 @@ void Store::CleanerThread() {
       {
         base::MutexLock lock(&cleaner_mu_);
         if (!s.ok()) clean_error_ = s.WithContext("cleaning table " + t->spec.name);
-        reclaimed_[t->pos] += reclaimed;
+        // What the step credited as it went is already counted.
+        uint64_t& credit = step_credit_[t->pos];
+        reclaimed_[t->pos] += reclaimed - std::min(reclaimed, credit);
+        credit = 0;
         if (!s.ok() || reclaimed > 0) progress_cv_.SignalAll();
         // A checkpoint waiting for the cleaning lock goes first.
         whole_round = s.ok() && pauses_ == 0 && !stopping_;

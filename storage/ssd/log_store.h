@@ -429,6 +429,11 @@ class Store final : public RowStore {
   // stall bound, waits for the cleaner to reclaim twice that room (or to
   // find nothing to clean).
   Status BeforeWrite(Table& t, uint64_t records) EXCLUDES(t.mu, cleaner_mu_);
+  // A background merge's progress: `records` of the log records it will
+  // free count as reclaimed now (at most its log's records over the
+  // merge), so that a write waiting at the stall bound waits for a part of
+  // the merge about its own size, not for the whole merge.
+  void Credit(const Table& t, uint64_t records) EXCLUDES(cleaner_mu_);
   // The cleaner's pending error, reported once (then it cleans again).
   Status TakeCleanError() EXCLUDES(cleaner_mu_);
   void Hook(CleanPoint point) const {
@@ -475,6 +480,9 @@ class Store final : public RowStore {
   bool stopping_ GUARDED_BY(cleaner_mu_) = false;
   Status clean_error_ GUARDED_BY(cleaner_mu_);               // pending, not yet reported
   std::vector<uint64_t> reclaimed_ GUARDED_BY(cleaner_mu_);  // records, per table
+  // Of reclaimed_, what the running step credited before its end, per table
+  // (a merge credits its log's records as its I/O progresses: Credit).
+  std::vector<uint64_t> step_credit_ GUARDED_BY(cleaner_mu_);
   std::thread cleaner_;
 
   FsyncFailure failure_;
