@@ -140,6 +140,7 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
     }
     delta_at_start = t.ranges[range].log_delta;
   }
+  Hook(CleanPoint::kMergeStart);
   // The inputs stay until this merge frees them: only merges free a range's
   // segments, and a checkpoint waits for the step. Read the log whole.
   uint64_t log_bytes = 0;
@@ -162,9 +163,8 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   uint64_t log_records = 0;
   for (const MergeInput& in : logs) log_records += in.records;
   // The merge's I/O: its log and base read, its output (at most as large
-  // as both) written. Each part done (the log's read as one part, after
-  // kVictimRead; each base segment read and output segment written) credits
-  // its share of the log records
+  // as both) written. Each segment read or written credits its share of
+  // the log records
   // the merge frees (Credit), so a write at the stall bound waits for about
   // its own share of the merge, not for all of it (a merge of a range at
   // 20M rows took 265 ms at the median: docs/ssd-format.md).
@@ -196,10 +196,10 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
         entries.push_back({ssd::MixKey(p.key), p.seq, rec, p.kind});
       }
       at += RoundUp(t.RecordOffset(in.records));
+      progress(RoundUp(t.RecordOffset(in.records)));
     }
   }
   Hook(CleanPoint::kVictimRead);
-  progress(log_bytes);
   // Each key's newest log record.
   std::sort(entries.begin(), entries.end(), [](const LogEntry& a, const LogEntry& b) {
     return a.mixed != b.mixed ? a.mixed < b.mixed : a.seq > b.seq;

@@ -41,6 +41,7 @@ enum class CleanPoint : uint8_t {
   kVictimRead,     // a step read its victim segment (no table lock held)
   kCopiesWritten,  // the victim's live records were written to the cleaner head
   kMergeWritten,   // key ranges: a merge wrote its range's new base (no table lock held)
+  kMergeStart,     // key ranges: a merge picked its range and sealed its head, read nothing yet
   kStepEnd,        // a step ended (an error it met is already pending)
   kStall,          // a put found its table over the stall bound and waits
 };
