@@ -4,19 +4,26 @@
 // between merges, at every checkpoint and after a reopen (which gives exactly
 // the last checkpoint), with merges run in the writes and in the background;
 // the layout a table was created with is kept whatever the options ask; bad
-// option values are refused naming the field.
+// option values are refused naming the field; base segments damaged with
+// valid checksums (out of key order, a tombstone, a key of another range,
+// two overlapping) are Corruption at open naming the file and offset.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <random>
 
 #include "io/env.h"
 #include "io/fault_env.h"
 #include "storage/ssd/manifest.h"
 #include "storage/ssd/row_store_factory.h"
+#include "storage/ssd/ssd_format.h"
 #include "tests/storage/ssd/row_store_test_util.h"
 #include "tests/util/thread_names.h"
 
@@ -264,6 +271,146 @@ TEST_P(NativeRangesTest, FailedPutChangesNothingAndPowerLossGivesCheckpoint) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->CheckpointMeta(), Bytes("base"));
   ExpectContent(*store, kTable, kRowBytes, checkpointed);
+}
+
+// A base segment of a checkpointed table, as its file holds it.
+struct BaseOnDisk {
+  uint64_t offset;  // of its header in the file
+  uint64_t seq;
+  uint32_t records;
+  uint32_t range;
+};
+
+constexpr uint32_t kRecordBytes = ssd::RecordBytes(kRowBytes);
+
+uint64_t RecordAt(const BaseOnDisk& b, uint64_t i) {
+  return b.offset + ssd::kSegmentHeaderBytes + i * kRecordBytes;
+}
+
+std::vector<std::byte> ReadBytes(const std::string& path, uint64_t offset, size_t n) {
+  std::vector<std::byte> bytes(n);
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(n));
+  EXPECT_TRUE(f.good()) << "read of " << path << " at " << offset;
+  return bytes;
+}
+
+// Writes record `i` of `b` with `key` and `kind` (its row unchanged) and a
+// valid checksum for that place.
+void RewriteRecord(const std::string& path, const BaseOnDisk& b, uint64_t i, Key key,
+                   uint8_t kind) {
+  std::vector<std::byte> rec = ReadBytes(path, RecordAt(b, i), kRecordBytes);
+  ssd::RecordHeader h;
+  std::memcpy(&h, rec.data(), sizeof(h));
+  h.key = key;
+  h.seq_kind = (h.seq_kind & ((uint64_t{1} << 48) - 1)) | uint64_t{kind} << 48;
+  std::memcpy(rec.data(), &h, sizeof(h));
+  h.checksum = XXH3_64bits_withSeed(rec.data() + 8, ssd::kRecordHeaderBytes - 8 + kRowBytes,
+                                    ssd::RecordSeed(kTable, b.seq, i));
+  std::memcpy(rec.data(), &h.checksum, 8);
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(static_cast<std::streamoff>(RecordAt(b, i)));
+  f.write(reinterpret_cast<const char*>(rec.data()), static_cast<std::streamsize>(rec.size()));
+  ASSERT_TRUE(f.good()) << "write of " << path;
+}
+
+Key KeyOf(const std::string& path, const BaseOnDisk& b, uint64_t i) {
+  ssd::RecordHeader h;
+  std::memcpy(&h, ReadBytes(path, RecordAt(b, i), sizeof(h)).data(), sizeof(h));
+  return h.key;
+}
+
+// The checksums hold; what open checks of a base is its content: each kind
+// of damage is Corruption naming the log file and the bad record's (or
+// segment's) offset, and changes nothing on disk.
+TEST_P(NativeRangesTest, DamagedBaseSegmentsAreCorruptionAtOpen) {
+  Model model;
+  std::mt19937_64 rng(13);
+  ASSERT_NO_FATAL_FAILURE(WriteAndCheckpoint(SsdIndex::kRanges, rng, 1, 150, &model));
+  const std::string pristine = dir_.path() + "/pristine";
+  std::filesystem::rename(dir_.path() + "/store", pristine);
+  auto manifest = ReadManifestV2(io::Env::Default(), pristine);
+  ASSERT_TRUE(manifest.ok() && manifest->has_value()) << manifest.status().ToString();
+  const ManifestTableV2& table = (*manifest)->tables.at(0);
+  const std::string file = ssd::LogDataFileName(kTable, table.file_number);
+  // The bases, per range in key order.
+  std::vector<std::vector<BaseOnDisk>> bases(4);
+  for (const ssd::SegmentRecord& seg : table.segments) {
+    const uint64_t offset = uint64_t{seg.slot} * table.segment_bytes;
+    ssd::SegmentHeader header;
+    std::memcpy(&header, ReadBytes(pristine + "/" + file, offset, sizeof(header)).data(),
+                sizeof(header));
+    if (header.kind != ssd::kSegmentBase || seg.record_count < 2) continue;
+    const uint32_t range = ssd::LayoutRange(header.layout);
+    ASSERT_LT(range, bases.size());
+    bases[range].push_back({offset, seg.segment_seq, seg.record_count, range});
+  }
+  for (auto& r : bases) {
+    std::sort(r.begin(), r.end(), [&](const BaseOnDisk& a, const BaseOnDisk& b) {
+      return ssd::MixKey(KeyOf(pristine + "/" + file, a, 0)) <
+             ssd::MixKey(KeyOf(pristine + "/" + file, b, 0));
+    });
+  }
+  const auto two = std::find_if(bases.begin(), bases.end(), [](auto& r) { return r.size() >= 2; });
+  ASSERT_NE(two, bases.end()) << "no range has two base segments";
+  const BaseOnDisk& a = (*two)[0];
+  const BaseOnDisk& b = (*two)[1];
+  const uint32_t other_range = (a.range + 1) % 4;
+  Key foreign = 0;  // a key of another range
+  while (ssd::MixKey(foreign) >> 62 != other_range) ++foreign;
+
+  struct Damage {
+    const char* what;
+    std::function<void(const std::string&)> apply;
+    uint64_t offset;  // named by the error
+    const char* message;
+  };
+  const std::vector<Damage> damages = {
+      {"two records swapped",
+       [&](const std::string& path) {
+         const Key k0 = KeyOf(path, a, 0), k1 = KeyOf(path, a, 1);
+         RewriteRecord(path, a, 0, k1, ssd::kRecordRow);
+         RewriteRecord(path, a, 1, k0, ssd::kRecordRow);
+       },
+       RecordAt(a, 1), "out of key order"},
+      {"a tombstone",
+       [&](const std::string& path) {
+         RewriteRecord(path, a, 0, KeyOf(path, a, 0), ssd::kRecordTombstone);
+       },
+       RecordAt(a, 0), "not a row"},
+      {"a key of another range",
+       [&](const std::string& path) { RewriteRecord(path, a, 0, foreign, ssd::kRecordRow); },
+       RecordAt(a, 0), "in a segment of range"},
+      {"two segments overlapping",
+       [&](const std::string& path) {
+         RewriteRecord(path, b, 0, KeyOf(path, a, a.records - 1), ssd::kRecordRow);
+       },
+       b.offset, "overlap in key order"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.what);
+    const std::string dir = dir_.path() + "/store";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(pristine, dir, std::filesystem::copy_options::recursive);
+    d.apply(dir + "/" + file);
+    const std::vector<std::byte> damaged =
+        ReadBytes(dir + "/" + file, 0, std::filesystem::file_size(dir + "/" + file));
+    auto store = OpenRowStore(Options(), kTables);
+    ASSERT_FALSE(store.ok()) << "a damaged base opened";
+    EXPECT_TRUE(store.status().IsCorruption()) << store.status().ToString();
+    const std::string& message = store.status().message();
+    EXPECT_NE(message.find(dir + "/" + file), std::string::npos) << message;
+    EXPECT_NE(message.find("offset " + std::to_string(d.offset)), std::string::npos) << message;
+    EXPECT_NE(message.find(d.message), std::string::npos) << message;
+    EXPECT_EQ(ReadBytes(dir + "/" + file, 0, damaged.size()), damaged) << "the open wrote";
+  }
+  // Undamaged, it opens with every row.
+  std::filesystem::remove_all(dir_.path() + "/store");
+  std::filesystem::rename(pristine, dir_.path() + "/store");
+  auto store = Open(Options());
+  ASSERT_NE(store, nullptr);
+  ExpectContent(*store, kTable, kRowBytes, model);
 }
 
 TEST_P(NativeRangesTest, BadOptionsAreRefusedNamingTheField) {
