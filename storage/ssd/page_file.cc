@@ -78,27 +78,28 @@ Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte
   return CheckDone(write, reqs);
 }
 
-void PageFile::StartWritePages(std::span<const uint32_t> pages, const std::byte* buf,
-                               PendingWrite* w) {
+void PageFile::StartTransfer(bool write, std::span<const uint32_t> pages, std::byte* buf,
+                             PendingIo* w) {
   w->file_ = this;
+  w->write_ = write;
   if (pages.empty()) {
     w->status_ = Status::Ok();
     return;
   }
   if (threads_ == nullptr) {
-    w->status_ = WritePages(pages, buf);
+    w->status_ = Transfer(write, pages, buf);
     return;
   }
-  w->reqs_ = Requests(true, pages, const_cast<std::byte*>(buf));  // a write only reads buf
+  w->reqs_ = Requests(write, pages, buf);
   w->done_ = threads_->SubmitAsync(w->reqs_);
   w->in_flight_ = true;
 }
 
-Status PageFile::PendingWrite::Finish() {
+Status PageFile::PendingIo::Finish() {
   if (in_flight_) {
     in_flight_ = false;
     status_ = done_.get();
-    if (status_.ok()) status_ = file_->CheckDone(true, reqs_);
+    if (status_.ok()) status_ = file_->CheckDone(write_, reqs_);
   }
   return status_;
 }
