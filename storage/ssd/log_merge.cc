@@ -62,7 +62,7 @@ Status Store::AppendRanged(Table& t, std::span<const NewRecord> recs, std::vecto
         for (uint64_t i = 0; i < c.n; ++i) (*addrs)[r++] = t.Address(c.slot, c.first + i);
       }
     }
-    PageFile::PendingIo write;
+    PageFile::PendingWrite write;
     t.file->StartWritePages(gather.pages, gather.data, &write);
     const Status also = meanwhile ? meanwhile() : Status::Ok();
     s = write.Finish();
@@ -149,31 +149,25 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   auto* log_data = reinterpret_cast<std::byte*>(clean_victim_.data());
   std::vector<LogEntry> entries;
   std::vector<uint32_t> pages;
-  // Segment `in` is read whole (one sequential request, issued by
-  // start_read) and its header verified (end_read): the merge reads the
-  // next segment while it takes the records of this one.
-  auto start_read = [&](const MergeInput& in, std::byte* data, PageFile::PendingIo* io) {
+  // Reads segment `in` whole (one sequential request) and verifies its header.
+  auto read_segment = [&](const MergeInput& in, std::byte* data) -> Status {
     const uint64_t bytes = RoundUp(t.RecordOffset(in.records));
     pages.clear();
     for (uint64_t b = 0; b < bytes / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(in.slot * t.slot_blocks + b));
     }
-    t.file->StartReadPages(pages, data, io);
-  };
-  auto end_read = [&](const MergeInput& in, const std::byte* data,
-                      PageFile::PendingIo* io) -> Status {
-    STRATA_RETURN_IF_ERROR(io->Finish());
-    bytes_read_ += RoundUp(t.RecordOffset(in.records));
+    STRATA_RETURN_IF_ERROR(t.file->ReadPages(pages, data));
+    bytes_read_ += bytes;
     return VerifySegmentHeader(data, t, in.segment_seq, t.file->path(), in.slot * t.segment_bytes);
   };
   uint64_t log_records = 0;
   for (const MergeInput& in : logs) log_records += in.records;
   // The merge's I/O: its log and base read, its output (at most as large
   // as both) written. Each segment read or written credits its share of
-  // the log records the merge frees (Credit), so a write at the stall
-  // bound waits for about its own share of the merge, not for all of it
-  // (a merge of a range at 20M rows took 265 ms at the median:
-  // docs/ssd-format.md).
+  // the log records
+  // the merge frees (Credit), so a write at the stall bound waits for about
+  // its own share of the merge, not for all of it (a merge of a range at
+  // 20M rows took 265 ms at the median: docs/ssd-format.md).
   uint64_t base_bytes = 0;
   for (const MergeInput& in : bases) base_bytes += RoundUp(t.RecordOffset(in.records));
   const uint64_t work = 2 * (log_bytes + base_bytes);
@@ -189,17 +183,10 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
     }
   };
   {
-    std::vector<uint64_t> at(logs.size() + 1, 0);
-    for (size_t i = 0; i < logs.size(); ++i) {
-      at[i + 1] = at[i] + RoundUp(t.RecordOffset(logs[i].records));
-    }
-    PageFile::PendingIo reads[2];  // waited for by their destructors on an early return
-    if (!logs.empty()) start_read(logs[0], log_data, &reads[0]);
-    for (size_t k = 0; k < logs.size(); ++k) {
-      const MergeInput& in = logs[k];
-      std::byte* data = log_data + at[k];
-      if (k + 1 < logs.size()) start_read(logs[k + 1], log_data + at[k + 1], &reads[(k + 1) % 2]);
-      STRATA_RETURN_IF_ERROR(end_read(in, data, &reads[k % 2]));
+    uint64_t at = 0;
+    for (const MergeInput& in : logs) {
+      std::byte* data = log_data + at;
+      STRATA_RETURN_IF_ERROR(read_segment(in, data));
       const uint64_t base = in.slot * t.segment_bytes;
       for (uint64_t i = 0; i < in.records; ++i) {
         Parsed p;
@@ -208,6 +195,7 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
             VerifyRecord(rec, t, in.segment_seq, i, t.file->path(), base + t.RecordOffset(i), &p));
         entries.push_back({ssd::MixKey(p.key), p.seq, rec, p.kind});
       }
+      at += RoundUp(t.RecordOffset(in.records));
       progress(RoundUp(t.RecordOffset(in.records)));
     }
   }
@@ -228,20 +216,8 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   std::vector<uint64_t> out_mixed;
   uint64_t out_n = 0, out_seq = 0, new_rows = 0;
   int64_t out_slot = -1;
-  // Two output buffers: a segment is written while the next one fills.
-  STRATA_RETURN_IF_ERROR(EnsureBytes(&clean_staging_, 2 * t.segment_bytes));
-  std::byte* const staging = reinterpret_cast<std::byte*>(clean_staging_.data());
-  PageFile::PendingIo writes[2];
-  uint64_t write_bytes[2] = {0, 0};
-  int cur = 0;  // the buffer filling
-  std::byte* out = staging;
-  auto end_write = [&](int w) -> Status {
-    STRATA_RETURN_IF_ERROR(writes[w].Finish());
-    bytes_written_ += write_bytes[w];
-    progress(write_bytes[w]);
-    write_bytes[w] = 0;
-    return Status::Ok();
-  };
+  STRATA_RETURN_IF_ERROR(EnsureBytes(&clean_staging_, t.segment_bytes));
+  auto* out = reinterpret_cast<std::byte*>(clean_staging_.data());
   auto finish = [&]() -> Status {
     if (out_slot < 0) return Status::Ok();
     const uint64_t bytes = RoundUp(t.RecordOffset(out_n));
@@ -250,12 +226,9 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
     for (uint64_t b = 0; b < bytes / kBlock; ++b) {
       pages.push_back(static_cast<uint32_t>(static_cast<uint64_t>(out_slot) * t.slot_blocks + b));
     }
-    t.file->StartWritePages(pages, out, &writes[cur]);
-    write_bytes[cur] = bytes;
-    // The other buffer fills next, once its write is done.
-    cur ^= 1;
-    out = staging + cur * t.segment_bytes;
-    STRATA_RETURN_IF_ERROR(end_write(cur));
+    STRATA_RETURN_IF_ERROR(t.file->WritePages(pages, out));
+    bytes_written_ += bytes;
+    progress(bytes);
     out_base.emplace_back();
     out_base.back().slot = static_cast<uint64_t>(out_slot);
     out_base.back().Build(out_mixed);
@@ -288,23 +261,14 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
     if (e.kind != ssd::kRecordRow) return Status::Ok();  // a tombstone drops the key
     return emit(ParseRecord(e.rec).key, e.mixed, e.seq, e.rec + ssd::kRecordHeaderBytes);
   };
-  // Two base buffers: the next base segment is read while this one merges.
-  STRATA_RETURN_IF_ERROR(EnsureBytes(&merge_base_, 2 * t.segment_bytes));
-  std::byte* const base_data = reinterpret_cast<std::byte*>(merge_base_.data());
-  PageFile::PendingIo base_reads[2];
+  STRATA_RETURN_IF_ERROR(EnsureBytes(&merge_base_, t.segment_bytes));
+  auto* data = reinterpret_cast<std::byte*>(merge_base_.data());
   auto merge = [&]() -> Status {
     size_t j = 0;  // next log entry
     uint64_t last_mixed = 0;
     bool any = false;
-    if (!bases.empty()) start_read(bases[0], base_data, &base_reads[0]);
-    for (size_t k = 0; k < bases.size(); ++k) {
-      const MergeInput& in = bases[k];
-      std::byte* const data = base_data + (k % 2) * t.segment_bytes;
-      if (k + 1 < bases.size()) {
-        start_read(bases[k + 1], base_data + ((k + 1) % 2) * t.segment_bytes,
-                   &base_reads[(k + 1) % 2]);
-      }
-      STRATA_RETURN_IF_ERROR(end_read(in, data, &base_reads[k % 2]));
+    for (const MergeInput& in : bases) {
+      STRATA_RETURN_IF_ERROR(read_segment(in, data));
       progress(RoundUp(t.RecordOffset(in.records)));
       const uint64_t base = in.slot * t.segment_bytes;
       for (uint64_t i = 0; i < in.records; ++i) {
@@ -332,13 +296,9 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
       }
     }
     for (; j < entries.size(); ++j) STRATA_RETURN_IF_ERROR(emit_log(entries[j]));
-    STRATA_RETURN_IF_ERROR(finish());
-    return end_write(cur ^ 1);  // the last segment's write
+    return finish();
   };
   if (Status s = merge(); !s.ok()) {
-    // No transfer of the merge may land once its slots are free again.
-    for (PageFile::PendingIo& io : writes) (void)io.Finish();
-    for (PageFile::PendingIo& io : base_reads) (void)io.Finish();
     base::WriterLock lock(&t.mu);
     for (uint64_t slot : out_slots) t.SetState(slot, kFree);
     return s;

@@ -78,28 +78,27 @@ Status PageFile::Transfer(bool write, std::span<const uint32_t> pages, std::byte
   return CheckDone(write, reqs);
 }
 
-void PageFile::StartTransfer(bool write, std::span<const uint32_t> pages, std::byte* buf,
-                             PendingIo* w) {
+void PageFile::StartWritePages(std::span<const uint32_t> pages, const std::byte* buf,
+                               PendingWrite* w) {
   w->file_ = this;
-  w->write_ = write;
   if (pages.empty()) {
     w->status_ = Status::Ok();
     return;
   }
   if (threads_ == nullptr) {
-    w->status_ = Transfer(write, pages, buf);
+    w->status_ = WritePages(pages, buf);
     return;
   }
-  w->reqs_ = Requests(write, pages, buf);
+  w->reqs_ = Requests(true, pages, const_cast<std::byte*>(buf));  // a write only reads buf
   w->done_ = threads_->SubmitAsync(w->reqs_);
   w->in_flight_ = true;
 }
 
-Status PageFile::PendingIo::Finish() {
+Status PageFile::PendingWrite::Finish() {
   if (in_flight_) {
     in_flight_ = false;
     status_ = done_.get();
-    if (status_.ok()) status_ = file_->CheckDone(write_, reqs_);
+    if (status_.ok()) status_ = file_->CheckDone(true, reqs_);
   }
   return status_;
 }

@@ -42,16 +42,15 @@ class PageFile {
   // coalesced into one request each.
   [[nodiscard]] Status WritePages(std::span<const uint32_t> pages, const std::byte* buf);
 
-  // A page read or write under way (StartReadPages, StartWritePages).
-  // Finish waits for it and gives what ReadPages or WritePages would have
-  // returned; the destructor waits too, since the pages' buffer is in use
-  // until then.
-  class PendingIo {
+  // A page write under way (StartWritePages). Finish waits for it and gives
+  // what WritePages would have returned; the destructor waits too, since
+  // the pages' buffer is in use until then.
+  class PendingWrite {
    public:
-    PendingIo() = default;
-    PendingIo(const PendingIo&) = delete;
-    PendingIo& operator=(const PendingIo&) = delete;
-    ~PendingIo() { (void)Finish(); }
+    PendingWrite() = default;
+    PendingWrite(const PendingWrite&) = delete;
+    PendingWrite& operator=(const PendingWrite&) = delete;
+    ~PendingWrite() { (void)Finish(); }
     [[nodiscard]] Status Finish();
 
    private:
@@ -60,19 +59,12 @@ class PageFile {
     std::vector<io::IoRequest> reqs_;
     std::future<Status> done_;
     bool in_flight_ = false;
-    bool write_ = false;
-    Status status_;  // of the start, or of the whole transfer once finished
+    Status status_;  // of the start, or of the whole write once finished
   };
-  // As WritePages and ReadPages, but return once the transfer is issued, so
-  // the caller can work while the device moves the pages (without I/O
-  // threads: once it is done). REQUIRES: `w` holds nothing under way; `buf`
-  // untouched until Finish.
-  void StartWritePages(std::span<const uint32_t> pages, const std::byte* buf, PendingIo* w) {
-    StartTransfer(true, pages, const_cast<std::byte*>(buf), w);  // a write only reads buf
-  }
-  void StartReadPages(std::span<const uint32_t> pages, std::byte* buf, PendingIo* r) {
-    StartTransfer(false, pages, buf, r);
-  }
+  // As WritePages, but returns once the write is issued, so the caller can
+  // work while the device writes (without I/O threads: once it is done).
+  // REQUIRES: `w` holds no write under way; `buf` untouched until Finish.
+  void StartWritePages(std::span<const uint32_t> pages, const std::byte* buf, PendingWrite* w);
   [[nodiscard]] Status Sync() { return file_->Sync(); }
   [[nodiscard]] Status TruncatePages(uint64_t page_count);
   // Whole pages in the file now (a partial last page does not count).
@@ -88,7 +80,6 @@ class PageFile {
       : file_(std::move(file)), page_bytes_(page_bytes), direct_(direct), threads_(threads) {}
   // One request per run of consecutive pages.
   [[nodiscard]] Status Transfer(bool write, std::span<const uint32_t> pages, std::byte* buf);
-  void StartTransfer(bool write, std::span<const uint32_t> pages, std::byte* buf, PendingIo* w);
   std::vector<io::IoRequest> Requests(bool write, std::span<const uint32_t> pages,
                                       std::byte* buf) const;
   // Done requests' statuses, then a short transfer as Corruption.
