@@ -175,8 +175,8 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   auto progress = [&](uint64_t bytes) {
     if (!options_.ssd_background_cleaning || work == 0) return;
     done = std::min(work, done + bytes);
-    const uint64_t due = static_cast<uint64_t>(
-        static_cast<unsigned __int128>(log_records) * done / work);
+    const uint64_t due =
+        static_cast<uint64_t>(static_cast<unsigned __int128>(log_records) * done / work);
     if (due > credited) {
       Credit(t, due - credited);
       credited = due;

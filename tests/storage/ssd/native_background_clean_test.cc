@@ -80,9 +80,8 @@ class CleanGate {
   // Waits until the held step ended.
   void WaitHeldStepEnded() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-      return holds_ > 0 && released_ >= holds_ && steps_ended_ > ended_at_hold_;
-    });
+    cv_.wait(lock,
+             [&] { return holds_ > 0 && released_ >= holds_ && steps_ended_ > ended_at_hold_; });
   }
   // Lets the cleaner past its current (or next) hold.
   void Release() {
@@ -335,7 +334,8 @@ TEST_P(NativeMergeCreditTest, APutAtTheStallBoundWaitsForItsShareOfAMergeNotAllO
   {
     // The wait's bound only turns a regression into a failure, not a hang.
     std::unique_lock<std::mutex> lock(mu);
-    went_on = cv.wait_for(lock, std::chrono::seconds(60), [&] { return puts_done > done_at_stall; });
+    went_on =
+        cv.wait_for(lock, std::chrono::seconds(60), [&] { return puts_done > done_at_stall; });
     stop = true;
   }
   EXPECT_TRUE(went_on) << "the stalled put waited for the whole merge";
