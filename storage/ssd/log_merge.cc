@@ -164,10 +164,10 @@ Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
   for (const MergeInput& in : logs) log_records += in.records;
   // The merge's I/O: its log and base read, its output (at most as large
   // as both) written. Each segment read or written credits its share of
-  // the log records
-  // the merge frees (Credit), so a write at the stall bound waits for about
-  // its own share of the merge, not for all of it (a merge of a range at
-  // 20M rows took 265 ms at the median: docs/ssd-format.md).
+  // the log records the merge frees (Credit), so a write at the stall
+  // bound waits for about its own share of the merge, not for all of it
+  // (a merge of a range at 20M rows took 265 ms at the median:
+  // docs/ssd-format.md).
   uint64_t base_bytes = 0;
   for (const MergeInput& in : bases) base_bytes += RoundUp(t.RecordOffset(in.records));
   const uint64_t work = 2 * (log_bytes + base_bytes);
