@@ -11,7 +11,12 @@
 // in chunks of one batch from random batch-aligned offsets of an N-row buffer. Baseline: one
 // unordered_map key -> row offset under one mutex, locked once per batch. Gather (a reference, not
 // a competitor): the same rows copied from an N-row buffer by known offsets with the same prefetch
-// distance, no index at all: what this machine's random DRAM access allows. The four run in
+// distance, no index at all: what this machine's random DRAM access allows. Gather through an
+// index line (a second reference): the same, but each row's address first goes through one
+// random 64-byte line of an array of 10 bytes per row (an index of 8-byte entries at load 0.8),
+// read in the lookup's two-stage pipeline: the ceiling of any index that reads one line per
+// lookup (and keeps its lines outside the TLB's reach when the rows are). Both gathers read
+// rows packed in an arena like the cache's (huge pages, interleaved). The five run in
 // `--rounds` interleaved rounds so that load from other processes hits them alike.
 // `--writers W` adds W threads overwriting rows through the rounds (the
 // index's lock stripes matter when writers hold them); `--stripes` sets the
@@ -20,7 +25,9 @@
 // over the threads: steady-state insert throughput; index bytes per row are
 // reported before and after these evictions.
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <latch>
@@ -35,7 +42,10 @@
 #include "base/hash.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "storage/dram/dram_arena.h"
 #include "storage/dram/dram_cache.h"
+#include "storage/dram/dram_index.h"
+#include "storage/dram/limits.h"
 
 namespace strata::cli {
 namespace {
@@ -61,24 +71,54 @@ struct DramBenchArgs {
 Key KeyOf(uint64_t i) { return SplitMix64(i).Next(); }
 
 // Runs body(thread) on `threads` threads started together; returns seconds
-// from the common start to the last finish.
+// from the first thread's start to the last one's finish. Each thread reads
+// the clock itself: the caller's clock after the latch may come after a
+// short body has finished (the caller descheduled), which gave negative
+// times.
 template <typename Body>
 double RunTimed(uint32_t threads, Body body) {
-  std::latch ready(threads + 1);
-  std::vector<SteadyClock::time_point> ends(threads);
+  std::latch ready(threads);
+  std::vector<SteadyClock::time_point> starts(threads), ends(threads);
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       ready.arrive_and_wait();
+      starts[t] = SteadyClock::now();
       body(t);
       ends[t] = SteadyClock::now();
     });
   }
-  ready.arrive_and_wait();
-  SteadyClock::time_point start = SteadyClock::now();
   for (auto& th : pool) th.join();
-  SteadyClock::time_point end = *std::max_element(ends.begin(), ends.end());
+  const SteadyClock::time_point start = *std::min_element(starts.begin(), starts.end());
+  const SteadyClock::time_point end = *std::max_element(ends.begin(), ends.end());
   return std::chrono::duration<double>(end - start).count();
+}
+
+// The share of the mapping at `base` that sits on transparent huge pages
+// (AnonHugePages over Rss in /proc/self/smaps), or -1 where that file cannot
+// tell: a gather whose rows fell back to 4 KiB pages is no fair reference
+// for a cache whose rows did not.
+double HugePageShare(const void* base) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return -1;
+  const auto at = reinterpret_cast<uintptr_t>(base);
+  char line[512];
+  bool in = false;
+  double rss = -1, huge = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') != nullptr &&
+        std::strncmp(line, "AnonHugePages", 13) != 0) {
+      in = lo <= at && at < hi;
+      continue;
+    }
+    if (!in) continue;
+    unsigned long kb = 0;
+    if (std::sscanf(line, "Rss: %lu kB", &kb) == 1) rss = double(kb);
+    if (std::sscanf(line, "AnonHugePages: %lu kB", &kb) == 1) huge = double(kb);
+  }
+  std::fclose(f);
+  return rss > 0 && huge >= 0 ? huge / rss : -1;
 }
 
 // What one thread count measured.
@@ -87,7 +127,7 @@ struct DramBenchRun {
   uint32_t batches = 0;  // per thread
   uint32_t rounds = 0;
   uint64_t lookup_rows = 0;  // over all threads
-  double lookup_s = 0, memcpy_s = 0, gather_s = 0, baseline_s = 0, rounds_s = 0;
+  double lookup_s = 0, memcpy_s = 0, gather_s = 0, gather_index_s = 0, baseline_s = 0, rounds_s = 0;
   uint64_t misses = 0, written = 0;
   uint64_t evict_rows = 0;
   double evict_s = 0;
@@ -135,6 +175,9 @@ int RunDramBench(const DramBenchArgs& a) {
   // with more than t threads gives it.
   std::vector<std::vector<Key>> queries(threads_max);
   std::vector<std::vector<uint32_t>> query_rows(threads_max);
+  std::vector<std::vector<uint32_t>> query_lines(threads_max);  // the index line of each query
+  // The index lines' array: 10 bytes per row, whole lines.
+  const uint64_t index_lines = std::max<uint64_t>(1, (a.rows * 10 + 63) / 64);
   for (uint32_t t = 0; t < threads_max; ++t) {
     uint64_t batches = 0;
     for (uint64_t c : *counts) {
@@ -143,16 +186,33 @@ int RunDramBench(const DramBenchArgs& a) {
     std::mt19937_64 rng(t + 1);
     queries[t].resize(batches * a.batch);
     query_rows[t].resize(queries[t].size());
+    query_lines[t].resize(queries[t].size());
     for (uint64_t q = 0; q < queries[t].size(); ++q) {
       query_rows[t][q] = static_cast<uint32_t>(rng() % a.rows);
       queries[t][q] = keys[query_rows[t][q]];
+      const uint64_t h = storage::DramKeyHash(queries[t][q]);
+      query_lines[t][q] =
+          static_cast<uint32_t>((static_cast<unsigned __int128>(h) * index_lines) >> 64);
     }
   }
   std::vector<std::vector<std::byte>> out(threads_max, std::vector<std::byte>(fill.size()));
 
-  // The four methods run in interleaved rounds, so that load from other
-  // processes on a shared machine falls on all of them alike.
-  std::vector<std::byte> source(a.rows * rb, std::byte{3});
+  // The five methods run in interleaved rounds, so that load from other
+  // processes on a shared machine falls on all of them alike. The gathers'
+  // rows and index lines live in arenas like the cache's (huge pages,
+  // interleaved), written first so that every page is resident.
+  auto source_arena = storage::DramArena::Create(a.rows, rb, /*huge_pages=*/true);
+  auto index_arena = storage::DramArena::Create(index_lines, 64, /*huge_pages=*/true);
+  if (!source_arena.ok() || !index_arena.ok()) {
+    std::fprintf(
+        stderr, "strata bench dram: %s\n",
+        (source_arena.ok() ? index_arena.status() : source_arena.status()).ToString().c_str());
+    return 1;
+  }
+  std::byte* const source = (*source_arena)->base();
+  std::memset(source, 3, a.rows * rb);
+  const std::byte* const index_base = (*index_arena)->base();
+  std::memset((*index_arena)->base(), 0, index_lines * 64);
   std::unordered_map<Key, uint64_t> map;
   map.reserve(a.rows);
   for (uint64_t i = 0; i < a.rows; ++i) map[keys[i]] = i * rb;
@@ -173,9 +233,9 @@ int RunDramBench(const DramBenchArgs& a) {
   const uint64_t chunks = std::max<uint64_t>(1, a.rows / a.batch);
   auto copy = [&](uint32_t t, uint32_t b0, uint32_t b1) {
     std::mt19937_64 rng(t + 77 + b0);
-    const uint64_t bytes = std::min<uint64_t>(out[t].size(), source.size());
+    const uint64_t bytes = std::min<uint64_t>(out[t].size(), a.rows * rb);
     for (uint32_t b = b0; b < b1; ++b) {
-      std::memcpy(out[t].data(), source.data() + (rng() % chunks) * bytes, bytes);
+      std::memcpy(out[t].data(), source + (rng() % chunks) * bytes, bytes);
     }
   };
   // 3. Gather by known offsets (the machine's random-access ceiling).
@@ -185,12 +245,41 @@ int RunDramBench(const DramBenchArgs& a) {
       const uint32_t* q = query_rows[t].data() + uint64_t{b} * a.batch;
       for (uint32_t i = 0; i < a.batch; ++i) {
         if (i + kAhead < a.batch) {
-          const std::byte* p = &source[uint64_t{q[i + kAhead]} * rb];
+          const std::byte* p = source + uint64_t{q[i + kAhead]} * rb;
           for (uint32_t off = 0; off < std::min<uint32_t>(rb, 1024); off += 64) {
             __builtin_prefetch(p + off);
           }
         }
-        std::memcpy(out[t].data() + uint64_t{i} * rb, &source[uint64_t{q[i]} * rb], rb);
+        std::memcpy(out[t].data() + uint64_t{i} * rb, source + uint64_t{q[i]} * rb, rb);
+      }
+    }
+  };
+  // 3b. Gather through one index line per row, in the lookup's pipeline:
+  // row j's line prefetched, row j - kAhead's line read (its first word, 0,
+  // is added to the row's address: a true dependency) and its row
+  // prefetched, row j - 2 kAhead copied.
+  auto gather_index = [&](uint32_t t, uint32_t b0, uint32_t b1) {
+    constexpr uint32_t kAhead = storage::kDramLookupAhead;
+    constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
+    std::array<const std::byte*, kRing> ring{};
+    const uint32_t prefetch_bytes = std::min<uint32_t>(rb, 1024);
+    for (uint32_t b = b0; b < b1; ++b) {
+      const uint32_t* q = query_rows[t].data() + uint64_t{b} * a.batch;
+      const uint32_t* l = query_lines[t].data() + uint64_t{b} * a.batch;
+      for (uint32_t j = 0; j < a.batch + 2 * kAhead; ++j) {
+        if (j < a.batch) __builtin_prefetch(index_base + uint64_t{l[j]} * 64);
+        if (j >= kAhead && j - kAhead < a.batch) {
+          const uint32_t i = j - kAhead;
+          uint64_t word;
+          std::memcpy(&word, index_base + uint64_t{l[i]} * 64, sizeof(word));
+          const std::byte* p = source + uint64_t{q[i]} * rb + word;
+          ring[i & (kRing - 1)] = p;
+          for (uint32_t off = 0; off < prefetch_bytes; off += 64) __builtin_prefetch(p + off);
+        }
+        if (j >= 2 * kAhead) {
+          const uint32_t i = j - 2 * kAhead;
+          std::memcpy(out[t].data() + uint64_t{i} * rb, ring[i & (kRing - 1)], rb);
+        }
       }
     }
   };
@@ -201,7 +290,7 @@ int RunDramBench(const DramBenchArgs& a) {
       std::lock_guard lock(map_mu);
       for (uint32_t i = 0; i < a.batch; ++i) {
         auto it = map.find(q[i]);
-        if (it != map.end()) std::memcpy(out[t].data() + uint64_t{i} * rb, &source[it->second], rb);
+        if (it != map.end()) std::memcpy(out[t].data() + uint64_t{i} * rb, source + it->second, rb);
       }
     }
   };
@@ -235,6 +324,7 @@ int RunDramBench(const DramBenchArgs& a) {
       r.lookup_s += RunTimed(r.threads, [&](uint32_t t) { lookup(t, b0, b1); });
       r.memcpy_s += RunTimed(r.threads, [&](uint32_t t) { copy(t, b0, b1); });
       r.gather_s += RunTimed(r.threads, [&](uint32_t t) { gather(t, b0, b1); });
+      r.gather_index_s += RunTimed(r.threads, [&](uint32_t t) { gather_index(t, b0, b1); });
       r.baseline_s += RunTimed(r.threads, [&](uint32_t t) { baseline(t, b0, b1); });
     }
     r.rounds_s = std::chrono::duration<double>(SteadyClock::now() - rounds_start).count();
@@ -294,6 +384,8 @@ int RunDramBench(const DramBenchArgs& a) {
         {"lookup_vs_memcpy", r.memcpy_s / r.lookup_s},
         {"gather_gbps", r.lookup_rows * row_gb / r.gather_s},
         {"lookup_vs_gather", r.gather_s / r.lookup_s},
+        {"gather_index_gbps", r.lookup_rows * row_gb / r.gather_index_s},
+        {"lookup_vs_gather_index", r.gather_index_s / r.lookup_s},
         {"writer_rows_per_s", r.written / r.rounds_s},
         {"insert_evict_rows_per_s", evict_rows_per_s},
         {"insert_evict_vs_lookup", evict_rows_per_s / lookup_rows_per_s},
@@ -318,6 +410,8 @@ int RunDramBench(const DramBenchArgs& a) {
       {"index_bytes_per_row_after_evict",
        double(evicted_stats.index_bytes) / double(evicted_stats.rows)},
       {"numa_interleaved", cache.numa_interleaved()},
+      {"gather_rows_huge_page_share", HugePageShare(source)},
+      {"gather_index_huge_page_share", HugePageShare(index_base)},
       {"by_threads", by_threads},
   };
   if (a.json) {
@@ -328,23 +422,28 @@ int RunDramBench(const DramBenchArgs& a) {
         "NUMA interleaved: %s\n",
         static_cast<unsigned long long>(a.rows), rb, a.threads.c_str(), a.batch, a.stripes,
         a.writers, cache.numa_interleaved() ? "yes" : "no");
-    std::printf("%7s %9s %12s %9s %9s %9s %9s %13s %13s %12s %9s\n", "threads", "batches",
-                "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s", "map GB/s",
-                "lookup/gather", "insert-evict rows/s", "evict/lookup", "writers rows/s");
+    std::printf("%7s %9s %12s %9s %9s %9s %9s %9s %13s %13s %19s %12s %14s\n", "threads", "batches",
+                "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s", "gather+line GB/s",
+                "map GB/s", "lookup/gather", "lookup/(gather+line)", "insert-evict rows/s",
+                "evict/lookup", "writers rows/s");
     for (const DramBenchRun& r : runs) {
       const double lookup_rows_per_s = r.lookup_rows / r.lookup_s;
       const double evict_rows_per_s = r.evict_rows / r.evict_s;
-      std::printf("%7u %9u %12.3e %11.2f %11.2f %11.2f %9.2f %13.2f %19.3e %12.2f %14.3e\n",
-                  r.threads, r.batches, lookup_rows_per_s, r.lookup_rows * row_gb / r.lookup_s,
-                  r.lookup_rows * row_gb / r.memcpy_s, r.lookup_rows * row_gb / r.gather_s,
-                  r.lookup_rows * row_gb / r.baseline_s, r.gather_s / r.lookup_s, evict_rows_per_s,
-                  evict_rows_per_s / lookup_rows_per_s, r.written / r.rounds_s);
+      std::printf(
+          "%7u %9u %12.3e %11.2f %11.2f %11.2f %16.2f %9.2f %13.2f %20.2f %19.3e %12.2f "
+          "%14.3e\n",
+          r.threads, r.batches, lookup_rows_per_s, r.lookup_rows * row_gb / r.lookup_s,
+          r.lookup_rows * row_gb / r.memcpy_s, r.lookup_rows * row_gb / r.gather_s,
+          r.lookup_rows * row_gb / r.gather_index_s, r.lookup_rows * row_gb / r.baseline_s,
+          r.gather_s / r.lookup_s, r.gather_index_s / r.lookup_s, evict_rows_per_s,
+          evict_rows_per_s / lookup_rows_per_s, r.written / r.rounds_s);
     }
     std::printf(
         "insert into empty cache %.3e rows/s; index+metadata %.1f B/row (%.1f after the "
-        "evictions)\n",
+        "evictions); on huge pages: gather rows %.2f, gather index lines %.2f\n",
         a.rows / insert_s, double(stats.index_bytes) / double(stats.rows),
-        double(evicted_stats.index_bytes) / double(evicted_stats.rows));
+        double(evicted_stats.index_bytes) / double(evicted_stats.rows), HugePageShare(source),
+        HugePageShare(index_base));
   }
   return misses_total == 0 ? 0 : 1;
 }
@@ -365,7 +464,7 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--stripes", args->stripes, "index lock stripes", 1, 4096);
       AddUnsigned<uint32_t>(c, "--writers", args->writers,
                             "threads overwriting rows during the lookups", 0, 1024);
-      AddUnsigned<uint32_t>(c, "--rounds", args->rounds, "interleaved rounds of the four methods",
+      AddUnsigned<uint32_t>(c, "--rounds", args->rounds, "interleaved rounds of the five methods",
                             1, 1000);
       c->add_flag("--json", args->json, "print JSON");
       c->callback([args] { ExitCode() = RunDramBench(*args); });
