@@ -49,6 +49,10 @@
 #include <memory>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "base/hash.h"
 #include "base/mutex.h"
 #include "storage/dram/dram_arena.h"
@@ -107,6 +111,35 @@ class DramHashMap {
     return b ^ (d == 0 ? mask : d);
   }
 
+  // Bit k set when entry k of the bucket at `b` is in use (slot !=
+  // kDramNoSlot) and has the tag of `want` (TagOf(hash) << 1): a probe's
+  // scan of a whole line (Next). With SSE2, about 20 vector instructions
+  // for the 8 entries instead of 8 scalar tests; scans that stop at their
+  // first hit (FreeIn, FindEntry) stay scalar, which is shorter for them.
+  static uint32_t MatchMask(const Entry* b, uint32_t want) {
+#if defined(__SSE2__)
+    const __m128i none = _mm_set1_epi32(-1);  // kDramNoSlot
+    const __m128i tag_bits = _mm_set1_epi32(static_cast<int>(kTagBitsMask));
+    const __m128i want4 = _mm_set1_epi32(static_cast<int>(want));
+    auto half = [&](const Entry* e) {
+      const __m128 lo = _mm_loadu_ps(reinterpret_cast<const float*>(e));      // entries 0, 1
+      const __m128 hi = _mm_loadu_ps(reinterpret_cast<const float*>(e + 2));  // entries 2, 3
+      const __m128i slots = _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+      const __m128i tags = _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+      const __m128i hit = _mm_andnot_si128(_mm_cmpeq_epi32(slots, none),
+                                           _mm_cmpeq_epi32(_mm_and_si128(tags, tag_bits), want4));
+      return static_cast<uint32_t>(_mm_movemask_ps(_mm_castsi128_ps(hit)));
+    };
+    return half(b) | half(b + 4) << 4;
+#else
+    uint32_t match = 0;
+    for (uint32_t k = 0; k < kBucketEntries; ++k) {
+      match |= uint32_t{b[k].slot != kDramNoSlot && (b[k].tag_dirty & kTagBitsMask) == want} << k;
+    }
+    return match;
+#endif
+  }
+
   // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
   // A map on `count` empty entries at `buckets` (cache-line aligned,
@@ -137,11 +170,7 @@ class DramHashMap {
     while (p->stage < 2) {
       const uint64_t alt = Alt(p->home, p->tag);
       const Entry* b = buckets_ + (p->stage == 0 ? p->home : alt) * kBucketEntries;
-      uint32_t match = 0;
-      for (uint32_t k = 0; k < kBucketEntries; ++k) {
-        match |= uint32_t{b[k].slot != kDramNoSlot && (b[k].tag_dirty & kTagBitsMask) == want} << k;
-      }
-      match &= ~0u << p->next;
+      const uint32_t match = MatchMask(b, want) & (~0u << p->next);
       if (match != 0) {
         const uint32_t k = static_cast<uint32_t>(__builtin_ctz(match));
         *dirty = (b[k].tag_dirty & 1) != 0;

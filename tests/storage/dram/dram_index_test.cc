@@ -12,6 +12,47 @@
 namespace strata::storage {
 namespace {
 
+// The probe's bucket scan (SSE2 where the compiler has it) against its
+// definition, entry by entry: free entries whose stale tag equals the one
+// sought, stash count bits and dirty flags set, several matches in a line.
+TEST(DramIndexTest, MatchMaskMatchesItsDefinition) {
+  using Entry = DramHashMap::Entry;
+  std::mt19937_64 rng(7);
+  alignas(64) std::array<Entry, DramHashMap::kBucketEntries> b{};
+  for (int round = 0; round < 20000; ++round) {
+    const uint32_t tag = static_cast<uint32_t>(rng()) & DramHashMap::kTagMask;
+    const uint32_t want = tag << 1;
+    for (Entry& e : b) {
+      const uint64_t r = rng();
+      // Mostly the sought tag or a near one, so matches and misses are common.
+      const uint32_t t = (r & 3) == 0 ? static_cast<uint32_t>(r >> 8) & DramHashMap::kTagMask
+                                      : tag ^ static_cast<uint32_t>((r >> 2) & 1);
+      e.slot = (r >> 40) % 3 == 0 ? kDramNoSlot : static_cast<uint32_t>(r >> 32) % kDramNoSlot;
+      e.tag_dirty = (t << 1) | static_cast<uint32_t>((r >> 4) & 1) |
+                    (((r >> 5) & 1) != 0 ? DramHashMap::kCountBit : 0u);
+    }
+    uint32_t match = 0;
+    for (uint32_t k = 0; k < DramHashMap::kBucketEntries; ++k) {
+      if (b[k].slot != kDramNoSlot && ((b[k].tag_dirty >> 1) & DramHashMap::kTagMask) == tag) {
+        match |= 1u << k;
+      }
+    }
+    ASSERT_EQ(DramHashMap::MatchMask(b.data(), want), match) << "round " << round;
+  }
+  // The extremes of the fields: slot 0 and kDramNoSlot - 1, tags 0 and all
+  // ones, the count bit in every entry.
+  for (const uint32_t tag : {0u, DramHashMap::kTagMask}) {
+    for (uint32_t k = 0; k < DramHashMap::kBucketEntries; ++k) {
+      b[k].slot = k % 2 == 0 ? 0u : kDramNoSlot - 1;
+      b[k].tag_dirty = DramHashMap::kCountBit | tag << 1 | (k & 1);
+    }
+    EXPECT_EQ(DramHashMap::MatchMask(b.data(), tag << 1), 0xffu);
+    EXPECT_EQ(DramHashMap::MatchMask(b.data(), (tag ^ 1) << 1), 0u);
+    b[3].slot = kDramNoSlot;
+    EXPECT_EQ(DramHashMap::MatchMask(b.data(), tag << 1), 0xf7u);
+  }
+}
+
 // Random inserts, dirty flags and erases against std::unordered_map, with
 // growth past the 2 MiB threshold (buckets in a DramArena) and many erases of
 // present keys (each of which may pull a stashed entry back into its bucket).
