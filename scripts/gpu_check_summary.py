@@ -102,6 +102,18 @@ def main():
     hkv = load(os.path.join(detail, "hkv.json"))
     if hkv:
         numbers["hkv"] = hkv
+    # The DRAM tier (dram_d<dim>): issue 19's ratios per thread count.
+    for dim in (16, 64):
+        dram = read_json_output(os.path.join(detail, "dram_d%d.txt" % dim))
+        if dram:
+            numbers["dram_d%d" % dim] = {
+                "rows": dram.get("rows"),
+                "index_bytes_per_row": dram.get("index_bytes_per_row"),
+                "index_bytes_per_row_after_evict": dram.get("index_bytes_per_row_after_evict"),
+                "by_threads": [{k: r.get(k) for k in (
+                    "threads", "lookup_rows_per_s", "gather_gbps", "gather_index_gbps",
+                    "lookup_vs_gather", "lookup_vs_gather_index", "insert_evict_rows_per_s",
+                    "insert_evict_vs_lookup")} for r in dram.get("by_threads", [])]}
 
     checks = summary["checks"]
 
@@ -156,6 +168,26 @@ def main():
                 "value": [[r["bytes_sent_per_batch"], r["model_bytes_per_batch"]] for r in runs],
                 "pass": all(abs(r["bytes_sent_per_batch"] - r["model_bytes_per_batch"]) <= 1e-6 *
                             max(1.0, r["model_bytes_per_batch"]) for r in runs)}
+
+        # Issue 19 (docs/dram-cache.md): index bytes per row at most 24,
+        # lookups at least 0.8x the index-free gather (dimension 64),
+        # inserts with eviction at least 0.5x lookups; one thread.
+        for dim in (16, 64):
+            dram = numbers.get("dram_d%d" % dim)
+            if not dram:
+                continue
+            one = [r for r in dram["by_threads"] if r["threads"] == 1]
+            checks["dram_d%d_index_bytes_per_row" % dim] = {
+                "value": dram["index_bytes_per_row_after_evict"], "bar": 24,
+                "pass": dram["index_bytes_per_row_after_evict"] <= 24}
+            if one:
+                if dim == 64:
+                    checks["dram_d64_lookup_vs_gather"] = {
+                        "value": one[0]["lookup_vs_gather"], "bar": 0.8,
+                        "pass": one[0]["lookup_vs_gather"] >= 0.8}
+                checks["dram_d%d_insert_evict_vs_lookup" % dim] = {
+                    "value": one[0]["insert_evict_vs_lookup"], "bar": 0.5,
+                    "pass": one[0]["insert_evict_vs_lookup"] >= 0.5}
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
