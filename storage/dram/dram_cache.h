@@ -213,12 +213,13 @@ class DramCache {
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
 
-  // Lookup's copy step: keys[order[j]] (hashes[order[j]] their hashes) in
-  // ascending stripe order, looked up and copied; returns the hits.
+  // Lookup's copy step: keys[order[j]] (hashes[order[j]] their hashes,
+  // stripe_of[j] their stripe) in ascending stripe order, looked up and
+  // copied; returns the hits.
   uint64_t LookupPipeline(const Table& t, std::span<const Key> keys,
                           std::span<const uint64_t> hashes, std::span<const uint32_t> order,
-                          std::span<std::byte> rows, std::span<uint8_t> found,
-                          std::span<uint8_t> dirty) const;
+                          std::span<const uint32_t> stripe_of, std::span<std::byte> rows,
+                          std::span<uint8_t> found, std::span<uint8_t> dirty) const;
 
   // Eviction order (dram_order.cc).
   uint32_t CodeOf(Clock next_use) const;  // larger: evicted first

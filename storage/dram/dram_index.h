@@ -140,6 +140,15 @@ class DramHashMap {
 #endif
   }
 
+  // A key's two candidate lines, for a probe that scans them itself (the
+  // lookup's pipeline): its home, and the other line of an entry of `tag`
+  // in `line` (the home again in a map of one bucket).
+  const Entry* HomeLine(uint32_t tag) const { return buckets_ + Home(tag) * kBucketEntries; }
+  const Entry* OtherLine(const Entry* line, uint32_t tag) const {
+    const auto b = static_cast<uint64_t>(line - buckets_) / kBucketEntries;
+    return buckets_ + Alt(b, tag) * kBucketEntries;
+  }
+
   // A map that owns its entries and grows them itself.
   explicit DramHashMap(bool huge_pages = false);
   // A map on `count` empty entries at `buckets` (cache-line aligned,

@@ -8,8 +8,10 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <unordered_map>
 
+#include "storage/dram/dram_index.h"
 #include "storage/dram/limits.h"
 #include "tests/storage/dram/dram_test_util.h"
 
@@ -96,6 +98,80 @@ TEST_F(DramCacheTest, LookupBatchesOverManyStripesMatchModel) {
   }
   EXPECT_EQ(c.Stats().hits, hits);
   EXPECT_EQ(c.Stats().misses, misses);
+}
+
+// The inverse of DramKeyHash (the murmur3 finaliser is a bijection): keys
+// with chosen hashes. The multipliers' inverses mod 2^64 by Newton's
+// iteration (each step doubles the correct low bits).
+uint64_t InverseMul(uint64_t a) {
+  uint64_t x = a;  // correct to 3 bits for odd a
+  for (int i = 0; i < 5; ++i) x *= 2 - a * x;
+  return x;
+}
+Key KeyOfHash(uint64_t h) {
+  h ^= h >> 33;
+  h *= InverseMul(0xc4ceb9fe1a85ec53ull);
+  h ^= h >> 33;
+  h *= InverseMul(0xff51afd7ed558ccdull);
+  h ^= h >> 33;
+  return h;
+}
+
+// Keys whose hashes share the stripe bits and the tag (bits 31..2) share
+// both candidate lines: a lookup's first tag match may be another key's
+// entry (a false match), and past 16 such keys the rest live in the stash.
+// Lookups in one batch with other keys find each of them with its own row
+// and dirty flag, and miss absent keys of the same tag.
+TEST_F(DramCacheTest, LookupsOfKeysSharingStripeAndTagFindTheirOwnRows) {
+  for (uint32_t stripes : {1u, 8u}) {
+    SCOPED_TRACE("stripes " + std::to_string(stripes));
+    DramCacheOptions o;
+    o.dram_bytes_max = 2000 * kRowBytes;
+    o.lock_stripes = stripes;
+    auto made = DramCache::Create(o, OneTable(), nullptr);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    DramCache& c = **made;
+    // 24 keys of one stripe and tag (bits 63..58 and 31..2 equal), 8 absent
+    // ones of the same, and 1,000 random keys around them.
+    const uint64_t same = 0xA400'0000'8765'4320ull;
+    std::vector<Key> shared, absent;
+    for (uint64_t v = 1; v <= 32; ++v) {
+      const Key k = KeyOfHash(same | (v << 32) | (v & 3));
+      ASSERT_EQ(DramKeyHash(k) >> 58, same >> 58);
+      ASSERT_EQ((DramKeyHash(k) >> 2) & 0x3fffffffu, (same >> 2) & 0x3fffffffu);
+      (v <= 24 ? shared : absent).push_back(k);
+    }
+    std::mt19937_64 rng(stripes);
+    std::vector<Key> keys = shared;
+    for (int i = 0; i < 1000; ++i) keys.push_back(rng());
+    std::vector<uint8_t> dirty(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) dirty[i] = (i % 3) == 0;
+    ASSERT_TRUE(Put(c, keys, 7, {}, dirty).ok());
+    // Every shared key, the absent ones, and random present keys, shuffled
+    // into one batch, then each shared key alone.
+    std::vector<Key> batch = shared;
+    batch.insert(batch.end(), absent.begin(), absent.end());
+    for (int i = 0; i < 200; ++i) batch.push_back(keys[rng() % keys.size()]);
+    std::shuffle(batch.begin(), batch.end(), rng);
+    std::vector<std::vector<Key>> batches = {batch};
+    for (Key k : shared) batches.push_back({k});
+    for (const auto& b : batches) {
+      std::vector<std::byte> rows(b.size() * kRowBytes);
+      std::vector<uint8_t> found(b.size()), got_dirty(b.size());
+      ASSERT_TRUE(c.Lookup(kTable, b, rows, found, got_dirty).ok());
+      for (size_t i = 0; i < b.size(); ++i) {
+        const auto at = std::find(keys.begin(), keys.end(), b[i]);
+        if (at == keys.end()) {
+          EXPECT_EQ(found[i], 0) << "absent key " << b[i];
+          continue;
+        }
+        ASSERT_EQ(found[i], 1) << "key " << b[i];
+        EXPECT_EQ(got_dirty[i], dirty[at - keys.begin()]) << "key " << b[i];
+        EXPECT_EQ(testing::RowVersion(b[i], {rows.data() + i * kRowBytes, kRowBytes}), 7)
+            << "key " << b[i];
+      }
+    }
+  }
 }
 
 TEST_F(DramCacheTest, DuplicateKeysInOneInsertLastWins) {
