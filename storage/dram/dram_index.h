@@ -204,13 +204,34 @@ class DramHashMap {
     return kDramNoSlot;
   }
   // The slot of `key`, or kDramNoSlot; key_at(slot) is the key slot holds.
+  // The candidates in Next's order (the home line's tag matches, the other
+  // line's, the stash's), each line scanned once by MatchMask.
   template <typename KeyAt>
   uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty) const {
-    Probe p = Start(hash);
-    while (true) {
-      const uint32_t slot = Next(&p, dirty);
-      if (slot == kDramNoSlot || key_at(slot) == key) return slot;
+    const uint32_t tag = TagOf(hash);
+    const uint32_t want = tag << 1;
+    const uint64_t home = Home(tag);
+    const uint64_t alt = Alt(home, tag);
+    for (uint64_t b = home;; b = alt) {
+      const Entry* e = buckets_ + b * kBucketEntries;
+      for (uint32_t match = MatchMask(e, want); match != 0; match &= match - 1) {
+        const Entry& x = e[__builtin_ctz(match)];
+        if (key_at(x.slot) == key) {
+          *dirty = (x.tag_dirty & 1) != 0;
+          return x.slot;
+        }
+      }
+      if (b == alt) break;
     }
+    if (!stash_.empty() && CountOf(home) != 0) {
+      for (const Entry& x : stash_) {
+        if ((x.tag_dirty & kTagBitsMask) == want && key_at(x.slot) == key) {
+          *dirty = (x.tag_dirty & 1) != 0;
+          return x.slot;
+        }
+      }
+    }
+    return kDramNoSlot;
   }
   // The key's two candidate lines (one page).
   [[gnu::always_inline]] void Prefetch(uint64_t hash) const { PrefetchAt(Start(hash)); }
