@@ -107,8 +107,8 @@ double HugePageShare(const void* base) {
   double rss = -1, huge = -1;
   while (std::fgets(line, sizeof(line), f) != nullptr) {
     unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') != nullptr &&
-        std::strncmp(line, "AnonHugePages", 13) != 0) {
+    // Only a mapping's first line reads as two hex numbers joined by '-'.
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
       in = lo <= at && at < hi;
       continue;
     }

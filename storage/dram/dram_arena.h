@@ -33,6 +33,7 @@ class DramArena {
   DramArena& operator=(const DramArena&) = delete;
 
   std::byte* Slot(uint64_t slot) const { return base_ + slot * slot_bytes_; }
+  uint32_t slot_bytes() const { return slot_bytes_; }
   std::byte* base() const { return base_; }
   uint64_t mapped_bytes() const { return mapped_bytes_; }
   // True when the pages follow MPOL_INTERLEAVE over all nodes.

@@ -218,7 +218,7 @@ uint64_t DramCache::LookupPipeline(const Table& t, std::span<const Key> keys,
   constexpr uint32_t kAhead = kDramLookupAhead;
   constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
   const uint32_t rb = t.spec.row_bytes;
-  const uint64_t slot_bytes = DramSlotBytes(rb);
+  const uint64_t slot_bytes = t.rows->slot_bytes();
   const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
   std::byte* const slots = t.rows->Slot(0);
   std::byte* const out = rows.data();
