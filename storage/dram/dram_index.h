@@ -113,7 +113,7 @@ class DramHashMap {
 
   // Bit k set when entry k of the bucket at `b` is in use (slot !=
   // kDramNoSlot) and has the tag of `want` (TagOf(hash) << 1): a probe's
-  // scan of a whole line (Next). With SSE2, about 20 vector instructions
+  // scan of a whole line. With SSE2, about 20 vector instructions
   // for the 8 entries instead of 8 scalar tests; scans that stop at their
   // first hit (FreeIn, FindEntry) stay scalar, which is shorter for them.
   static uint32_t MatchMask(const Entry* b, uint32_t want) {
@@ -156,56 +156,11 @@ class DramHashMap {
   // which grows it with NeedsGrow and MoveTo.
   DramHashMap(Entry* buckets, uint64_t count);
 
-  // A probe: the key's home bucket, its tag, where it looks next (stage 0:
-  // the home bucket, 1: the alternative, 2: the stash, 3: done; `next`: the
-  // entry of that bucket or stash).
-  struct Probe {
-    uint64_t home;
-    uint32_t tag;
-    uint32_t stage;
-    uint32_t next;
-  };
-  Probe Start(uint64_t hash) const {
-    const uint32_t tag = TagOf(hash);
-    return {Home(tag), tag, 0, 0};
-  }
-  // The slot of the next entry with the probe's tag at or after the
-  // probe's position (the probe moves past it): in the home bucket, then
-  // the alternative, then the stash when the home's stash count is above
-  // 0; kDramNoSlot when there is none. *dirty is its dirty flag. A tag
-  // match is a candidate: the caller compares the key.
-  uint32_t Next(Probe* p, bool* dirty) const {
-    const uint32_t want = p->tag << 1;
-    while (p->stage < 2) {
-      const uint64_t alt = Alt(p->home, p->tag);
-      const Entry* b = buckets_ + (p->stage == 0 ? p->home : alt) * kBucketEntries;
-      const uint32_t match = MatchMask(b, want) & (~0u << p->next);
-      if (match != 0) {
-        const uint32_t k = static_cast<uint32_t>(__builtin_ctz(match));
-        *dirty = (b[k].tag_dirty & 1) != 0;
-        p->next = k + 1;
-        return b[k].slot;
-      }
-      p->next = 0;
-      p->stage = p->stage == 0 && alt != p->home ? 1 : 2;
-    }
-    if (p->stage == 2) {
-      if (!stash_.empty() && CountOf(p->home) != 0) {
-        for (uint32_t i = p->next; i < stash_.size(); ++i) {
-          if ((stash_[i].tag_dirty & kTagBitsMask) == want) {
-            *dirty = (stash_[i].tag_dirty & 1) != 0;
-            p->next = i + 1;
-            return stash_[i].slot;
-          }
-        }
-      }
-      p->stage = 3;
-    }
-    return kDramNoSlot;
-  }
   // The slot of `key`, or kDramNoSlot; key_at(slot) is the key slot holds.
-  // The candidates in Next's order (the home line's tag matches, the other
-  // line's, the stash's), each line scanned once by MatchMask.
+  // The candidates in order: the home line's tag matches, the other line's
+  // (not in a map of one bucket), then the stash's when the home's stash
+  // count is above 0; each line scanned once by MatchMask. A tag match is a
+  // candidate until key_at(slot) == key.
   template <typename KeyAt>
   uint32_t Find(Key key, uint64_t hash, const KeyAt& key_at, bool* dirty) const {
     const uint32_t tag = TagOf(hash);
@@ -232,12 +187,6 @@ class DramHashMap {
       }
     }
     return kDramNoSlot;
-  }
-  // The key's two candidate lines (one page).
-  [[gnu::always_inline]] void Prefetch(uint64_t hash) const { PrefetchAt(Start(hash)); }
-  [[gnu::always_inline]] void PrefetchAt(const Probe& p) const {
-    __builtin_prefetch(buckets_ + p.home * kBucketEntries);
-    __builtin_prefetch(buckets_ + Alt(p.home, p.tag) * kBucketEntries);
   }
   // REQUIRES: the key of `hash` absent, slot != kDramNoSlot; for a map on
   // its caller's entries, !NeedsGrow().
