@@ -16,8 +16,12 @@
 // random 64-byte line of an array of 10 bytes per row (an index of 8-byte entries at load 0.8),
 // read in the lookup's two-stage pipeline: the ceiling of any index that reads one line per
 // lookup (and keeps its lines outside the TLB's reach when the rows are). Both gathers read
-// rows packed in an arena like the cache's (huge pages, interleaved). The five run in
-// `--rounds` interleaved rounds so that load from other processes hits them alike.
+// rows packed in an arena like the cache's (huge pages, interleaved). Gather through an index
+// line onto slots (a third reference): the same again, but the rows sit in slots laid out as
+// the cache's (the 8-byte key, then the row, DramSlotBytes apart) and each row's key is compared
+// before its copy: the ceiling of the cache's own layout, whose slots span one cache line more
+// than their rows. The six run in `--rounds` interleaved rounds so that load from other
+// processes hits them alike.
 // `--writers W` adds W threads overwriting rows through the rounds (the
 // index's lock stripes matter when writers hold them); `--stripes` sets the
 // stripe count so the two can be compared. Last, for each thread count,
@@ -44,6 +48,7 @@
 #include "cli/command.h"
 #include "storage/dram/dram_arena.h"
 #include "storage/dram/dram_cache.h"
+#include "storage/dram/dram_cache_internal.h"
 #include "storage/dram/dram_index.h"
 #include "storage/dram/limits.h"
 
@@ -127,7 +132,8 @@ struct DramBenchRun {
   uint32_t batches = 0;  // per thread
   uint32_t rounds = 0;
   uint64_t lookup_rows = 0;  // over all threads
-  double lookup_s = 0, memcpy_s = 0, gather_s = 0, gather_index_s = 0, baseline_s = 0, rounds_s = 0;
+  double lookup_s = 0, memcpy_s = 0, gather_s = 0, gather_index_s = 0, gather_slots_s = 0;
+  double baseline_s = 0, rounds_s = 0;
   uint64_t misses = 0, written = 0;
   uint64_t evict_rows = 0;
   double evict_s = 0;
@@ -197,27 +203,36 @@ int RunDramBench(const DramBenchArgs& a) {
   }
   std::vector<std::vector<std::byte>> out(threads_max, std::vector<std::byte>(fill.size()));
 
-  // The five methods run in interleaved rounds, so that load from other
+  // The six methods run in interleaved rounds, so that load from other
   // processes on a shared machine falls on all of them alike. The gathers'
   // rows and index lines live in arenas like the cache's (huge pages,
   // interleaved), written first so that every page is resident.
   auto source_arena = storage::DramArena::Create(a.rows, rb, /*huge_pages=*/true);
   auto index_arena = storage::DramArena::Create(index_lines, 64, /*huge_pages=*/true);
-  if (!source_arena.ok() || !index_arena.ok()) {
-    std::fprintf(
-        stderr, "strata bench dram: %s\n",
-        (source_arena.ok() ? index_arena.status() : source_arena.status()).ToString().c_str());
-    return 1;
+  const uint32_t slot_bytes = storage::DramSlotBytes(rb);
+  auto slots_arena = storage::DramArena::Create(a.rows, slot_bytes, /*huge_pages=*/true);
+  for (const auto* arena : {&source_arena, &index_arena, &slots_arena}) {
+    if (!arena->ok()) {
+      std::fprintf(stderr, "strata bench dram: %s\n", arena->status().ToString().c_str());
+      return 1;
+    }
   }
   std::byte* const source = (*source_arena)->base();
   std::memset(source, 3, a.rows * rb);
   const std::byte* const index_base = (*index_arena)->base();
   std::memset((*index_arena)->base(), 0, index_lines * 64);
+  std::byte* const slots = (*slots_arena)->base();
+  std::memset(slots, 3, a.rows * slot_bytes);
+  for (uint64_t i = 0; i < a.rows; ++i) {
+    const Key k = keys[i];
+    std::memcpy(slots + i * slot_bytes, &k, sizeof(k));
+  }
   std::unordered_map<Key, uint64_t> map;
   map.reserve(a.rows);
   for (uint64_t i = 0; i < a.rows; ++i) map[keys[i]] = i * rb;
   std::mutex map_mu;
   std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> slot_key_mismatches{0};  // 3c's keys (0 unless the bench is wrong)
 
   // 1. DramCache lookup-and-copy.
   auto lookup = [&](uint32_t t, uint32_t b0, uint32_t b1) {
@@ -283,6 +298,44 @@ int RunDramBench(const DramBenchArgs& a) {
       }
     }
   };
+  // 3c. The same onto slots laid out as the cache's: the row's slot
+  // prefetched whole, its key compared at the copy (a mismatch is counted
+  // as a miss, so a wrong layout fails the run).
+  auto gather_slots = [&](uint32_t t, uint32_t b0, uint32_t b1) {
+    constexpr uint32_t kAhead = storage::kDramLookupAhead;
+    constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
+    std::array<const std::byte*, kRing> ring{};
+    const uint32_t prefetch_bytes = std::min<uint32_t>(slot_bytes, 1024);
+    uint64_t wrong = 0;
+    for (uint32_t b = b0; b < b1; ++b) {
+      const uint32_t* q = query_rows[t].data() + uint64_t{b} * a.batch;
+      const uint32_t* l = query_lines[t].data() + uint64_t{b} * a.batch;
+      const Key* want = queries[t].data() + uint64_t{b} * a.batch;
+      for (uint32_t j = 0; j < a.batch + 2 * kAhead; ++j) {
+        if (j < a.batch) __builtin_prefetch(index_base + uint64_t{l[j]} * 64);
+        if (j >= kAhead && j - kAhead < a.batch) {
+          const uint32_t i = j - kAhead;
+          uint64_t word;
+          std::memcpy(&word, index_base + uint64_t{l[i]} * 64, sizeof(word));
+          const std::byte* p = slots + uint64_t{q[i]} * slot_bytes + word;
+          ring[i & (kRing - 1)] = p;
+          for (uint32_t off = 0; off < prefetch_bytes; off += 64) __builtin_prefetch(p + off);
+        }
+        if (j >= 2 * kAhead) {
+          const uint32_t i = j - 2 * kAhead;
+          const std::byte* p = ring[i & (kRing - 1)];
+          Key k;
+          std::memcpy(&k, p, sizeof(k));
+          if (k != want[i]) {
+            ++wrong;
+            continue;
+          }
+          std::memcpy(out[t].data() + uint64_t{i} * rb, p + storage::kDramSlotHeaderBytes, rb);
+        }
+      }
+    }
+    if (wrong != 0) slot_key_mismatches.fetch_add(wrong);
+  };
   // 4. unordered_map + mutex baseline over the same rows.
   auto baseline = [&](uint32_t t, uint32_t b0, uint32_t b1) {
     for (uint32_t b = b0; b < b1; ++b) {
@@ -325,6 +378,7 @@ int RunDramBench(const DramBenchArgs& a) {
       r.memcpy_s += RunTimed(r.threads, [&](uint32_t t) { copy(t, b0, b1); });
       r.gather_s += RunTimed(r.threads, [&](uint32_t t) { gather(t, b0, b1); });
       r.gather_index_s += RunTimed(r.threads, [&](uint32_t t) { gather_index(t, b0, b1); });
+      r.gather_slots_s += RunTimed(r.threads, [&](uint32_t t) { gather_slots(t, b0, b1); });
       r.baseline_s += RunTimed(r.threads, [&](uint32_t t) { baseline(t, b0, b1); });
     }
     r.rounds_s = std::chrono::duration<double>(SteadyClock::now() - rounds_start).count();
@@ -386,6 +440,8 @@ int RunDramBench(const DramBenchArgs& a) {
         {"lookup_vs_gather", r.gather_s / r.lookup_s},
         {"gather_index_gbps", r.lookup_rows * row_gb / r.gather_index_s},
         {"lookup_vs_gather_index", r.gather_index_s / r.lookup_s},
+        {"gather_slots_gbps", r.lookup_rows * row_gb / r.gather_slots_s},
+        {"lookup_vs_gather_slots", r.gather_slots_s / r.lookup_s},
         {"writer_rows_per_s", r.written / r.rounds_s},
         {"insert_evict_rows_per_s", evict_rows_per_s},
         {"insert_evict_vs_lookup", evict_rows_per_s / lookup_rows_per_s},
@@ -412,6 +468,8 @@ int RunDramBench(const DramBenchArgs& a) {
       {"numa_interleaved", cache.numa_interleaved()},
       {"gather_rows_huge_page_share", HugePageShare(source)},
       {"gather_index_huge_page_share", HugePageShare(index_base)},
+      {"gather_slots_huge_page_share", HugePageShare(slots)},
+      {"gather_slots_key_mismatches", slot_key_mismatches.load()},
       {"by_threads", by_threads},
   };
   if (a.json) {
@@ -422,30 +480,36 @@ int RunDramBench(const DramBenchArgs& a) {
         "NUMA interleaved: %s\n",
         static_cast<unsigned long long>(a.rows), rb, a.threads.c_str(), a.batch, a.stripes,
         a.writers, cache.numa_interleaved() ? "yes" : "no");
-    std::printf("%7s %9s %12s %9s %9s %9s %9s %9s %13s %13s %19s %12s %14s\n", "threads", "batches",
-                "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s", "gather+line GB/s",
-                "map GB/s", "lookup/gather", "lookup/(gather+line)", "insert-evict rows/s",
+    std::printf("%7s %9s %12s %9s %9s %9s %9s %9s %9s %13s %13s %13s %19s %12s %14s\n", "threads",
+                "batches", "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s",
+                "gather+line GB/s", "gather+line+slot GB/s", "map GB/s", "lookup/gather",
+                "lookup/(gather+line)", "lookup/(gather+line+slot)", "insert-evict rows/s",
                 "evict/lookup", "writers rows/s");
     for (const DramBenchRun& r : runs) {
       const double lookup_rows_per_s = r.lookup_rows / r.lookup_s;
       const double evict_rows_per_s = r.evict_rows / r.evict_s;
       std::printf(
-          "%7u %9u %12.3e %11.2f %11.2f %11.2f %16.2f %9.2f %13.2f %20.2f %19.3e %12.2f "
-          "%14.3e\n",
+          "%7u %9u %12.3e %11.2f %11.2f %11.2f %16.2f %21.2f %9.2f %13.2f %20.2f %25.2f %19.3e "
+          "%12.2f %14.3e\n",
           r.threads, r.batches, lookup_rows_per_s, r.lookup_rows * row_gb / r.lookup_s,
           r.lookup_rows * row_gb / r.memcpy_s, r.lookup_rows * row_gb / r.gather_s,
-          r.lookup_rows * row_gb / r.gather_index_s, r.lookup_rows * row_gb / r.baseline_s,
-          r.gather_s / r.lookup_s, r.gather_index_s / r.lookup_s, evict_rows_per_s,
+          r.lookup_rows * row_gb / r.gather_index_s, r.lookup_rows * row_gb / r.gather_slots_s,
+          r.lookup_rows * row_gb / r.baseline_s, r.gather_s / r.lookup_s,
+          r.gather_index_s / r.lookup_s, r.gather_slots_s / r.lookup_s, evict_rows_per_s,
           evict_rows_per_s / lookup_rows_per_s, r.written / r.rounds_s);
     }
     std::printf(
         "insert into empty cache %.3e rows/s; index+metadata %.1f B/row (%.1f after the "
-        "evictions); on huge pages: gather rows %.2f, gather index lines %.2f\n",
+        "evictions); on huge pages: gather rows %.2f, gather index lines %.2f, gather slots %.2f\n",
         a.rows / insert_s, double(stats.index_bytes) / double(stats.rows),
         double(evicted_stats.index_bytes) / double(evicted_stats.rows), HugePageShare(source),
-        HugePageShare(index_base));
+        HugePageShare(index_base), HugePageShare(slots));
+    if (slot_key_mismatches.load() != 0) {
+      std::printf("gather onto slots: %llu keys did not match their slots\n",
+                  static_cast<unsigned long long>(slot_key_mismatches.load()));
+    }
   }
-  return misses_total == 0 ? 0 : 1;
+  return misses_total == 0 && slot_key_mismatches.load() == 0 ? 0 : 1;
 }
 
 CommandRegistrar reg{

@@ -112,7 +112,8 @@ def main():
                 "index_bytes_per_row_after_evict": dram.get("index_bytes_per_row_after_evict"),
                 "by_threads": [{k: r.get(k) for k in (
                     "threads", "lookup_rows_per_s", "gather_gbps", "gather_index_gbps",
-                    "lookup_vs_gather", "lookup_vs_gather_index", "insert_evict_rows_per_s",
+                    "gather_slots_gbps", "lookup_vs_gather", "lookup_vs_gather_index",
+                    "lookup_vs_gather_slots", "insert_evict_rows_per_s",
                     "insert_evict_vs_lookup")} for r in dram.get("by_threads", [])]}
 
     checks = summary["checks"]

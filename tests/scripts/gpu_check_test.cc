@@ -106,7 +106,7 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
     EXPECT_EQ(run["bytes_sent_per_batch"], run["model_bytes_per_batch"]);
   }
   // The DRAM tier's bench ran at both dimensions and thread counts, with
-  // both gathers beside the lookups (the ratios come from them).
+  // the three gathers beside the lookups (the ratios come from them).
   for (const char* name : {"dram_d16", "dram_d64"}) {
     const nlohmann::json* s = FindStep(summary, name);
     ASSERT_NE(s, nullptr) << name << " missing\n" << summary.dump(2);
@@ -117,8 +117,9 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
     ASSERT_EQ(dram["by_threads"].size(), 2u) << dram.dump(2);
     for (const auto& r : dram["by_threads"]) {
       for (const char* key :
-           {"lookup_rows_per_s", "gather_gbps", "gather_index_gbps", "lookup_vs_gather",
-            "lookup_vs_gather_index", "insert_evict_vs_lookup"}) {
+           {"lookup_rows_per_s", "gather_gbps", "gather_index_gbps", "gather_slots_gbps",
+            "lookup_vs_gather", "lookup_vs_gather_index", "lookup_vs_gather_slots",
+            "insert_evict_vs_lookup"}) {
         EXPECT_GT(r[key].get<double>(), 0) << name << " " << key << "\n" << r.dump();
       }
     }
