@@ -272,40 +272,17 @@ int RunDramBench(const DramBenchArgs& a) {
   // 3b. Gather through one index line per row, in the lookup's pipeline:
   // row j's line prefetched, row j - kAhead's line read (its first word, 0,
   // is added to the row's address: a true dependency) and its row
-  // prefetched, row j - 2 kAhead copied.
-  auto gather_index = [&](uint32_t t, uint32_t b0, uint32_t b1) {
+  // prefetched, row j - 2 kAhead copied. 3c (kSlots): the same onto slots
+  // laid out as the cache's, the slot prefetched whole and its key compared
+  // at the copy (a mismatch is counted, and fails the run).
+  auto gather_through_line = [&]<bool kSlots>(uint32_t t, uint32_t b0, uint32_t b1) {
     constexpr uint32_t kAhead = storage::kDramLookupAhead;
     constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
+    const std::byte* const base = kSlots ? slots : source;
+    const uint64_t stride = kSlots ? slot_bytes : rb;
+    const uint32_t header = kSlots ? storage::kDramSlotHeaderBytes : 0;
+    const uint32_t prefetch_bytes = std::min<uint32_t>(header + rb, 1024);
     std::array<const std::byte*, kRing> ring{};
-    const uint32_t prefetch_bytes = std::min<uint32_t>(rb, 1024);
-    for (uint32_t b = b0; b < b1; ++b) {
-      const uint32_t* q = query_rows[t].data() + uint64_t{b} * a.batch;
-      const uint32_t* l = query_lines[t].data() + uint64_t{b} * a.batch;
-      for (uint32_t j = 0; j < a.batch + 2 * kAhead; ++j) {
-        if (j < a.batch) __builtin_prefetch(index_base + uint64_t{l[j]} * 64);
-        if (j >= kAhead && j - kAhead < a.batch) {
-          const uint32_t i = j - kAhead;
-          uint64_t word;
-          std::memcpy(&word, index_base + uint64_t{l[i]} * 64, sizeof(word));
-          const std::byte* p = source + uint64_t{q[i]} * rb + word;
-          ring[i & (kRing - 1)] = p;
-          for (uint32_t off = 0; off < prefetch_bytes; off += 64) __builtin_prefetch(p + off);
-        }
-        if (j >= 2 * kAhead) {
-          const uint32_t i = j - 2 * kAhead;
-          std::memcpy(out[t].data() + uint64_t{i} * rb, ring[i & (kRing - 1)], rb);
-        }
-      }
-    }
-  };
-  // 3c. The same onto slots laid out as the cache's: the row's slot
-  // prefetched whole, its key compared at the copy (a mismatch is counted
-  // as a miss, so a wrong layout fails the run).
-  auto gather_slots = [&](uint32_t t, uint32_t b0, uint32_t b1) {
-    constexpr uint32_t kAhead = storage::kDramLookupAhead;
-    constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
-    std::array<const std::byte*, kRing> ring{};
-    const uint32_t prefetch_bytes = std::min<uint32_t>(slot_bytes, 1024);
     uint64_t wrong = 0;
     for (uint32_t b = b0; b < b1; ++b) {
       const uint32_t* q = query_rows[t].data() + uint64_t{b} * a.batch;
@@ -317,24 +294,32 @@ int RunDramBench(const DramBenchArgs& a) {
           const uint32_t i = j - kAhead;
           uint64_t word;
           std::memcpy(&word, index_base + uint64_t{l[i]} * 64, sizeof(word));
-          const std::byte* p = slots + uint64_t{q[i]} * slot_bytes + word;
+          const std::byte* p = base + q[i] * stride + word;
           ring[i & (kRing - 1)] = p;
           for (uint32_t off = 0; off < prefetch_bytes; off += 64) __builtin_prefetch(p + off);
         }
         if (j >= 2 * kAhead) {
           const uint32_t i = j - 2 * kAhead;
           const std::byte* p = ring[i & (kRing - 1)];
-          Key k;
-          std::memcpy(&k, p, sizeof(k));
-          if (k != want[i]) {
-            ++wrong;
-            continue;
+          if constexpr (kSlots) {
+            Key k;
+            std::memcpy(&k, p, sizeof(k));
+            if (k != want[i]) {
+              ++wrong;
+              continue;
+            }
           }
-          std::memcpy(out[t].data() + uint64_t{i} * rb, p + storage::kDramSlotHeaderBytes, rb);
+          std::memcpy(out[t].data() + uint64_t{i} * rb, p + header, rb);
         }
       }
     }
     if (wrong != 0) slot_key_mismatches.fetch_add(wrong);
+  };
+  auto gather_index = [&](uint32_t t, uint32_t b0, uint32_t b1) {
+    gather_through_line.operator()<false>(t, b0, b1);
+  };
+  auto gather_slots = [&](uint32_t t, uint32_t b0, uint32_t b1) {
+    gather_through_line.operator()<true>(t, b0, b1);
   };
   // 4. unordered_map + mutex baseline over the same rows.
   auto baseline = [&](uint32_t t, uint32_t b0, uint32_t b1) {
