@@ -10,6 +10,10 @@
 #include <algorithm>
 #include <bit>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "base/assert.h"
 #include "storage/dram/dram_cache.h"
 #include "storage/dram/dram_cache_internal.h"
@@ -35,6 +39,26 @@ uint32_t Encode(uint64_t x) {
 }
 static_assert((uint64_t{45} << kMantissaBits | ((1u << kMantissaBits) - 1)) <
               (uint64_t{1} << kValueBits));
+
+// True when the 16 words at p all equal v: Threshold's test of a block of
+// metadata words. With SSE2 four compares and one movemask (the compiler
+// left the scalar loop unvectorized: 3.4 instructions per word, callgrind).
+bool AllEqual16(const uint32_t* p, uint32_t v) {
+#if defined(__SSE2__)
+  const __m128i want = _mm_set1_epi32(static_cast<int>(v));
+  const auto* q = reinterpret_cast<const __m128i*>(p);
+  const __m128i eq = _mm_and_si128(
+      _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q), want),
+                    _mm_cmpeq_epi32(_mm_loadu_si128(q + 1), want)),
+      _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q + 2), want),
+                    _mm_cmpeq_epi32(_mm_loadu_si128(q + 3), want)));
+  return _mm_movemask_epi8(eq) == 0xffff;
+#else
+  uint32_t diff = 0;
+  for (uint32_t i = 0; i < 16; ++i) diff |= p[i] ^ v;
+  return diff == 0;
+#endif
+}
 
 }  // namespace
 
@@ -129,13 +153,10 @@ bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64
     // alike, the common case) costs one compare and one add.
     uint32_t last = 0;
     uint64_t last_evictable = 0;     // 1 when `last` is evictable
-    constexpr uint64_t kBlock = 16;  // words compared at once (vectorized)
+    constexpr uint64_t kBlock = 16;  // words compared at once (AllEqual16)
     for (uint64_t s = 0; s < ts.touched; ++s) {
       // Long runs of words equal to `last` a block at a time.
-      while (s + kBlock <= ts.touched) {
-        uint32_t diff = 0;
-        for (uint64_t i = 0; i < kBlock; ++i) diff |= meta_at[s + i] ^ last;
-        if (diff != 0) break;
+      while (s + kBlock <= ts.touched && AllEqual16(meta_at + s, last)) {
         run += kBlock * last_evictable;
         s += kBlock;
       }
@@ -197,22 +218,32 @@ bool DramCache::Sweep() {
   uint64_t take = 0, count = 0;
   if (!Threshold(front_rows_max_, &min_code, &take, &count)) return false;
   // The rows above min_code and the first `take` at it (in table and slot
-  // order): `count` rows, so the pass ends once it has them all.
+  // order): `count` rows, so the pass ends once it has them all. Written
+  // into front_ sized up front, through locals (the metadata stores could
+  // alias a vector's fields as far as the compiler knows).
+  front_.resize(count);
+  QueueEntry* const queue = front_.data();
+  uint64_t got = 0;
+  const uint32_t evict_mask = evict_mask_, evict_occupied = evict_occupied_;
   for (const auto& t : tables_) {
-    TableSlots& ts = slots_[t->pos];
-    for (uint64_t s = 0; s < ts.touched && front_.size() < count; ++s) {
-      uint32_t& meta = ts.meta[s];
-      if (!Evictable(meta)) continue;
+    const TableSlots& ts = slots_[t->pos];
+    uint32_t* const meta_at = ts.meta;
+    const uint64_t touched = ts.touched;
+    const uint32_t table = t->pos;
+    for (uint64_t s = 0; s < touched && got < count; ++s) {
+      const uint32_t meta = meta_at[s];
+      if ((meta & evict_mask) != evict_occupied) continue;
       const uint32_t code = DramMetaCode(meta);
       if (code < min_code) continue;
       if (code == min_code) {
         if (take == 0) continue;
         --take;
       }
-      front_.push_back({code, t->pos, static_cast<uint32_t>(s)});
-      meta |= kDramMetaQueued;
+      queue[got++] = {code, table, static_cast<uint32_t>(s)};
+      meta_at[s] = meta | kDramMetaQueued;
     }
   }
+  front_.resize(got);
   // Back = next victim; among equal codes the lower slot (of the lower
   // table) first. Taken in table and slot order, so reversed they are in
   // order already when the codes are (all equal, say).

@@ -429,6 +429,40 @@ TEST_F(DramCacheTest, SweepCountsLongRunsOfOneCodeExactly) {
   EXPECT_EQ(ResidentKeys(*c, kTable), expected);
 }
 
+// The same with codes mixed inside every block of 16 metadata words: one
+// row in four is far, and the last 100 too (1,099 far rows, more than the
+// front of 1,024), in one run of slots. The far bin still sets the
+// threshold, so every far row leaves before any near one (fails when a
+// block whose words merely include the run's word is counted as a run of
+// it: the far bin then looks almost empty).
+TEST_F(DramCacheTest, SweepCountsBlocksOfMixedCodesExactly) {
+  constexpr uint64_t kRows = 4096;
+  auto c = MakeCache(kRows);
+  std::vector<Key> keys, near;
+  std::vector<Clock> next;
+  uint64_t far_rows = 0;
+  for (Key k = 0; k < kRows; ++k) {
+    const bool far = k % 4 == 3 || k >= kRows - 100;
+    keys.push_back(k);
+    next.push_back(far ? Clock{1} << 20 : 10);
+    if (far) {
+      ++far_rows;
+    } else {
+      near.push_back(k);
+    }
+  }
+  ASSERT_GT(far_rows, kDramFrontRowsMin);
+  ASSERT_TRUE(Put(*c, keys, 1, next).ok());
+  std::vector<Key> expected = near;
+  for (Key k = 1'000'000; k < 1'000'000 + far_rows;) {
+    std::vector<Key> batch;
+    for (; batch.size() < 50 && k < 1'000'000 + far_rows; ++k) batch.push_back(k);
+    ASSERT_TRUE(Put(*c, batch, 1, std::vector<Clock>(batch.size(), -1)).ok());
+    expected.insert(expected.end(), batch.begin(), batch.end());
+  }
+  EXPECT_EQ(ResidentKeys(*c, kTable), expected);
+}
+
 TEST_F(DramCacheTest, RowsMovingUpAreNeverEvicted) {
   auto c = MakeCache(4);
   ASSERT_TRUE(Put(*c, {1, 2, 3, 4}, 1, {kClockNever, 9, 9, 9}).ok());
