@@ -228,7 +228,10 @@ class DramCache {
   // over the metadata run at memory speed.
   bool Evictable(uint32_t meta) const { return (meta & evict_mask_) == evict_occupied_; }
   // Queues the row when it is evictable, unqueued, and ranks above the front.
+  // File and SetCode are inline (dram_cache_internal.h): most calls end at
+  // File's tests; FileLate queues.
   void File(uint32_t table, uint32_t slot) REQUIRES(mu_);
+  void FileLate(uint32_t table, uint32_t slot) REQUIRES(mu_);
   void SetCode(uint32_t table, uint32_t slot, uint32_t code) REQUIRES(mu_);
   // Forgets both queues (the next PopVictim sweeps again).
   void DropQueues() REQUIRES(mu_);

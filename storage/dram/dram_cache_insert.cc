@@ -572,18 +572,22 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
 
 void DramCache::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
                        InsertWork& w) {
+  const uint32_t never = CodeOf(kClockNever);  // every row's, without next uses
   for (size_t k = 0; k < w.picks.size(); ++k) {
     const uint32_t i = w.picks[k];
     const uint32_t slot = w.slots[k];
     const bool is_dirty = !dirty.empty() && dirty[i] != 0;
+    const uint32_t code = next_use.empty() ? never : CodeOf(next_use[i]);
     uint32_t& meta = Meta(t.pos, slot);
     if (w.fresh[k] != 0) {
-      meta = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u);
+      // A new row: no queue entry, so SetCode's update in one store.
+      meta = kDramMetaOccupied | (is_dirty ? kDramMetaDirty : 0u) | code << kDramMetaCodeShift;
+      File(t.pos, slot);
     } else {
       meta &= ~(kDramMetaHold | kDramMetaDirty);
       if (is_dirty) meta |= kDramMetaDirty;
+      SetCode(t.pos, slot, code);
     }
-    SetCode(t.pos, slot, CodeOf(next_use.empty() ? kClockNever : next_use[i]));
   }
   for (size_t i = 0; i < w.victims.size(); ++i) {
     if (w.victim_reused[i] == 0) FreeSlot(w.victims[i].table, w.victims[i].slot);

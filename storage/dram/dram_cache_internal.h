@@ -82,4 +82,21 @@ inline uint32_t& DramCache::Meta(uint32_t table, uint32_t slot) const {
   return slots_[table].meta[slot];
 }
 
+inline void DramCache::File(uint32_t table, uint32_t slot) {
+  const uint32_t meta = Meta(table, slot);
+  if ((meta & kDramMetaQueued) != 0 || !Evictable(meta)) return;
+  // At most front_min_ (or no sweep in force): the next sweep finds it.
+  if (front_min_ == kDramNoFront || DramMetaCode(meta) <= front_min_) return;
+  FileLate(table, slot);
+}
+
+inline void DramCache::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
+  uint32_t& meta = Meta(table, slot);
+  if (DramMetaCode(meta) != code) {
+    meta = (meta & ((1u << kDramMetaCodeShift) - 1) & ~kDramMetaQueued) | code
+                                                                              << kDramMetaCodeShift;
+  }
+  File(table, slot);
+}
+
 }  // namespace strata::storage

@@ -79,11 +79,10 @@ uint32_t DramCache::CodeOf(Clock next_use) const {
   return kClassClock << kValueBits | Encode(static_cast<uint64_t>(next_use));
 }
 
-void DramCache::File(uint32_t table, uint32_t slot) {
+// File's rest: the row is evictable, unqueued and ranks above front_min_.
+void DramCache::FileLate(uint32_t table, uint32_t slot) {
   uint32_t& meta = Meta(table, slot);
-  if ((meta & kDramMetaQueued) != 0 || !Evictable(meta)) return;
   const uint32_t code = DramMetaCode(meta);
-  if (front_min_ == kDramNoFront || code <= front_min_) return;  // the next sweep finds it
   if (late_.size() >= front_rows_max_) {
     DropQueues();  // many rows outrank the front: sweep again instead
     return;
@@ -91,15 +90,6 @@ void DramCache::File(uint32_t table, uint32_t slot) {
   late_.push_back({code, table, slot});
   std::push_heap(late_.begin(), late_.end(), QueueLess);
   meta |= kDramMetaQueued;
-}
-
-void DramCache::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
-  uint32_t& meta = Meta(table, slot);
-  if (DramMetaCode(meta) != code) {
-    meta = (meta & ((1u << kDramMetaCodeShift) - 1) & ~kDramMetaQueued) | code
-                                                                              << kDramMetaCodeShift;
-  }
-  File(table, slot);
 }
 
 void DramCache::DropQueues() {
