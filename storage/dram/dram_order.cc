@@ -47,11 +47,10 @@ bool AllEqual16(const uint32_t* p, uint32_t v) {
 #if defined(__SSE2__)
   const __m128i want = _mm_set1_epi32(static_cast<int>(v));
   const auto* q = reinterpret_cast<const __m128i*>(p);
-  const __m128i eq = _mm_and_si128(
-      _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q), want),
-                    _mm_cmpeq_epi32(_mm_loadu_si128(q + 1), want)),
-      _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q + 2), want),
-                    _mm_cmpeq_epi32(_mm_loadu_si128(q + 3), want)));
+  const __m128i eq = _mm_and_si128(_mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q), want),
+                                                 _mm_cmpeq_epi32(_mm_loadu_si128(q + 1), want)),
+                                   _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(q + 2), want),
+                                                 _mm_cmpeq_epi32(_mm_loadu_si128(q + 3), want)));
   return _mm_movemask_epi8(eq) == 0xffff;
 #else
   uint32_t diff = 0;

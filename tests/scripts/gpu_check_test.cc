@@ -116,10 +116,9 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
     EXPECT_GT(dram["index_bytes_per_row"].get<double>(), 0) << name;
     ASSERT_EQ(dram["by_threads"].size(), 2u) << dram.dump(2);
     for (const auto& r : dram["by_threads"]) {
-      for (const char* key :
-           {"lookup_rows_per_s", "gather_gbps", "gather_index_gbps", "gather_slots_gbps",
-            "lookup_vs_gather", "lookup_vs_gather_index", "lookup_vs_gather_slots",
-            "insert_evict_vs_lookup"}) {
+      for (const char* key : {"lookup_rows_per_s", "gather_gbps", "gather_index_gbps",
+                              "gather_slots_gbps", "lookup_vs_gather", "lookup_vs_gather_index",
+                              "lookup_vs_gather_slots", "insert_evict_vs_lookup"}) {
         EXPECT_GT(r[key].get<double>(), 0) << name << " " << key << "\n" << r.dump();
       }
     }

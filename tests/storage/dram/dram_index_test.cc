@@ -218,7 +218,9 @@ TEST(DramIndexTest, CuckooKeepsStashSmallAtTheLoadBound) {
   uint64_t in_home = 0;
   for (uint32_t j = 0; j < hashes.size(); ++j) {
     bool dirty = false;
-    ASSERT_EQ(map.Find(j, hashes[j], [](uint32_t slot) { return Key{slot}; }, &dirty), j);
+    ASSERT_EQ(map.Find(
+                  j, hashes[j], [](uint32_t slot) { return Key{slot}; }, &dirty),
+              j);
     const uint32_t tag = DramHashMap::TagOf(hashes[j]);
     const DramHashMap::Entry* home = map.HomeLine(tag);
     for (uint32_t match = DramHashMap::MatchMask(home, tag << 1); match != 0; match &= match - 1) {
