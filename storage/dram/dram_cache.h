@@ -242,7 +242,8 @@ class DramCache {
       REQUIRES(mu_);
   // Refills front_ with the next front_rows_max_ victims; false when none.
   bool Sweep() REQUIRES(mu_);
-  // The next victim (unqueued), or false when no row is evictable.
+  // The next victim (unqueued), or false when no row is evictable. Defined
+  // inline in dram_order.cc, for SelectVictims there only.
   bool PopVictim(Victim* v) REQUIRES(mu_);
   Status SelectVictims(const Table& t, uint64_t bytes_needed, std::vector<Victim>* victims)
       REQUIRES(mu_);

@@ -125,29 +125,6 @@ void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& def
 }
 }  // namespace
 
-Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
-                                std::vector<Victim>* victims) {
-  uint64_t freed = 0;
-  while (freed < bytes_needed) {
-    Victim v;
-    if (!PopVictim(&v)) {
-      // The victims popped so far stay; the next pop sweeps them up again.
-      for (const Victim& u : *victims) Meta(u.table, u.slot) &= ~kDramMetaHold;
-      victims->clear();
-      DropQueues();
-      return Status::ResourceExhausted(
-          "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
-          " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) + ", used " +
-          std::to_string(bytes_used_) +
-          "): every other resident row is pinned, or dirty with no backing store");
-    }
-    Meta(v.table, v.slot) |= kDramMetaHold;  // so a sweep does not pick it again
-    victims->push_back(v);
-    freed += tables_[v.table]->spec.row_bytes;
-  }
-  return Status::Ok();
-}
-
 void DramCache::FreeSlot(uint32_t table, uint32_t slot) {
   Meta(table, slot) = 0;  // any queue entry goes stale
   // Out of the index (no lookup reads the key any more): the key field

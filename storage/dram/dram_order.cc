@@ -249,7 +249,7 @@ bool DramCache::Sweep() {
   return true;
 }
 
-bool DramCache::PopVictim(Victim* v) {
+[[gnu::always_inline]] inline bool DramCache::PopVictim(Victim* v) {
   while (true) {
     if (front_.empty() && late_.empty() && !Sweep()) return false;
     QueueEntry e;
@@ -272,6 +272,30 @@ bool DramCache::PopVictim(Victim* v) {
     *v = {e.table, e.slot};
     return true;
   }
+}
+
+// Here, beside PopVictim, which is inlined into its loop.
+Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
+                                std::vector<Victim>* victims) {
+  uint64_t freed = 0;
+  while (freed < bytes_needed) {
+    Victim v;
+    if (!PopVictim(&v)) {
+      // The victims popped so far stay; the next pop sweeps them up again.
+      for (const Victim& u : *victims) Meta(u.table, u.slot) &= ~kDramMetaHold;
+      victims->clear();
+      DropQueues();
+      return Status::ResourceExhausted(
+          "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
+          " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) + ", used " +
+          std::to_string(bytes_used_) +
+          "): every other resident row is pinned, or dirty with no backing store");
+    }
+    Meta(v.table, v.slot) |= kDramMetaHold;  // so a sweep does not pick it again
+    victims->push_back(v);
+    freed += tables_[v.table]->spec.row_bytes;
+  }
+  return Status::Ok();
 }
 
 }  // namespace strata::storage
