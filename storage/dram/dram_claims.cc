@@ -46,20 +46,6 @@ void DramKeyClaims::Clear() {
   size_ = 0;
 }
 
-DramKeyClaims::Claim DramKeyClaims::Add(uint32_t table, Key key, uint64_t hash, uint32_t owner) {
-  if ((size_ + 1) * 4 > entries_.size()) Grow();
-  uint64_t at = Mix(table, hash) & mask_;
-  while (entries_[at].table_plus1 != 0) {
-    if (entries_[at].table_plus1 == table + 1 && entries_[at].key == key) {
-      return entries_[at].owner == owner ? Claim::kOwn : Claim::kOther;
-    }
-    at = (at + 1) & mask_;
-  }
-  entries_[at] = Entry{key, table + 1, owner};
-  ++size_;
-  return Claim::kAdded;
-}
-
 void DramKeyClaims::Remove(uint32_t table, Key key, uint64_t hash) {
   uint64_t at = Mix(table, hash) & mask_;
   while (!(entries_[at].table_plus1 == table + 1 && entries_[at].key == key)) {

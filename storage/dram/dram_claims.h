@@ -32,7 +32,8 @@ class DramKeyClaims {
   uint32_t NewOwner();
   // Returns an id NewOwner gave. REQUIRES: none of its claims are left.
   void FreeOwner(uint32_t owner);
-  // Claims (table, key) for `owner` (`hash`: DramKeyHash(key)).
+  // Claims (table, key) for `owner` (`hash`: DramKeyHash(key)). Inline
+  // (below): one call per key of every Insert.
   Claim Add(uint32_t table, Key key, uint64_t hash, uint32_t owner);
   // Drops a claim Add made. REQUIRES: claimed.
   void Remove(uint32_t table, Key key, uint64_t hash);
@@ -60,5 +61,20 @@ class DramKeyClaims {
   std::vector<uint32_t> free_owners_;  // ids returned, reused last in first out
   uint32_t owners_ = 0;                // ids handed out so far: 0..owners_ - 1
 };
+
+inline DramKeyClaims::Claim DramKeyClaims::Add(uint32_t table, Key key, uint64_t hash,
+                                               uint32_t owner) {
+  if ((size_ + 1) * 4 > entries_.size()) Grow();
+  uint64_t at = Mix(table, hash) & mask_;
+  while (entries_[at].table_plus1 != 0) {
+    if (entries_[at].table_plus1 == table + 1 && entries_[at].key == key) {
+      return entries_[at].owner == owner ? Claim::kOwn : Claim::kOther;
+    }
+    at = (at + 1) & mask_;
+  }
+  entries_[at] = Entry{key, table + 1, owner};
+  ++size_;
+  return Claim::kAdded;
+}
 
 }  // namespace strata::storage

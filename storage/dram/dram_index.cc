@@ -158,7 +158,9 @@ void DramHashMap::Insert(uint64_t hash, uint32_t slot, bool dirty) {
   ++size_;
 }
 
-DramHashMap::Entry* DramHashMap::FindEntry(uint64_t hash, uint32_t slot) {
+// Inlined into Erase and SetDirty, its callers (both here).
+[[gnu::always_inline]] inline DramHashMap::Entry* DramHashMap::FindEntry(uint64_t hash,
+                                                                         uint32_t slot) {
   if (slot == kDramNoSlot) return nullptr;
   const uint32_t want = TagOf(hash) << 1;
   const uint64_t home = Home(TagOf(hash));
