@@ -87,7 +87,8 @@ uint32_t DramHashMap::MoveOneOut(uint64_t b) {
   return kBucketEntries;
 }
 
-void DramHashMap::Place(Entry e) {
+// Inlined into Insert and MoveTo, its callers (both here).
+[[gnu::always_inline]] inline void DramHashMap::Place(Entry e) {
   const uint32_t tag = TagField(e);
   const uint64_t home = Home(tag);
   const uint64_t alt = Alt(home, tag);
@@ -202,10 +203,6 @@ bool DramHashMap::Erase(uint64_t hash, uint32_t slot) {
   STRATA_ASSERT(count > 0, "DramHashMap::Erase: a stash count below zero");
   if (count < kCountMax) SetCount(home, count - 1);
   return true;
-}
-
-bool DramHashMap::Fits(uint64_t more) const {
-  return (size_ + more) * kDramIndexLoadDen <= count_ * kDramIndexLoadNum;
 }
 
 void DramHashMap::MoveTo(Entry* buckets, uint64_t count) {

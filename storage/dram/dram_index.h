@@ -192,7 +192,9 @@ class DramHashMap {
   // its caller's entries, !NeedsGrow().
   void Insert(uint64_t hash, uint32_t slot, bool dirty);
   // True when `more` more entries keep the load within its bound (7/8).
-  bool Fits(uint64_t more) const;
+  bool Fits(uint64_t more) const {
+    return (size_ + more) * kDramIndexLoadDen <= count_ * kDramIndexLoadNum;
+  }
   // True when one more entry would pass the load bound.
   bool NeedsGrow() const { return !Fits(1); }
   // Moves the entries (stash included) into `count` empty entries at
