@@ -28,6 +28,8 @@
 // N/4 fresh rows are inserted into the full cache (each evicts one), split
 // over the threads: steady-state insert throughput; index bytes per row are
 // reported before and after these evictions.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -153,6 +155,33 @@ int RunDramBench(const DramBenchArgs& a) {
   };
   const uint32_t threads_max =
       static_cast<uint32_t>(*std::max_element(counts->begin(), counts->end()));
+  // What the run holds at once, before anything is allocated: a --rows or
+  // --dim too large for this machine is a usage error, not an allocation
+  // failure or the kernel's OOM kill halfway through the fill.
+  {
+    const uint64_t slot_bytes = storage::DramSlotBytes(rb);
+    // Per row: the cache's slot and its index and metadata (at most 24 B),
+    // the gathers' three copies (packed rows, index line share, slots), the
+    // key, and the baseline's unordered_map node and bucket (about 48 B).
+    uint64_t need = a.rows * (slot_bytes + 24 + rb + 10 + slot_bytes + 8 + 48);
+    for (uint32_t t = 0; t < threads_max; ++t) {
+      uint64_t batches = 0;
+      for (uint64_t c : *counts) {
+        if (c > t) batches = std::max<uint64_t>(batches, batches_of(c));
+      }
+      need += batches * a.batch * (sizeof(Key) + 2 * sizeof(uint32_t)) + uint64_t{a.batch} * rb;
+    }
+    const uint64_t have = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+    if (need > have) {
+      std::fprintf(stderr,
+                   "strata bench dram: --rows %llu --dim %u needs about %.1f GB of memory (the "
+                   "cache, three reference copies of the rows, the baseline's map, the queries); "
+                   "this machine has %.1f GB\n",
+                   static_cast<unsigned long long>(a.rows), a.dim, double(need) / 1e9,
+                   double(have) / 1e9);
+      return 2;
+    }
+  }
   std::vector<Key> keys(a.rows);
   for (uint64_t i = 0; i < a.rows; ++i) keys[i] = KeyOf(i);
 

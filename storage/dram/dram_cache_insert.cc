@@ -1,5 +1,5 @@
-// DramCache: Insert (whole or in pieces), Erase, moves up, victim selection,
-// write-back, FlushDirty and CleanAhead.
+// DramCache: Insert (whole or in pieces), Erase, moves up, write-back,
+// FlushDirty and CleanAhead (victim selection: dram_order.cc).
 //
 // An Insert runs in steps, holding the mutation mutex (the eviction order's
 // lock) only for the short ones:

@@ -7,6 +7,7 @@
 // state clears the flag (the old entry goes stale and is skipped) and files
 // the row again. So a pop is exact at code level: no row outside the queues
 // ranks above front_min_, and within them the larger code leaves first.
+// Victim selection (SelectVictims, PopVictim) lives here too.
 #include <algorithm>
 #include <bit>
 

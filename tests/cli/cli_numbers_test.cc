@@ -42,7 +42,9 @@ class CliNumbersTest : public testing::CliTraceTest {
     EXPECT_EQ(out.rfind("strata " + command + ": " + option + ": ", 0), 0u) << out;
     EXPECT_NE(out.find("'" + value + "'"), std::string::npos) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-    if (!untouched.empty()) EXPECT_FALSE(std::filesystem::exists(untouched)) << untouched;
+    if (!untouched.empty()) {
+      EXPECT_FALSE(std::filesystem::exists(untouched)) << untouched;
+    }
   }
 
   std::string Replay(const std::string& store) const {
@@ -148,6 +150,13 @@ TEST_F(CliNumbersTest, OtherUsageErrorsAreOneLineWithCode2AndHelpIsNot) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_EQ(RunCli("replay --help", &out), 0) << out;
   EXPECT_NE(out.find("--lookahead"), std::string::npos) << out;
+  // A DRAM bench larger than the machine's memory (about 1.1 PB here) is
+  // refused before anything is allocated, not killed halfway.
+  EXPECT_EQ(RunCli("bench dram --rows 4294967296 --dim 65536", &out, /*timeout_s=*/20), 2) << out;
+  EXPECT_EQ(out.rfind("strata bench dram: --rows 4294967296 --dim 65536 needs about ", 0), 0u)
+      << out;
+  EXPECT_NE(out.find("this machine has"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
 }  // namespace
