@@ -24,7 +24,8 @@
 // processes hits them alike.
 // `--writers W` adds W threads overwriting rows through the rounds (the
 // index's lock stripes matter when writers hold them); `--stripes` sets the
-// stripe count so the two can be compared. Last, for each thread count,
+// stripe count so the two can be compared, `--shards` the cache's shards
+// (each with its own eviction order and mutation lock). Last, for each thread count,
 // N/4 fresh rows are inserted into the full cache (each evicts one), split
 // over the threads: steady-state insert throughput; index bytes per row are
 // reported before and after these evictions.
@@ -50,8 +51,8 @@
 #include "cli/command.h"
 #include "storage/dram/dram_arena.h"
 #include "storage/dram/dram_cache.h"
-#include "storage/dram/dram_cache_internal.h"
 #include "storage/dram/dram_index.h"
+#include "storage/dram/dram_shard_internal.h"
 #include "storage/dram/limits.h"
 
 namespace strata::cli {
@@ -68,6 +69,7 @@ struct DramBenchArgs {
   uint32_t batch = 4096;
   uint32_t batches = 0;  // per thread; 0: enough to read every row twice
   uint32_t stripes = 64;
+  uint32_t shards = 0;  // 0: the cache's automatic count
   uint32_t writers = 0;
   uint32_t rounds = 4;
   bool json = false;
@@ -188,6 +190,7 @@ int RunDramBench(const DramBenchArgs& a) {
   storage::DramCacheOptions o;
   o.dram_bytes_max = a.rows * rb;
   o.lock_stripes = a.stripes;
+  o.shards = a.shards;
   auto made = DramCache::Create(o, {{1, "bench", rb}}, nullptr);
   if (!made.ok()) {
     std::fprintf(stderr, "strata bench dram: %s\n", made.status().ToString().c_str());
@@ -474,6 +477,7 @@ int RunDramBench(const DramBenchArgs& a) {
       {"threads", *counts},
       {"batch", a.batch},
       {"stripes", a.stripes},
+      {"shards", cache.shards()},
       {"writers", a.writers},
       {"insert_rows_per_s", a.rows / insert_s},
       {"index_bytes_per_row", double(stats.index_bytes) / double(stats.rows)},
@@ -490,10 +494,10 @@ int RunDramBench(const DramBenchArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
-        "strata bench dram: %llu rows x %u B, threads %s, batch %u, %u stripes, %u writers, "
-        "NUMA interleaved: %s\n",
+        "strata bench dram: %llu rows x %u B, threads %s, batch %u, %u stripes, %u shards, "
+        "%u writers, NUMA interleaved: %s\n",
         static_cast<unsigned long long>(a.rows), rb, a.threads.c_str(), a.batch, a.stripes,
-        a.writers, cache.numa_interleaved() ? "yes" : "no");
+        cache.shards(), a.writers, cache.numa_interleaved() ? "yes" : "no");
     std::printf("%7s %9s %12s %9s %9s %9s %9s %9s %9s %13s %13s %13s %19s %12s %14s\n", "threads",
                 "batches", "lookup rows/s", "lookup GB/s", "memcpy GB/s", "gather GB/s",
                 "gather+line GB/s", "gather+line+slot GB/s", "map GB/s", "lookup/gather",
@@ -540,6 +544,10 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--batch", args->batch, "keys per lookup", 1, 1 << 20);
       AddUnsigned(c, "--batches", args->batches, "batches per thread (0: read every row twice)");
       AddUnsigned<uint32_t>(c, "--stripes", args->stripes, "index lock stripes", 1, 4096);
+      AddUnsigned<uint32_t>(c, "--shards", args->shards,
+                            "cache shards, each with its own eviction order (a power of two; 0: "
+                            "automatic)",
+                            0, storage::kDramShardsMax);
       AddUnsigned<uint32_t>(c, "--writers", args->writers,
                             "threads overwriting rows during the lookups", 0, 1024);
       AddUnsigned<uint32_t>(c, "--rounds", args->rounds, "interleaved rounds of the five methods",

@@ -159,22 +159,34 @@ Status StoreImpl::EvictFromT0(Table& table, uint64_t count) {
   if (n == 0) return Status::Ok();
   // T1 keeps the engine's order, fallback values included. It takes the rows
   // in pieces it can hold whole: the batch may outnumber all of T1.
-  uint64_t moved = 0;
+  std::vector<uint8_t> placed(n, 0);
   Status s = dram_->InsertInPieces(
       table.id, out.keys,
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(out.rows.data()),
                                  out.rows.size() * sizeof(float)),
-      out.dirty, out.next_use, &moved);
+      out.dirty, out.next_use, placed);
+  uint64_t moved = 0;
+  uint64_t dirty_rows = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    moved += placed[i];
+    dirty_rows += placed[i] != 0 && out.dirty[i] ? 1 : 0;
+  }
   if (!s.ok()) {
     // T1 could not take the rest (its write-back failed): those rows go back
     // to T0, so none is lost, and the error reaches the caller.
-    Status back = table.t0->Insert(std::span<const Key>(out.keys).subspan(moved),
-                                   out.rows.data() + moved * table.row_floats,
-                                   out.next_use.data() + moved, out.dirty.data() + moved);
-    STRATA_ASSERT(back.ok(), "T0 refused rows it just evicted");
+    HostRows back;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (placed[i] != 0) continue;
+      back.keys.push_back(out.keys[i]);
+      back.rows.insert(back.rows.end(), out.rows.begin() + i * table.row_floats,
+                       out.rows.begin() + (i + 1) * table.row_floats);
+      back.next_use.push_back(out.next_use[i]);
+      back.dirty.push_back(out.dirty[i]);
+    }
+    Status again =
+        table.t0->Insert(back.keys, back.rows.data(), back.next_use.data(), back.dirty.data());
+    STRATA_ASSERT(again.ok(), "T0 refused rows it just evicted");
   }
-  uint64_t dirty_rows = 0;
-  for (uint64_t i = 0; i < moved; ++i) dirty_rows += out.dirty[i] ? 1 : 0;
   table.t0_rows.store(table.t0->Size(), std::memory_order_relaxed);
   if (moved > 0) KickCleaner(moved);
   counters_.t0_evictions.fetch_add(moved, std::memory_order_relaxed);

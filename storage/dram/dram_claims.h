@@ -9,7 +9,7 @@
 // shrunk: no allocation once warm. At most 2^32 entries (the home is taken
 // from 32 bits of the key's hash).
 //
-// Thread safety: none; DramCache keeps one under its mutation mutex.
+// Thread safety: none; each DramShard keeps one under its mutation mutex.
 // Ownership: owns its entries.
 #pragma once
 

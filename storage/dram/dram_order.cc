@@ -1,4 +1,4 @@
-// DramCache: the eviction order. Every row carries a 26-bit code of its next
+// DramShard: the eviction order. Every row carries a 26-bit code of its next
 // use in its metadata word; the next victims sit in two queues: front_, the
 // best rows found by the last sweep of the metadata, sorted, and late_, a
 // heap of rows filed since with a code above front_min_ (the smallest code in
@@ -16,8 +16,8 @@
 #endif
 
 #include "base/assert.h"
-#include "storage/dram/dram_cache.h"
-#include "storage/dram/dram_cache_internal.h"
+#include "storage/dram/dram_shard.h"
+#include "storage/dram/dram_shard_internal.h"
 #include "storage/dram/limits.h"
 
 namespace strata::storage {
@@ -63,9 +63,9 @@ bool AllEqual16(const uint32_t* p, uint32_t v) {
 }  // namespace
 
 // The heap order of late_: the largest code on top.
-bool DramCache::QueueLess(const QueueEntry& a, const QueueEntry& b) { return a.code < b.code; }
+bool DramShard::QueueLess(const QueueEntry& a, const QueueEntry& b) { return a.code < b.code; }
 
-uint32_t DramCache::CodeOf(Clock next_use) const {
+uint32_t DramShard::CodeOf(Clock next_use) const {
   if (next_use == kClockNever) return kClassNever << kValueBits;
   if (next_use >= options_.fallback_base) {
     // Nearest below fallback_end first: the smallest score ranks highest.
@@ -80,7 +80,7 @@ uint32_t DramCache::CodeOf(Clock next_use) const {
 }
 
 // File's rest: the row is evictable, unqueued and ranks above front_min_.
-void DramCache::FileLate(uint32_t table, uint32_t slot) {
+void DramShard::FileLate(uint32_t table, uint32_t slot) {
   uint32_t& meta = Meta(table, slot);
   const uint32_t code = DramMetaCode(meta);
   if (late_.size() >= front_rows_max_) {
@@ -92,7 +92,7 @@ void DramCache::FileLate(uint32_t table, uint32_t slot) {
   meta |= kDramMetaQueued;
 }
 
-void DramCache::DropQueues() {
+void DramShard::DropQueues() {
   // Every row with the queued flag has an entry in one of the queues (stale
   // entries included), so clearing the flag of each entry's row clears them
   // all without a pass over the metadata. Afterwards nothing is filed
@@ -104,7 +104,7 @@ void DramCache::DropQueues() {
   front_min_ = kDramNoFront;
 }
 
-bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64_t* count) const {
+bool DramShard::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64_t* count) const {
   // Pass 1: histogram of the evictable codes' top kDramCoarseBits. Counted
   // by runs of equal codes (rows next to each other with the same code, the
   // common case, cost one add per run rather than a chain of increments of
@@ -201,7 +201,7 @@ bool DramCache::Threshold(uint64_t quota, uint32_t* code, uint64_t* take, uint64
   return true;
 }
 
-bool DramCache::Sweep() {
+bool DramShard::Sweep() {
   ++sweeps_;
   DropQueues();
   uint32_t min_code = 0;
@@ -250,7 +250,7 @@ bool DramCache::Sweep() {
   return true;
 }
 
-[[gnu::always_inline]] inline bool DramCache::PopVictim(Victim* v) {
+[[gnu::always_inline]] inline bool DramShard::PopVictim(Victim* v) {
   while (true) {
     if (front_.empty() && late_.empty() && !Sweep()) return false;
     QueueEntry e;
@@ -276,7 +276,7 @@ bool DramCache::Sweep() {
 }
 
 // Here, beside PopVictim, which is inlined into its loop.
-Status DramCache::SelectVictims(const Table& t, uint64_t bytes_needed,
+Status DramShard::SelectVictims(const Table& t, uint64_t bytes_needed,
                                 std::vector<Victim>* victims) {
   uint64_t freed = 0;
   while (freed < bytes_needed) {

@@ -86,11 +86,11 @@ TEST_F(DramCacheTest, InsertInPiecesTakesABatchLargerThanTheCache) {
   auto c = MakeCache(2, &store);
   const std::vector<Key> keys{1, 2, 3, 4, 5};
   auto rows = testing::MakeRows(keys, 5, kRowBytes);
-  uint64_t placed = 0;
+  std::vector<uint8_t> placed(5, 0);
   const std::vector<Clock> next_use{5, 4, 3, 2, 1};
   ASSERT_TRUE(
-      c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), next_use, &placed).ok());
-  EXPECT_EQ(placed, 5u);
+      c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), next_use, placed).ok());
+  EXPECT_EQ(placed, (std::vector<uint8_t>{1, 1, 1, 1, 1}));
   // Pieces {1, 2}, {3, 4}, {5}: each evicted the rows used farthest ahead,
   // writing them back since they were dirty.
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{4, 5}));
@@ -104,16 +104,21 @@ TEST_F(DramCacheTest, InsertInPiecesStopsAtTheFirstFailedPiece) {
   const std::vector<Key> keys{1, 2, 3, 4, 5};
   auto rows = testing::MakeRows(keys, 5, kRowBytes);
   store.FailNextPuts(1);  // the second piece cannot write the first back
-  uint64_t placed = 9;
-  Status s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), {}, &placed);
+  std::vector<uint8_t> placed(5, 9);
+  Status s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(5, 1), {}, placed);
   EXPECT_TRUE(s.IsIOError()) << s.ToString();
-  EXPECT_EQ(placed, 2u);
+  EXPECT_EQ(placed, (std::vector<uint8_t>{1, 1, 0, 0, 0}));
   EXPECT_EQ(ResidentKeys(*c, kTable), (std::vector<Key>{1, 2}));
   EXPECT_EQ(DirtyFlags(*c, {1, 2}), (std::vector<uint8_t>{1, 1}));
   // Spans of the wrong size: nothing placed.
-  s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(4, 1), {}, &placed);
+  s = c->InsertInPieces(kTable, keys, rows, std::vector<uint8_t>(4, 1), {}, placed);
   EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
-  EXPECT_EQ(placed, 0u);
+  EXPECT_EQ(placed, (std::vector<uint8_t>(5, 0)));
+  // A placed span of the wrong size: an error naming it.
+  std::vector<uint8_t> short_placed(4, 0);
+  s = c->InsertInPieces(kTable, keys, rows, {}, {}, short_placed);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.ToString().find("placed"), std::string::npos) << s.ToString();
 }
 
 TEST_F(DramCacheTest, WithoutBackingDirtyRowsAreNeverEvicted) {

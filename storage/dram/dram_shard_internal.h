@@ -1,12 +1,12 @@
-// Internal state of DramCache shared by its source files: the slot layout,
+// Internal state of DramShard shared by its source files: the slot layout,
 // the per-slot metadata word and per-table state. Not part of the storage
 // API.
 //
 // Thread safety: a Table is constant after construction; what mutators
-// change lives in DramCache::slots_, GUARDED_BY(mu_): a table's TableSlots and,
+// change lives in DramShard::slots_, GUARDED_BY(mu_): a table's TableSlots and,
 // through its `meta` pointer, its metadata words, reached with mu_ held only
-// (DramCache::Meta). They are not annotated in place because clang's analysis
-// cannot name the enclosing DramCache's mu_ from a nested struct (it has no
+// (DramShard::Meta). They are not annotated in place because clang's analysis
+// cannot name the enclosing DramShard's mu_ from a nested struct (it has no
 // `this` of its parent). A slot's key is written before the slot is published
 // in the index and read by lookups under the stripe's read lock. Ownership: a
 // Table owns its arenas and index.
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "storage/dram/dram_arena.h"
-#include "storage/dram/dram_cache.h"
 #include "storage/dram/dram_index.h"
+#include "storage/dram/dram_shard.h"
 #include "storage/dram/limits.h"
 
 namespace strata::storage {
@@ -50,22 +50,22 @@ inline constexpr uint32_t kDramMetaPinned = 1u << 5;    // TableSlots::pins coun
 inline constexpr uint32_t kDramMetaCodeShift = 6;
 inline uint32_t DramMetaCode(uint32_t meta) { return meta >> kDramMetaCodeShift; }
 
-// What mutators change about a table's slots: DramCache::slots_ holds one per
+// What mutators change about a table's slots: DramShard::slots_ holds one per
 // table (by position), GUARDED_BY(mu_).
-struct DramCache::TableSlots {
+struct DramShard::TableSlots {
   uint32_t* meta = nullptr;                     // the table's meta_arena, written up to `touched`
   uint64_t touched = 0;                         // slots ever allocated (bump pointer)
   uint32_t free_head = kDramNoSlot;             // released slots, linked through their key fields
   std::unordered_map<uint32_t, uint32_t> pins;  // slot -> pin count, pinned rows only
 };
 
-struct DramCache::Table {
+struct DramShard::Table {
   // Constant after construction.
   TableSpec spec;
-  uint32_t pos = 0;                       // position in DramCache::tables_
+  uint32_t pos = 0;                       // position in DramShard::tables_
   uint64_t slots_max = 0;                 // dram_bytes_max / row_bytes + transit_rows_max, capped
   std::unique_ptr<DramArena> rows;        // slots of DramSlotBytes(row_bytes)
-  std::unique_ptr<DramArena> meta_arena;  // metadata words, reached through DramCache::Meta
+  std::unique_ptr<DramArena> meta_arena;  // metadata words, reached through DramShard::Meta
   std::unique_ptr<DramIndex> index;
 
   DramSlotHeader& Header(uint32_t slot) const {
@@ -78,11 +78,11 @@ struct DramCache::Table {
   }
 };
 
-inline uint32_t& DramCache::Meta(uint32_t table, uint32_t slot) const {
+inline uint32_t& DramShard::Meta(uint32_t table, uint32_t slot) const {
   return slots_[table].meta[slot];
 }
 
-inline void DramCache::File(uint32_t table, uint32_t slot) {
+inline void DramShard::File(uint32_t table, uint32_t slot) {
   const uint32_t meta = Meta(table, slot);
   if ((meta & kDramMetaQueued) != 0 || !Evictable(meta)) return;
   // At most front_min_ (or no sweep in force): the next sweep finds it.
@@ -90,7 +90,7 @@ inline void DramCache::File(uint32_t table, uint32_t slot) {
   FileLate(table, slot);
 }
 
-inline void DramCache::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
+inline void DramShard::SetCode(uint32_t table, uint32_t slot, uint32_t code) {
   uint32_t& meta = Meta(table, slot);
   if (DramMetaCode(meta) != code) {
     meta = (meta & ((1u << kDramMetaCodeShift) - 1) & ~kDramMetaQueued) | code

@@ -1,4 +1,4 @@
-// DramCache: Insert (whole or in pieces), Erase, moves up, write-back,
+// DramShard: Insert (whole or in pieces), Erase, moves up, write-back,
 // FlushDirty and CleanAhead (victim selection: dram_order.cc).
 //
 // An Insert runs in steps, holding the mutation mutex (the eviction order's
@@ -27,15 +27,15 @@
 #include <mutex>
 
 #include "base/assert.h"
-#include "storage/dram/dram_cache.h"
-#include "storage/dram/dram_cache_internal.h"
+#include "storage/dram/dram_shard.h"
+#include "storage/dram/dram_shard_internal.h"
 #include "storage/dram/limits.h"
 
 namespace strata::storage {
 
 // One Insert's scratch, per thread (no allocation once warm). Per pick (a
 // key that goes in: the last occurrence of each key, in key order).
-struct DramCache::InsertWork {
+struct DramShard::InsertWork {
   std::vector<uint64_t> key_hashes;  // per key
   uint32_t owner = 0;                // of this Insert's claims
   std::vector<uint32_t> picks;       // key positions
@@ -125,7 +125,7 @@ void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& def
 }
 }  // namespace
 
-void DramCache::FreeSlot(uint32_t table, uint32_t slot) {
+void DramShard::FreeSlot(uint32_t table, uint32_t slot) {
   Meta(table, slot) = 0;  // any queue entry goes stale
   // Out of the index (no lookup reads the key any more): the key field
   // links the free slots, reused last in, first out.
@@ -133,11 +133,11 @@ void DramCache::FreeSlot(uint32_t table, uint32_t slot) {
   slots_[table].free_head = slot;
 }
 
-void DramCache::Release(const Victim& v) {
+void DramShard::Release(const Victim& v) {
   Release(v, DramKeyHash(tables_[v.table]->KeyAt(v.slot)));
 }
 
-void DramCache::Release(const Victim& v, uint64_t hash) {
+void DramShard::Release(const Victim& v, uint64_t hash) {
   Table& t = *tables_[v.table];
   {
     DramIndex::Stripe& stripe = t.index->stripe(t.index->StripeOf(hash));
@@ -151,7 +151,8 @@ void DramCache::Release(const Victim& v, uint64_t hash) {
   bytes_used_ -= t.spec.row_bytes;
 }
 
-void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork& w) {
+void DramShard::ClaimKeys(const Table& t, std::span<const Key> keys,
+                          std::span<const uint32_t> positions, InsertWork& w) {
   base::MutexLock lock(&mu_);
   w.owner = claims_.NewOwner();
   while (true) {
@@ -160,9 +161,10 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
     // The picks come out in reverse key order (Insert turns them round).
     w.picks.clear();
     w.hashes.clear();
-    size_t i = keys.size();
+    size_t p = positions.empty() ? keys.size() : positions.size();
     bool other = false;
-    while (i-- > 0 && !other) {
+    while (p-- > 0 && !other) {
+      const size_t i = positions.empty() ? p : positions[p];
       switch (claims_.Add(t.pos, keys[i], w.key_hashes[i], w.owner)) {
         case DramKeyClaims::Claim::kAdded:
           w.picks.push_back(static_cast<uint32_t>(i));
@@ -186,7 +188,7 @@ void DramCache::ClaimKeys(const Table& t, std::span<const Key> keys, InsertWork&
   }
 }
 
-void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
+void DramShard::DropClaims(const Table& t, std::span<const Key> keys, const InsertWork& w) {
   // Every claim is this Insert's (no other in flight) and the table is not
   // much larger than them (at most 1/4 full, it keeps the size of the
   // largest batch so far): one sweep of it instead of a random access per
@@ -198,7 +200,7 @@ void DramCache::DropClaims(const Table& t, std::span<const Key> keys, const Inse
   for (size_t k = 0; k < w.picks.size(); ++k) claims_.Remove(t.pos, keys[w.picks[k]], w.hashes[k]);
 }
 
-void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork& w) const {
+void DramShard::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork& w) const {
   const DramIndex& index = *t.index;
   const uint32_t stripes = index.stripes();
   const size_t n = w.picks.size();
@@ -241,7 +243,7 @@ void DramCache::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
       [](uint32_t) {});
 }
 
-void DramCache::Unprepare(Table& t, InsertWork& w, bool victims_too) {
+void DramShard::Unprepare(Table& t, InsertWork& w, bool victims_too) {
   for (size_t k = 0; k < w.picks.size(); ++k) {
     const uint32_t slot = w.slots[k];
     if (slot == kDramNoSlot) continue;
@@ -261,7 +263,7 @@ void DramCache::Unprepare(Table& t, InsertWork& w, bool victims_too) {
   }
 }
 
-Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
+Status DramShard::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
   const size_t n = w.picks.size();
   const uint32_t rb = t.spec.row_bytes;
   w.fresh.resize(n);
@@ -389,7 +391,7 @@ Status DramCache::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
   }
 }
 
-Status DramCache::WriteBackVictims(InsertWork& w) {
+Status DramShard::WriteBackVictims(InsertWork& w) {
   // Victims grouped by table, then stripe: their hashes (keys read from
   // their slots, held, so stable), sorted.
   const size_t m = w.victims.size();
@@ -453,7 +455,7 @@ Status DramCache::WriteBackVictims(InsertWork& w) {
   return Status::Ok();
 }
 
-void DramCache::EraseVictims(InsertWork& w) {
+void DramShard::EraseVictims(InsertWork& w) {
   const size_t m = w.victims.size();
   if (m == 0) return;
   // Groups: runs of one (table, stripe) in victim_sort.
@@ -490,7 +492,7 @@ void DramCache::EraseVictims(InsertWork& w) {
       [](uint32_t) {});
 }
 
-void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const std::byte> rows,
+void DramShard::PlaceRows(Table& t, std::span<const Key> keys, std::span<const std::byte> rows,
                           std::span<const uint8_t> dirty, InsertWork& w) {
   const uint32_t rb = t.spec.row_bytes;
   const size_t n = w.picks.size();
@@ -547,7 +549,7 @@ void DramCache::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
       [&](uint32_t g) { index.Reserve(w.groups[g], adds_of(w.groups[g])); });
 }
 
-void DramCache::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
+void DramShard::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
                        InsertWork& w) {
   const uint32_t never = CodeOf(kClockNever);  // every row's, without next uses
   for (size_t k = 0; k < w.picks.size(); ++k) {
@@ -573,7 +575,7 @@ void DramCache::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const
   inserts_.fetch_add(w.new_rows, std::memory_order_relaxed);
 }
 
-void DramCache::Abandon(Table& t, InsertWork& w) {
+void DramShard::Abandon(Table& t, InsertWork& w) {
   for (size_t i = 0; i < w.victims.size(); ++i) {
     const Victim& v = w.victims[i];
     if (w.victim_dirty[i] != 0 && w.written[v.table] != 0) {
@@ -585,22 +587,31 @@ void DramCache::Abandon(Table& t, InsertWork& w) {
   Unprepare(t, w, /*victims_too=*/true);
 }
 
-Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
-                         std::span<const uint8_t> dirty, std::span<const Clock> next_use) {
+Status DramShard::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
+                         std::span<const uint8_t> dirty, std::span<const Clock> next_use,
+                         std::span<const uint32_t> positions) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Insert"));
   const size_t n = keys.size();
   const uint32_t rb = t->spec.row_bytes;
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n * rb, rows.size(), "rows (bytes)", false));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n, dirty.size(), "dirty", true));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Insert", n, next_use.size(), "next_use", true));
-  if (n == 0) return Status::Ok();
+  if (n == 0 || (!positions.empty() && positions.back() >= n)) {
+    if (n == 0 && positions.empty()) return Status::Ok();
+    return Status::InvalidArgument("dram cache Insert of " + t->Name() + ": a position past the " +
+                                   std::to_string(n) + " keys");
+  }
 
   thread_local InsertWork w;
   w.key_hashes.resize(n);
-  for (size_t i = 0; i < n; ++i) w.key_hashes[i] = DramKeyHash(keys[i]);
+  if (positions.empty()) {
+    for (size_t i = 0; i < n; ++i) w.key_hashes[i] = DramKeyHash(keys[i]);
+  } else {
+    for (uint32_t i : positions) w.key_hashes[i] = DramKeyHash(keys[i]);
+  }
   // The claims keep the last occurrence of each key (the picks); in key
   // order from here on.
-  ClaimKeys(*t, keys, w);
+  ClaimKeys(*t, keys, positions, w);
   std::reverse(w.picks.begin(), w.picks.end());
   std::reverse(w.hashes.begin(), w.hashes.end());
   ProbeKeys(*t, keys, w);
@@ -634,9 +645,10 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   return s;
 }
 
-Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
+Status DramShard::InsertInPieces(TableId table, std::span<const Key> keys,
                                  std::span<const std::byte> rows, std::span<const uint8_t> dirty,
-                                 std::span<const Clock> next_use, uint64_t* placed) {
+                                 std::span<const Clock> next_use,
+                                 std::span<const uint32_t> positions, uint64_t* placed) {
   *placed = 0;
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "InsertInPieces"));
   const size_t n = keys.size();
@@ -647,6 +659,15 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, next_use.size(), "next_use", true));
   // Pieces of the rows the budget holds (slots_max adds the transit slots).
   const uint64_t piece_max = std::max<uint64_t>(1, options_.dram_bytes_max / rb);
+  if (!positions.empty()) {
+    while (*placed < positions.size()) {
+      const uint64_t m = std::min<uint64_t>(piece_max, positions.size() - *placed);
+      STRATA_RETURN_IF_ERROR(
+          Insert(table, keys, rows, dirty, next_use, positions.subspan(*placed, m)));
+      *placed += m;
+    }
+    return Status::Ok();
+  }
   while (*placed < n) {
     const uint64_t at = *placed;
     const uint64_t m = std::min<uint64_t>(piece_max, n - at);
@@ -658,7 +679,7 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
   return Status::Ok();
 }
 
-bool DramCache::AnyFlagged(const Table& t, std::span<const Key> keys, uint32_t flags) const {
+bool DramShard::AnyFlagged(const Table& t, std::span<const Key> keys, uint32_t flags) const {
   for (Key key : keys) {
     uint32_t slot = FindSlot(t, key);
     if (slot != kDramNoSlot && (Meta(t.pos, slot) & flags) != 0) return true;
@@ -666,14 +687,14 @@ bool DramCache::AnyFlagged(const Table& t, std::span<const Key> keys, uint32_t f
   return false;
 }
 
-void DramCache::WaitInsertsDone() {
+void DramShard::WaitInsertsDone() {
   ++quiet_waiters_;
   while (inflight_ > 0) state_cv_.Wait(&mu_);
   --quiet_waiters_;
   state_cv_.SignalAll();  // Inserts waiting for quiet_waiters_ to reach 0
 }
 
-Status DramCache::Erase(TableId table, std::span<const Key> keys) {
+Status DramShard::Erase(TableId table, std::span<const Key> keys) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Erase"));
   base::MutexLock lock(&mu_);
   // A row being cleaned stays until its write is done: released now, the key
@@ -697,7 +718,7 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   return Status::Ok();
 }
 
-Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* move) {
+Status DramShard::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* move) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "BeginMoveUp"));
   move->pinned.assign(keys.size(), 0);
   move->bytes = 0;
@@ -712,7 +733,7 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
   return Status::Ok();
 }
 
-Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* move, bool moved) {
+Status DramShard::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* move, bool moved) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "EndMoveUp"));
   if (move->pinned.size() != keys.size()) {
     return Status::InvalidArgument("dram cache EndMoveUp of " + t->Name() + ": " +
@@ -767,7 +788,7 @@ Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
   return status;
 }
 
-Status DramCache::FlushDirty() {
+Status DramShard::FlushDirty() {
   // No CleanAhead in flight (it holds clean_mu_ throughout), so no older copy
   // of a row is being written while this writes the newest.
   base::MutexLock clean_lock(&clean_mu_);
@@ -808,7 +829,7 @@ Status DramCache::FlushDirty() {
   return Status::Ok();
 }
 
-Result<uint64_t> DramCache::CleanAhead(uint64_t window_rows, uint64_t rows_max) {
+Result<uint64_t> DramShard::CleanAhead(uint64_t window_rows, uint64_t rows_max) {
   if (backing_ == nullptr || window_rows == 0 || rows_max == 0) return uint64_t{0};
   base::MutexLock clean_lock(&clean_mu_);
   struct Copy {
