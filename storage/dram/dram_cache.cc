@@ -69,10 +69,6 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   return cache;
 }
 
-uint32_t DramCache::ShardOf(uint64_t hash) const {
-  return static_cast<uint32_t>(hash >> kDramShardHashShift) & (shards() - 1);
-}
-
 Result<const TableSpec*> DramCache::FindTable(TableId table, std::string_view op) const {
   auto it = specs_.find(table);
   if (it == specs_.end()) {
@@ -94,14 +90,27 @@ Status DramCache::CheckSpan(const TableSpec& spec, std::string_view op, size_t w
 void DramCache::Split(std::span<const Key> keys, std::vector<uint32_t>& order,
                       std::vector<uint32_t>& bounds) const {
   const uint32_t k = shards();
+  const size_t n = keys.size();
+  // Each key's shard, hashed once; plain pointers in the loops (see Lookup).
+  thread_local std::vector<uint8_t> shard_of_tl;
+  thread_local std::vector<uint32_t> cursor_tl;
+  std::vector<uint8_t>& shard_of = shard_of_tl;
+  std::vector<uint32_t>& cursor = cursor_tl;
+  static_assert(kDramShardsMax <= 256);
+  shard_of.resize(n);
   bounds.assign(k + 1, 0);
-  for (Key key : keys) ++bounds[ShardOf(DramKeyHash(key)) + 1];
-  for (uint32_t s = 0; s < k; ++s) bounds[s + 1] += bounds[s];
-  order.resize(keys.size());
-  std::vector<uint32_t> cursor(bounds.begin(), bounds.end() - 1);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    order[cursor[ShardOf(DramKeyHash(keys[i]))]++] = static_cast<uint32_t>(i);
+  order.resize(n);
+  uint8_t* const shard_at = shard_of.data();
+  uint32_t* const bound_at = bounds.data();
+  uint32_t* const order_at = order.data();
+  for (size_t i = 0; i < n; ++i) {
+    shard_at[i] = static_cast<uint8_t>(ShardOf(DramKeyHash(keys[i])));
+    ++bound_at[shard_at[i] + 1];
   }
+  for (uint32_t s = 0; s < k; ++s) bound_at[s + 1] += bound_at[s];
+  cursor.assign(bounds.begin(), bounds.end() - 1);
+  uint32_t* const cursor_at = cursor.data();
+  for (size_t i = 0; i < n; ++i) order_at[cursor_at[shard_at[i]]++] = static_cast<uint32_t>(i);
 }
 
 Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
@@ -116,27 +125,44 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   if (n == 0) return Status::Ok();
   // Grouped by shard, then by stripe (one counting sort, stable), so each
   // shard's pipeline takes its stripes' locks once each, as one shard does.
-  thread_local std::vector<uint64_t> hashes;
-  thread_local std::vector<uint32_t> order;
-  thread_local std::vector<uint32_t> stripe_of;  // per position of order
-  thread_local std::vector<uint32_t> starts;
-  const DramShard& first = *shards_[0];
-  const uint32_t stripes = first.stripes();
+  // The scratch is per thread; the loops work on plain pointers (a
+  // thread_local reached in a loop costs a call per access in a shared
+  // library).
+  thread_local std::vector<uint64_t> hashes_tl;
+  thread_local std::vector<uint32_t> order_tl;
+  thread_local std::vector<uint32_t> stripe_of_tl;  // per position of order
+  thread_local std::vector<uint32_t> starts_tl;
+  std::vector<uint64_t>& hashes = hashes_tl;
+  std::vector<uint32_t>& order = order_tl;
+  std::vector<uint32_t>& stripe_of = stripe_of_tl;
+  std::vector<uint32_t>& starts = starts_tl;
+  const uint32_t stripes = shards_[0]->stripes();
   const uint32_t groups = shards() * stripes;
+  // A key's stripe in its shard's index, as DramIndex::StripeOf.
+  const uint32_t stripe_shift = 64 - static_cast<uint32_t>(std::countr_zero(stripes));
+  const uint32_t shard_mask = shards() - 1;
+  auto group_of = [&](uint64_t h, uint32_t* stripe) {
+    *stripe = stripe_shift >= 64 ? 0 : static_cast<uint32_t>(h >> stripe_shift);
+    return (static_cast<uint32_t>(h >> kDramShardHashShift) & shard_mask) * stripes + *stripe;
+  };
   hashes.resize(n);
   order.resize(n);
   stripe_of.resize(n);
   starts.assign(groups + 1, 0);
+  uint64_t* const hash_at = hashes.data();
+  uint32_t* const start_at = starts.data();
+  uint32_t* const order_at = order.data();
+  uint32_t* const stripe_at = stripe_of.data();
+  uint32_t stripe = 0;
   for (size_t i = 0; i < n; ++i) {
-    hashes[i] = DramKeyHash(keys[i]);
-    ++starts[ShardOf(hashes[i]) * stripes + first.StripeOf(hashes[i]) + 1];
+    hash_at[i] = DramKeyHash(keys[i]);
+    ++start_at[group_of(hash_at[i], &stripe) + 1];
   }
-  for (uint32_t g = 0; g < groups; ++g) starts[g + 1] += starts[g];
+  for (uint32_t g = 0; g < groups; ++g) start_at[g + 1] += start_at[g];
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t stripe = first.StripeOf(hashes[i]);
-    const uint32_t at = starts[ShardOf(hashes[i]) * stripes + stripe]++;
-    stripe_of[at] = stripe;
-    order[at] = static_cast<uint32_t>(i);
+    const uint32_t at = start_at[group_of(hash_at[i], &stripe)]++;
+    stripe_at[at] = stripe;
+    order_at[at] = static_cast<uint32_t>(i);
   }
   // starts[g] is now where group g + 1 began: shard s's keys are
   // [starts[s * stripes - 1], starts[(s + 1) * stripes - 1]).
@@ -161,7 +187,9 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   STRATA_ASSIGN_OR_RETURN(const TableSpec* spec, FindTable(table, "Insert"));
   (void)spec;
   if (keys.empty()) return shards_[0]->Insert(table, keys, rows, dirty, next_use);
-  thread_local std::vector<uint32_t> order, bounds;
+  thread_local std::vector<uint32_t> order_tl, bounds_tl;
+  std::vector<uint32_t>& order = order_tl;
+  std::vector<uint32_t>& bounds = bounds_tl;
   Split(keys, order, bounds);
   // Each thread starts at a shard its batch picks, so inserting threads
   // spread over the shards rather than queue at the first.

@@ -61,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "storage/dram/limits.h"
 #include "storage/ssd/row_store.h"
 #include "strata/status.h"
 #include "strata/types.h"
@@ -212,7 +213,9 @@ class DramCache {
 
  private:
   DramCache(const DramCacheOptions& options, std::vector<std::unique_ptr<DramShard>> shards);
-  uint32_t ShardOf(uint64_t hash) const;
+  uint32_t ShardOf(uint64_t hash) const {
+    return static_cast<uint32_t>(hash >> kDramShardHashShift) & (shards() - 1);
+  }
   // The keys' positions grouped by shard: positions [bounds[s], bounds[s+1])
   // of `order` are shard s's, ascending (per-thread scratch).
   void Split(std::span<const Key> keys, std::vector<uint32_t>& order,

@@ -207,10 +207,6 @@ Result<uint64_t> DramShard::LookupSorted(TableId table, std::span<const Key> key
 
 uint32_t DramShard::stripes() const { return tables_.empty() ? 1 : tables_[0]->index->stripes(); }
 
-uint32_t DramShard::StripeOf(uint64_t hash) const {
-  return tables_.empty() ? 0 : tables_[0]->index->StripeOf(hash);
-}
-
 // Keys in stripe order (`order`, ascending stripes) run through one software
 // pipeline, so the cache misses of many keys are in flight together, across
 // stripe boundaries too: key j has its two candidate bucket lines

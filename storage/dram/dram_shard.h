@@ -60,10 +60,9 @@ class DramShard {
                                               std::span<const uint32_t> stripe_of,
                                               std::span<std::byte> rows, std::span<uint8_t> found,
                                               std::span<uint8_t> dirty);
-  // The index stripes of each table (a power of two) and the stripe of a
-  // key's hash.
+  // The index stripes of each table (a power of two; a key's stripe is the
+  // top log2(stripes()) bits of its hash, DramIndex::StripeOf).
   uint32_t stripes() const;
-  uint32_t StripeOf(uint64_t hash) const;
 
   // Inserts the keys at `positions` (ascending; empty: every key) of the
   // batch: rows, dirty and next_use are the whole batch's (dirty and
