@@ -547,7 +547,7 @@ CommandRegistrar reg{
       AddUnsigned<uint32_t>(c, "--shards", args->shards,
                             "cache shards, each with its own eviction order (a power of two; 0: "
                             "automatic)",
-                            0, storage::kDramShardsMax);
+                            0, kDramShardsMax);
       AddUnsigned<uint32_t>(c, "--writers", args->writers,
                             "threads overwriting rows during the lookups", 0, 1024);
       AddUnsigned<uint32_t>(c, "--rounds", args->rounds, "interleaved rounds of the five methods",

@@ -405,6 +405,7 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   so.dir = o.dir;
   so.device_rows_max = o.device_rows;
   so.dram_rows_max = o.dram_rows;
+  so.dram_shards = o.dram_shards;
   so.fallback_policy = o.fallback;
   so.ssd_backend = o.ssd_backend;
   so.faults = o.faults;

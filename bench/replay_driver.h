@@ -42,6 +42,7 @@ struct ReplayOptions {
   std::string dir;                 // the store's directory: must be empty or missing
   uint64_t device_rows = 1 << 16;  // T0 rows
   uint64_t dram_rows = 1 << 18;    // T1 rows
+  uint32_t dram_shards = 0;        // T1 shards (StoreOptions::dram_shards; 0: automatic)
   uint64_t lookahead = 2;          // batches intents run ahead of the worker
   bool intents = true;
   uint32_t workers = 0;  // 0: the trace's worker count

@@ -2,6 +2,7 @@
 #include "bench/sweep.h"
 
 #include <algorithm>
+#include <bit>
 #include <concepts>
 #include <filesystem>
 #include <fstream>
@@ -143,7 +144,7 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
   STRATA_RETURN_IF_ERROR(
       CheckKeys(j,
                 {"workloads", "device_rows", "dram_rows", "lookahead", "fallback", "ssd_backend",
-                 "compute_us", "workers", "dim", "device_share_growth"},
+                 "compute_us", "workers", "dim", "device_share_growth", "dram_shards"},
                 "the config"));
   SweepConfig c;
   STRATA_RETURN_IF_ERROR(Get(j, "device_rows", &c.device_rows, "config"));
@@ -155,6 +156,7 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
   STRATA_RETURN_IF_ERROR(Get(j, "dim", &c.dim, "config"));
   STRATA_RETURN_IF_ERROR(Get(j, "compute_us", &c.compute_us, "config"));
   STRATA_RETURN_IF_ERROR(Get(j, "device_share_growth", &c.device_share_growth, "config"));
+  STRATA_RETURN_IF_ERROR(Get(j, "dram_shards", &c.dram_shards, "config"));
   if (!j.contains("workloads") || !j["workloads"].is_array() || j["workloads"].empty()) {
     return Status::InvalidArgument("sweep config: 'workloads' must be a non-empty list");
   }
@@ -198,6 +200,11 @@ Result<SweepConfig> ParseSweepConfig(const std::string& text) {
                                    std::to_string(kTierRowsMax) + ", lookahead at most " +
                                    std::to_string(kReplayLookaheadMax) + ", compute_us at most " +
                                    std::to_string(kReplayComputeUsMax));
+  }
+  if (c.dram_shards > kDramShardsMax || !std::has_single_bit(std::max(c.dram_shards, 1u))) {
+    return Status::InvalidArgument("sweep config: dram_shards " + std::to_string(c.dram_shards) +
+                                   " is neither 0 (automatic) nor a power of two in [1, " +
+                                   std::to_string(kDramShardsMax) + "]");
   }
   for (const auto& f : c.fallback) {
     if (f != "lru" && f != "lfu")
@@ -254,6 +261,7 @@ Result<std::vector<SweepRow>> RunSweep(const SweepConfig& c, const std::string& 
                 o.ssd_backend = backend == "rocksdb" ? SsdBackend::kRocksDb : SsdBackend::kNative;
                 o.compute_us = compute_us;
                 o.device_share_growth = c.device_share_growth;
+                o.dram_shards = c.dram_shards;
                 STRATA_ASSIGN_OR_RETURN(row.replay, RunReplay(o, open, {}));
                 std::filesystem::remove_all(o.dir, ec);
                 const uint64_t cache = row.replay.cache_rows;

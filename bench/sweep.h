@@ -14,7 +14,7 @@
 //     "lookahead": [0, 2, 32, 256],       // 0: --no-intents
 //     "fallback": ["lru", "lfu"], "ssd_backend": ["native"],
 //     "compute_us": [0, 20000],           // simulated compute per batch
-//     "workers": 1, "dim": 16, "device_share_growth": 0.25
+//     "workers": 1, "dim": 16, "device_share_growth": 0.25, "dram_shards": 0
 //   }
 // Unknown keys are errors, so a typo does not silently sweep the defaults;
 // so are a negative or fractional count and values past `strata replay`'s
@@ -75,6 +75,7 @@ struct SweepConfig {
   uint32_t workers = 1;
   uint32_t dim = 16;
   double device_share_growth = 0.25;
+  uint32_t dram_shards = 0;  // T1 shards of every run (0: automatic)
 };
 
 // Runs the grid in `out_dir` (created), writing sweep.csv and sweep.json;

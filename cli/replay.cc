@@ -50,6 +50,7 @@ nlohmann::json ReportJson(const ReplayArgs& a, const bench::ReplayReport& r) {
           {"workers", o.workers},
           {"device_rows", o.device_rows},
           {"dram_rows", o.dram_rows},
+          {"dram_shards", o.dram_shards},
           {"batches", r.batches},
           {"pulls", r.pulls},
           {"stall_pulls", r.stall_pulls},
@@ -198,6 +199,11 @@ CommandRegistrar reg{
                             "the planner prefetches and pins windows at most this many batches "
                             "ahead (0: as far as its timing says)",
                             0, bench::kReplayLookaheadMax)
+          ->capture_default_str();
+      AddUnsigned<uint32_t>(c, "--dram-shards", o.dram_shards,
+                            "T1 shards, each with its own eviction order (a power of two; 0: one "
+                            "per 2^18 rows, at most 16)",
+                            0, kDramShardsMax)
           ->capture_default_str();
       AddReal(c, "--device-share-growth", o.device_share_growth,
               "how far one table's T0 may grow past its share (0: static split)",

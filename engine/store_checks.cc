@@ -43,6 +43,13 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
         ", dram_rows_max = " + std::to_string(options.dram_rows_max) + ": each at most " +
         std::to_string(kTierRowsMax));
   }
+  if (options.dram_shards > kDramShardsMax ||
+      !std::has_single_bit(std::max(options.dram_shards, 1u))) {
+    return Status::InvalidArgument(
+        "StoreOptions.dram_shards = " + std::to_string(options.dram_shards) +
+        ": neither 0 (automatic) nor a power of two in [1, " + std::to_string(kDramShardsMax) +
+        "]");
+  }
   if (!(options.device_share_growth_max >= 0 &&
         options.device_share_growth_max <= kDeviceShareGrowthMax)) {
     return Status::InvalidArgument("StoreOptions.device_share_growth_max = " +

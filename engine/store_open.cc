@@ -142,6 +142,7 @@ Status StoreImpl::Init() {
   // score below the top of their span, least first.
   // A move up (MakeResident) takes at most T0's rows out of T1 at once.
   dram_options.transit_rows_max = options_.device_rows_max;
+  dram_options.shards = options_.dram_shards;
   dram_options.fallback_base = kFallbackBase;
   dram_options.fallback_end = kFallbackBase + kFallbackSpan;
   STRATA_ASSIGN_OR_RETURN(dram_, storage::DramCache::Create(dram_options, specs, ssd_.get()));

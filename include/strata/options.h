@@ -26,6 +26,8 @@ inline constexpr uint32_t kTableDimMax = 4096;
 // StoreOptions::device_rows_max and dram_rows_max each: about 10^12 rows, so
 // a tier's rows times its row bytes stay far below 2^64.
 inline constexpr uint64_t kTierRowsMax = uint64_t{1} << 40;
+// Shards of T1 (StoreOptions::dram_shards): a power of two at most this.
+inline constexpr uint32_t kDramShardsMax = 64;
 // StoreOptions::device_share_growth_max.
 inline constexpr double kDeviceShareGrowthMax = 16.0;
 // The largest StoreOptions.ssd_write_log_fraction accepted (a log 16 times
@@ -134,6 +136,11 @@ struct StoreOptions {
   // Bigger tiers stall less and cost more memory.
   uint64_t device_rows_max = 1 << 20;  // T0 (GPU memory, or its host twin)
   uint64_t dram_rows_max = 1 << 22;    // T1
+  // T1's shards, each with its own eviction order and lock, so inserts on
+  // several threads do not serialise on one (docs/dram-cache.md, "Shards"):
+  // a power of two at most kDramShardsMax; 0: one per 2^18 rows of T1, at
+  // most 16 (so one below 2^19 rows: the exact order).
+  uint32_t dram_shards = 0;
   SsdBackend ssd_backend = SsdBackend::kNative;
   // How far one table's T0 may grow past its weighted share of
   // device_rows_max: to (1 + this) x the share, at most device_rows_max.

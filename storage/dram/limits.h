@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "storage/ssd/limits.h"
+#include "strata/options.h"
 
 namespace strata::storage {
 
@@ -13,12 +14,11 @@ namespace strata::storage {
 inline constexpr uint64_t kDramSlotsPerTableMax = (1ull << 32) - 2;
 // Lock stripes of one table's index (power of two at most this).
 inline constexpr uint32_t kDramLockStripesMax = 4096;
-// Shards of one cache (DramCacheOptions::shards): at most kDramShardsMax;
-// the automatic count gives each shard at least kDramShardRowsMin rows, up
+// Shards of one cache (DramCacheOptions::shards): at most kDramShardsMax
+// (strata/options.h); the automatic count gives each shard at least kDramShardRowsMin rows, up
 // to kDramShardsAuto shards. A key's shard is kDramShardHashShift bits up its
 // hash: above the index's tag bits (the low 32), below the stripe bits
 // (the top ones, at most 12).
-inline constexpr uint32_t kDramShardsMax = 64;
 inline constexpr uint32_t kDramShardsAuto = 16;
 inline constexpr uint64_t kDramShardRowsMin = 1ull << 18;
 inline constexpr uint32_t kDramShardHashShift = 32;

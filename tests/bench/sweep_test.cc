@@ -55,12 +55,14 @@ TEST(SweepTest, ComputeTimeIsAGridDimension) {
     "workloads": [{"name": "w", "preset": "criteo-kaggle", "scale": 0.0005,
                    "batch_size": 16, "batches": 12}],
     "device_rows": [200], "dram_rows": [300], "lookahead": [2],
-    "compute_us": [0, 2000], "device_share_growth": 0.5, "dim": 4})");
+    "compute_us": [0, 2000], "device_share_growth": 0.5, "dim": 4, "dram_shards": 2})");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->device_share_growth, 0.5);
+  EXPECT_EQ(config->dram_shards, 2u);
   StoreOpener open = [](const StoreOptions& o,
                         const std::vector<TableOptions>& tables) -> Result<std::unique_ptr<Store>> {
     EXPECT_EQ(o.device_share_growth_max, 0.5);
+    EXPECT_EQ(o.dram_shards, 2u);
     auto s = std::make_unique<testing::ModelStore>(tables, testing::ModelStore::Knobs{}, o);
     return std::unique_ptr<Store>(std::move(s));
   };
@@ -109,10 +111,14 @@ TEST(SweepTest, NegativeFractionalOrHugeNumbersAreRefused) {
                             {"lookahead", "[100000]"},
                             {"device_rows", "[1e30]"},
                             {"workers", "-1"},
-                            {"dim", "-1"}}) {
+                            {"dim", "-1"},
+                            {"dram_shards", "-1"},
+                            {"dram_shards", "3"},
+                            {"dram_shards", "128"}}) {
     auto r = config(key, value);
     ASSERT_TRUE(r.status().IsInvalidArgument()) << key << " " << value;
   }
+  EXPECT_NE(config("dram_shards", "6").status().message().find("dram_shards 6"), std::string::npos);
   for (auto [field, value] : {std::pair{"workers", "-1"},
                               {"batches", "-1"},
                               {"batch_size", "4294967296"},

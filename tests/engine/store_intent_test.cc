@@ -396,6 +396,46 @@ TEST_P(StoreIntentTest, BadShareGrowthIsRejected) {
   }
 }
 
+TEST_P(StoreIntentTest, BadDramShardCountsAreRejected) {
+  for (uint32_t bad : {3u, 12u, 128u}) {
+    StoreOptions o = Options(64, 1024);
+    o.dram_shards = bad;
+    auto r = Store::Open(o, SgdTables(2, 4, 0.1f, Initializer::kZeros));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_NE(r.status().message().find("dram_shards = " + std::to_string(bad)), std::string::npos)
+        << r.status().ToString();
+    EXPECT_FALSE(std::filesystem::exists(o.dir));
+  }
+}
+
+// T1 in shards behind a whole store: every row pushed comes back after the
+// tiers cycle it through T1 and T2, as with one shard.
+TEST_P(StoreIntentTest, ShardedT1KeepsEveryRow) {
+  StoreOptions o = Options(64, 256);
+  o.dram_shards = 4;
+  auto store = Open(o, SgdTables(2, 4, 0.1f, Initializer::kZeros));
+  ASSERT_NE(store, nullptr);
+  WorkerId w = *store->RegisterWorker();
+  const std::vector<Key> keys = KeyRange(0, 400);
+  std::vector<float> out(keys.size() * 4);
+  const std::vector<float> grads(keys.size() * 4, 1.0f);
+  // Three passes over 400 keys per table: T0 holds 64 rows, T1 256, so rows
+  // leave through T1 (and its shards' evictions) to T2 and come back.
+  for (int pass = 0; pass < 3; ++pass) {
+    for (TableId t : {TableId{0}, TableId{1}}) {
+      ASSERT_TRUE(Pull(*store, w, t, keys, out.data()).ok());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        ASSERT_FLOAT_EQ(out[i * 4], -0.1f * static_cast<float>(pass))
+            << "table " << t << " key " << keys[i] << " pass " << pass;
+      }
+      ASSERT_TRUE(Push(*store, w, t, keys, grads.data()).ok());
+    }
+  }
+  EXPECT_GT(store->Stats().t1.evictions, 0u);
+  ASSERT_TRUE(store->Close().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCombinations, StoreIntentTest, testing::StoreCombinations(),
                          testing::StoreCombinationName);
 
