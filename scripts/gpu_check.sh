@@ -13,7 +13,8 @@
 # AUC within 1e-4), `strata bench cluster` under mpirun at 2, 3 and 4 host
 # ranks (the cluster's exchange against plain MPI_Alltoallv, a core per rank
 # on a lent machine), `strata bench dram` (the DRAM tier against a random
-# gather, dimensions 16 and 64, 1 to 8 threads), and the side-by-side with
+# gather, dimensions 16 and 64, 1 to 8 threads, with the automatic shards and
+# with one), and the side-by-side with
 # HierarchicalKV when it was built. Without a GPU it says so and runs the host parts, so it is tested
 # on machines without one (tests/scripts/gpu_check_test.cc runs --quick).
 # OUT receives three files (a lent machine hands back only a few): log (every
@@ -299,13 +300,17 @@ done
 # Host only (no GPU needed): `strata bench dram` at dimensions 16 and 64, 1, 2,
 # 4 and 8 threads, on this machine's memory (docs/dram-cache.md, "Benchmark"):
 # lookups against the index-free gather and the gather through one index
-# line, inserts with eviction against lookups, index bytes per row.
+# line, inserts with eviction against lookups, index bytes per row; each
+# with the cache's automatic shards (8 at 4M rows) and beside it with one
+# shard, the one exact order (dram1_d<dim>: docs/dram-cache.md, "Shards").
 dram_rows=4000000
 dram_threads=1,2,4,8
 [[ $quick == 1 ]] && dram_rows=100000 && dram_threads=1,2
 for dim in 16 64; do
   step "dram_d$dim" "$bin/strata" bench dram --rows $dram_rows --dim $dim --threads $dram_threads \
     --batch 4096 --json
+  step "dram1_d$dim" "$bin/strata" bench dram --rows $dram_rows --dim $dim --threads $dram_threads \
+    --batch 4096 --shards 1 --json
 done
 
 # ---- HierarchicalKV side by side ---------------------------------------------

@@ -102,12 +102,14 @@ def main():
     hkv = load(os.path.join(detail, "hkv.json"))
     if hkv:
         numbers["hkv"] = hkv
-    # The DRAM tier (dram_d<dim>): issue 19's ratios per thread count.
-    for dim in (16, 64):
-        dram = read_json_output(os.path.join(detail, "dram_d%d.txt" % dim))
+    # The DRAM tier (dram_d<dim>, automatic shards; dram1_d<dim>, one
+    # shard): issue 19's ratios per thread count.
+    for name in ("dram_d16", "dram_d64", "dram1_d16", "dram1_d64"):
+        dram = read_json_output(os.path.join(detail, name + ".txt"))
         if dram:
-            numbers["dram_d%d" % dim] = {
+            numbers[name] = {
                 "rows": dram.get("rows"),
+                "shards": dram.get("shards"),
                 "index_bytes_per_row": dram.get("index_bytes_per_row"),
                 "index_bytes_per_row_after_evict": dram.get("index_bytes_per_row_after_evict"),
                 "by_threads": [{k: r.get(k) for k in (
@@ -189,6 +191,17 @@ def main():
                 checks["dram_d%d_insert_evict_vs_lookup" % dim] = {
                     "value": one[0]["insert_evict_vs_lookup"], "bar": 0.5,
                     "pass": one[0]["insert_evict_vs_lookup"] >= 0.5}
+            # Reported, not judged: inserts at the most threads, the
+            # automatic shards over one shard (the same machine, one call).
+            single = numbers.get("dram1_d%d" % dim)
+            if single and dram["by_threads"] and single["by_threads"]:
+                most, most1 = dram["by_threads"][-1], single["by_threads"][-1]
+                if most["threads"] == most1["threads"] and most1["insert_evict_rows_per_s"]:
+                    checks["dram_d%d_insert_sharded_vs_one_shard" % dim] = {
+                        "value": most["insert_evict_rows_per_s"] /
+                        most1["insert_evict_rows_per_s"],
+                        "threads": most["threads"], "shards": dram.get("shards"),
+                        "pass": None}
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)

@@ -107,13 +107,15 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
   }
   // The DRAM tier's bench ran at both dimensions and thread counts, with
   // the three gathers beside the lookups (the ratios come from them).
-  for (const char* name : {"dram_d16", "dram_d64"}) {
+  for (const char* name : {"dram_d16", "dram_d64", "dram1_d16", "dram1_d64"}) {
     const nlohmann::json* s = FindStep(summary, name);
     ASSERT_NE(s, nullptr) << name << " missing\n" << summary.dump(2);
     EXPECT_EQ((*s)["result"], "pass") << name;
     ASSERT_TRUE(n.contains(name)) << summary.dump(2);
     const auto& dram = n[name];
     EXPECT_GT(dram["index_bytes_per_row"].get<double>(), 0) << name;
+    EXPECT_GE(dram["shards"].get<int>(), 1) << name;
+    if (name[4] == '1') EXPECT_EQ(dram["shards"].get<int>(), 1) << name;
     ASSERT_EQ(dram["by_threads"].size(), 2u) << dram.dump(2);
     for (const auto& r : dram["by_threads"]) {
       for (const char* key : {"lookup_rows_per_s", "gather_gbps", "gather_index_gbps",
