@@ -88,7 +88,7 @@ Status DramCache::CheckSpan(const TableSpec& spec, std::string_view op, size_t w
 }
 
 void DramCache::Split(std::span<const Key> keys, std::vector<uint32_t>& order,
-                      std::vector<uint32_t>& bounds) const {
+                      std::vector<uint32_t>& bounds, std::vector<uint64_t>& hashes) const {
   const uint32_t k = shards();
   const size_t n = keys.size();
   // Each key's shard, hashed once; plain pointers in the loops (see Lookup).
@@ -103,8 +103,11 @@ void DramCache::Split(std::span<const Key> keys, std::vector<uint32_t>& order,
   uint8_t* const shard_at = shard_of.data();
   uint32_t* const bound_at = bounds.data();
   uint32_t* const order_at = order.data();
+  hashes.resize(n);
+  uint64_t* const hash_at = hashes.data();
   for (size_t i = 0; i < n; ++i) {
-    shard_at[i] = static_cast<uint8_t>(ShardOf(DramKeyHash(keys[i])));
+    hash_at[i] = DramKeyHash(keys[i]);
+    shard_at[i] = static_cast<uint8_t>(ShardOf(hash_at[i]));
     ++bound_at[shard_at[i] + 1];
   }
   for (uint32_t s = 0; s < k; ++s) bound_at[s + 1] += bound_at[s];
@@ -188,9 +191,11 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
   (void)spec;
   if (keys.empty()) return shards_[0]->Insert(table, keys, rows, dirty, next_use);
   thread_local std::vector<uint32_t> order_tl, bounds_tl;
+  thread_local std::vector<uint64_t> hashes_tl;
   std::vector<uint32_t>& order = order_tl;
   std::vector<uint32_t>& bounds = bounds_tl;
-  Split(keys, order, bounds);
+  std::vector<uint64_t>& hashes = hashes_tl;
+  Split(keys, order, bounds, hashes);
   // Each thread starts at a shard its batch picks, so inserting threads
   // spread over the shards rather than queue at the first.
   const uint32_t k = shards();
@@ -200,7 +205,7 @@ Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<con
     if (bounds[s] == bounds[s + 1]) continue;
     STRATA_RETURN_IF_ERROR(shards_[s]->Insert(
         table, keys, rows, dirty, next_use,
-        std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s])));
+        std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s]), hashes));
   }
   return Status::Ok();
 }
@@ -214,13 +219,14 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
   std::fill(placed.begin(), placed.end(), uint8_t{0});
   if (shards() == 1) {
     uint64_t count = 0;
-    Status s = shards_[0]->InsertInPieces(table, keys, rows, dirty, next_use, {}, &count);
+    Status s = shards_[0]->InsertInPieces(table, keys, rows, dirty, next_use, {}, {}, &count);
     std::fill(placed.begin(), placed.begin() + static_cast<ptrdiff_t>(count), uint8_t{1});
     return s;
   }
   if (keys.empty()) return Status::Ok();
   std::vector<uint32_t> order, bounds;
-  Split(keys, order, bounds);
+  std::vector<uint64_t> hashes;
+  Split(keys, order, bounds, hashes);
   const uint32_t k = shards();
   const uint32_t start = ShardOf(DramKeyHash(keys[0]));
   for (uint32_t i = 0; i < k; ++i) {
@@ -229,7 +235,8 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
     const auto mine =
         std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s]);
     uint64_t count = 0;
-    Status st = shards_[s]->InsertInPieces(table, keys, rows, dirty, next_use, mine, &count);
+    Status st =
+        shards_[s]->InsertInPieces(table, keys, rows, dirty, next_use, mine, hashes, &count);
     for (uint64_t j = 0; j < count; ++j) placed[mine[j]] = 1;
     STRATA_RETURN_IF_ERROR(st);
   }
@@ -240,7 +247,8 @@ Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   if (shards() == 1) return shards_[0]->Erase(table, keys);
   STRATA_RETURN_IF_ERROR(FindTable(table, "Erase").status());
   std::vector<uint32_t> order, bounds;
-  Split(keys, order, bounds);
+  std::vector<uint64_t> hashes;
+  Split(keys, order, bounds, hashes);
   std::vector<Key> mine;
   for (uint32_t s = 0; s < shards(); ++s) {
     mine.clear();
@@ -263,7 +271,8 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
     return Status::Ok();
   }
   std::vector<uint32_t> order, bounds;
-  Split(keys, order, bounds);
+  std::vector<uint64_t> hashes;
+  Split(keys, order, bounds, hashes);
   std::vector<Key> mine;
   for (uint32_t s = 0; s < shards(); ++s) {
     mine.clear();
@@ -297,7 +306,8 @@ Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
     status = shards_[0]->EndMoveUp(table, keys, &part, moved);
   } else {
     std::vector<uint32_t> order, bounds;
-    Split(keys, order, bounds);
+    std::vector<uint64_t> hashes;
+    Split(keys, order, bounds, hashes);
     std::vector<Key> mine;
     for (uint32_t s = 0; s < shards(); ++s) {
       mine.clear();
@@ -325,10 +335,18 @@ Status DramCache::SetNextUse(TableId table, std::span<const Key> keys,
   STRATA_ASSIGN_OR_RETURN(const TableSpec* spec, FindTable(table, "SetNextUse"));
   STRATA_RETURN_IF_ERROR(
       CheckSpan(*spec, "SetNextUse", keys.size(), next_use.size(), "next_use", false));
-  thread_local std::vector<uint32_t> order, bounds;
-  thread_local std::vector<Key> mine;
-  thread_local std::vector<Clock> uses;
-  Split(keys, order, bounds);
+  // Per-thread scratch (the planner calls this for every chunk of intents),
+  // reached through references (see Lookup).
+  thread_local std::vector<uint32_t> order_tl, bounds_tl;
+  thread_local std::vector<uint64_t> hashes_tl;
+  thread_local std::vector<Key> mine_tl;
+  thread_local std::vector<Clock> uses_tl;
+  std::vector<uint32_t>& order = order_tl;
+  std::vector<uint32_t>& bounds = bounds_tl;
+  std::vector<uint64_t>& hashes = hashes_tl;
+  std::vector<Key>& mine = mine_tl;
+  std::vector<Clock>& uses = uses_tl;
+  Split(keys, order, bounds, hashes);
   for (uint32_t s = 0; s < shards(); ++s) {
     mine.clear();
     uses.clear();

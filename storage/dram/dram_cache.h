@@ -217,9 +217,9 @@ class DramCache {
     return static_cast<uint32_t>(hash >> kDramShardHashShift) & (shards() - 1);
   }
   // The keys' positions grouped by shard: positions [bounds[s], bounds[s+1])
-  // of `order` are shard s's, ascending (per-thread scratch).
-  void Split(std::span<const Key> keys, std::vector<uint32_t>& order,
-             std::vector<uint32_t>& bounds) const;
+  // of `order` are shard s's, ascending; hashes[i]: key i's DramKeyHash.
+  void Split(std::span<const Key> keys, std::vector<uint32_t>& order, std::vector<uint32_t>& bounds,
+             std::vector<uint64_t>& hashes) const;
   Result<const TableSpec*> FindTable(TableId table, std::string_view op) const;
   Status CheckSpan(const TableSpec& spec, std::string_view op, size_t want, size_t got,
                    std::string_view what, bool may_be_empty) const;

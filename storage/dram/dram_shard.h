@@ -66,11 +66,13 @@ class DramShard {
 
   // Inserts the keys at `positions` (ascending; empty: every key) of the
   // batch: rows, dirty and next_use are the whole batch's (dirty and
-  // next_use may be empty). All or nothing, as DramCache::Insert.
+  // next_use may be empty); `hashes`, when not empty, the keys' DramKeyHash
+  // (by key position). All or nothing, as DramCache::Insert.
   [[nodiscard]] Status Insert(TableId table, std::span<const Key> keys,
                               std::span<const std::byte> rows, std::span<const uint8_t> dirty,
                               std::span<const Clock> next_use,
-                              std::span<const uint32_t> positions = {}) EXCLUDES(mu_);
+                              std::span<const uint32_t> positions = {},
+                              std::span<const uint64_t> hashes = {}) EXCLUDES(mu_);
   // Insert in pieces of at most as many rows of `table` as this shard
   // holds. *placed: how many of the keys (of `positions`, when not empty)
   // went in, a prefix; on error the failed piece and those after it changed
@@ -79,7 +81,8 @@ class DramShard {
                                       std::span<const std::byte> rows,
                                       std::span<const uint8_t> dirty,
                                       std::span<const Clock> next_use,
-                                      std::span<const uint32_t> positions, uint64_t* placed)
+                                      std::span<const uint32_t> positions,
+                                      std::span<const uint64_t> hashes, uint64_t* placed)
       EXCLUDES(mu_);
   [[nodiscard]] Status Erase(TableId table, std::span<const Key> keys) EXCLUDES(mu_);
   struct MoveUp {

@@ -36,18 +36,19 @@ namespace strata::storage {
 // One Insert's scratch, per thread (no allocation once warm). Per pick (a
 // key that goes in: the last occurrence of each key, in key order).
 struct DramShard::InsertWork {
-  std::vector<uint64_t> key_hashes;  // per key
-  uint32_t owner = 0;                // of this Insert's claims
-  std::vector<uint32_t> picks;       // key positions
-  std::vector<uint64_t> hashes;      // per pick
-  std::vector<uint32_t> bounds;      // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
-  std::vector<uint32_t> by_stripe;   // pick numbers grouped by stripe
-  std::vector<uint32_t> cursor;      // counting sort scratch
-  std::vector<uint32_t> groups;      // stripes with picks, ascending
-  std::vector<uint8_t> deferred;     // VisitGroupsLocked's scratch
-  std::vector<uint32_t> slots;       // per pick: the probe's slot, then the row's slot
-  std::vector<uint8_t> fresh;        // per pick: 1 a new row, 0 an overwrite
-  std::vector<uint8_t> allocated;    // per pick: its slot came from AllocateSlot
+  std::vector<uint64_t> key_hashes;    // per key, when the caller gave none
+  const uint64_t* key_hash = nullptr;  // per key: the caller's or key_hashes
+  uint32_t owner = 0;                  // of this Insert's claims
+  std::vector<uint32_t> picks;         // key positions
+  std::vector<uint64_t> hashes;        // per pick
+  std::vector<uint32_t> bounds;        // stripe s's picks: by_stripe[bounds[s], bounds[s + 1])
+  std::vector<uint32_t> by_stripe;     // pick numbers grouped by stripe
+  std::vector<uint32_t> cursor;        // counting sort scratch
+  std::vector<uint32_t> groups;        // stripes with picks, ascending
+  std::vector<uint8_t> deferred;       // VisitGroupsLocked's scratch
+  std::vector<uint32_t> slots;         // per pick: the probe's slot, then the row's slot
+  std::vector<uint8_t> fresh;          // per pick: 1 a new row, 0 an overwrite
+  std::vector<uint8_t> allocated;      // per pick: its slot came from AllocateSlot
   uint64_t new_rows = 0;
   uint64_t freed_bytes = 0;     // victims' row bytes
   std::vector<Victim> victims;  // in pop order
@@ -165,10 +166,10 @@ void DramShard::ClaimKeys(const Table& t, std::span<const Key> keys,
     bool other = false;
     while (p-- > 0 && !other) {
       const size_t i = positions.empty() ? p : positions[p];
-      switch (claims_.Add(t.pos, keys[i], w.key_hashes[i], w.owner)) {
+      switch (claims_.Add(t.pos, keys[i], w.key_hash[i], w.owner)) {
         case DramKeyClaims::Claim::kAdded:
           w.picks.push_back(static_cast<uint32_t>(i));
-          w.hashes.push_back(w.key_hashes[i]);
+          w.hashes.push_back(w.key_hash[i]);
           break;
         case DramKeyClaims::Claim::kOwn:
           break;
@@ -589,7 +590,7 @@ void DramShard::Abandon(Table& t, InsertWork& w) {
 
 Status DramShard::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
                          std::span<const uint8_t> dirty, std::span<const Clock> next_use,
-                         std::span<const uint32_t> positions) {
+                         std::span<const uint32_t> positions, std::span<const uint64_t> hashes) {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Insert"));
   const size_t n = keys.size();
   const uint32_t rb = t->spec.row_bytes;
@@ -603,11 +604,16 @@ Status DramShard::Insert(TableId table, std::span<const Key> keys, std::span<con
   }
 
   thread_local InsertWork w;
-  w.key_hashes.resize(n);
-  if (positions.empty()) {
-    for (size_t i = 0; i < n; ++i) w.key_hashes[i] = DramKeyHash(keys[i]);
+  if (hashes.size() == n) {
+    w.key_hash = hashes.data();
   } else {
-    for (uint32_t i : positions) w.key_hashes[i] = DramKeyHash(keys[i]);
+    w.key_hashes.resize(n);
+    if (positions.empty()) {
+      for (size_t i = 0; i < n; ++i) w.key_hashes[i] = DramKeyHash(keys[i]);
+    } else {
+      for (uint32_t i : positions) w.key_hashes[i] = DramKeyHash(keys[i]);
+    }
+    w.key_hash = w.key_hashes.data();
   }
   // The claims keep the last occurrence of each key (the picks); in key
   // order from here on.
@@ -648,7 +654,8 @@ Status DramShard::Insert(TableId table, std::span<const Key> keys, std::span<con
 Status DramShard::InsertInPieces(TableId table, std::span<const Key> keys,
                                  std::span<const std::byte> rows, std::span<const uint8_t> dirty,
                                  std::span<const Clock> next_use,
-                                 std::span<const uint32_t> positions, uint64_t* placed) {
+                                 std::span<const uint32_t> positions,
+                                 std::span<const uint64_t> hashes, uint64_t* placed) {
   *placed = 0;
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "InsertInPieces"));
   const size_t n = keys.size();
@@ -663,7 +670,7 @@ Status DramShard::InsertInPieces(TableId table, std::span<const Key> keys,
     while (*placed < positions.size()) {
       const uint64_t m = std::min<uint64_t>(piece_max, positions.size() - *placed);
       STRATA_RETURN_IF_ERROR(
-          Insert(table, keys, rows, dirty, next_use, positions.subspan(*placed, m)));
+          Insert(table, keys, rows, dirty, next_use, positions.subspan(*placed, m), hashes));
       *placed += m;
     }
     return Status::Ok();
