@@ -271,18 +271,23 @@ TEST_P(NativeBackgroundCleanTest, PutsOverTheStallBoundWaitForTheCleanerWhileGet
   gate.WaitHeld();
   gate.WaitStall(0);
   const int done_at_stall = puts_done.load();
-  // The stalled put waits for reclaimed room, which the held cleaner cannot
-  // give: it has not returned. Gets of keys it does not hold go on.
+  // A put stalled while the cleaner is held waits for reclaimed room, which
+  // the held cleaner cannot give. The stall seen may be older than the hold:
+  // that put may still return on the credit of a step that ended before the
+  // hold, and the writer's next put then stalls with the cleaner held. So at
+  // most one put returns while held. Gets of keys no put holds go on.
   std::vector<Key> keys = AllKeys();
   std::vector<std::byte> rows(keys.size() * kRowBytes);
   std::vector<uint8_t> found(keys.size());
   ASSERT_TRUE(store->MultiGet(kTable, keys, rows, found).ok());
   for (uint8_t f : found) ASSERT_EQ(f, 1);
-  EXPECT_EQ(puts_done.load(), done_at_stall);
+  EXPECT_LE(puts_done.load(), done_at_stall + 1);
   stop = true;
   gate.Release();
   writer.join();  // the stalled put completed once the cleaner went on
-  EXPECT_EQ(puts_done.load(), done_at_stall + 1);
+  // The put in flight at the stall, and at most the one after it.
+  EXPECT_GE(puts_done.load(), done_at_stall);
+  EXPECT_LE(puts_done.load(), done_at_stall + 2);
   for (auto& [k, row] : written) model[k] = row;
   ExpectContent(*store, kTable, kRowBytes, model);
   EXPECT_GE(gate.stalls(), 1);
