@@ -87,8 +87,7 @@ Status DramCache::CheckSpan(const TableSpec& spec, std::string_view op, size_t w
                                  std::to_string(want) + (may_be_empty ? " or 0" : ""));
 }
 
-void DramCache::Split(std::span<const Key> keys, std::vector<uint32_t>& order,
-                      std::vector<uint32_t>& bounds, std::vector<uint64_t>& hashes) const {
+void DramCache::Split(std::span<const Key> keys, Parts& parts) const {
   const uint32_t k = shards();
   const size_t n = keys.size();
   // Each key's shard, hashed once; plain pointers in the loops (see Lookup).
@@ -98,27 +97,47 @@ void DramCache::Split(std::span<const Key> keys, std::vector<uint32_t>& order,
   std::vector<uint32_t>& cursor = cursor_tl;
   static_assert(kDramShardsMax <= 256);
   shard_of.resize(n);
-  bounds.assign(k + 1, 0);
-  order.resize(n);
+  parts.bounds.assign(k + 1, 0);
+  parts.order.resize(n);
+  parts.hashes.resize(n);
   uint8_t* const shard_at = shard_of.data();
-  uint32_t* const bound_at = bounds.data();
-  uint32_t* const order_at = order.data();
-  hashes.resize(n);
-  uint64_t* const hash_at = hashes.data();
+  uint32_t* const bound_at = parts.bounds.data();
+  uint32_t* const order_at = parts.order.data();
+  uint64_t* const hash_at = parts.hashes.data();
   for (size_t i = 0; i < n; ++i) {
     hash_at[i] = DramKeyHash(keys[i]);
     shard_at[i] = static_cast<uint8_t>(ShardOf(hash_at[i]));
     ++bound_at[shard_at[i] + 1];
   }
   for (uint32_t s = 0; s < k; ++s) bound_at[s + 1] += bound_at[s];
-  cursor.assign(bounds.begin(), bounds.end() - 1);
+  cursor.assign(parts.bounds.begin(), parts.bounds.end() - 1);
   uint32_t* const cursor_at = cursor.data();
   for (size_t i = 0; i < n; ++i) order_at[cursor_at[shard_at[i]]++] = static_cast<uint32_t>(i);
 }
 
+uint32_t DramCache::FirstShard(const Parts& parts) const {
+  // Each thread starts at a shard its batch picks, so inserting threads
+  // spread over the shards rather than queue at the first.
+  return parts.hashes.empty() ? 0 : ShardOf(parts.hashes[0]);
+}
+
+void DramCache::KeysOf(std::span<const Key> keys, std::span<const uint32_t> positions,
+                       std::vector<Key>* out) {
+  out->clear();
+  for (uint32_t i : positions) out->push_back(keys[i]);
+}
+
+Status DramCache::CheckRows(const TableSpec& spec, std::string_view op, size_t keys,
+                            std::span<const std::byte> rows, std::span<const uint8_t> dirty,
+                            std::span<const Clock> next_use) const {
+  STRATA_RETURN_IF_ERROR(
+      CheckSpan(spec, op, keys * spec.row_bytes, rows.size(), "rows (bytes)", false));
+  STRATA_RETURN_IF_ERROR(CheckSpan(spec, op, keys, dirty.size(), "dirty", true));
+  return CheckSpan(spec, op, keys, next_use.size(), "next_use", true);
+}
+
 Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                          std::span<uint8_t> found, std::span<uint8_t> dirty) {
-  if (shards() == 1) return shards_[0]->Lookup(table, keys, rows, found, dirty);
   STRATA_ASSIGN_OR_RETURN(const TableSpec* spec, FindTable(table, "Lookup"));
   const size_t n = keys.size();
   STRATA_RETURN_IF_ERROR(
@@ -127,7 +146,8 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   STRATA_RETURN_IF_ERROR(CheckSpan(*spec, "Lookup", n, dirty.size(), "dirty", true));
   if (n == 0) return Status::Ok();
   // Grouped by shard, then by stripe (one counting sort, stable), so each
-  // shard's pipeline takes its stripes' locks once each, as one shard does.
+  // stripe's lock is taken once per call, in ascending order, whatever the
+  // shard count.
   // The scratch is per thread; the loops work on plain pointers (a
   // thread_local reached in a loop costs a call per access in a shared
   // library).
@@ -187,25 +207,19 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
 Status DramCache::Insert(TableId table, std::span<const Key> keys, std::span<const std::byte> rows,
                          std::span<const uint8_t> dirty, std::span<const Clock> next_use) {
   if (shards() == 1) return shards_[0]->Insert(table, keys, rows, dirty, next_use);
+  // The spans are checked before any shard takes a row: a bad one changes
+  // nothing anywhere.
   STRATA_ASSIGN_OR_RETURN(const TableSpec* spec, FindTable(table, "Insert"));
-  (void)spec;
-  if (keys.empty()) return shards_[0]->Insert(table, keys, rows, dirty, next_use);
-  thread_local std::vector<uint32_t> order_tl, bounds_tl;
-  thread_local std::vector<uint64_t> hashes_tl;
-  std::vector<uint32_t>& order = order_tl;
-  std::vector<uint32_t>& bounds = bounds_tl;
-  std::vector<uint64_t>& hashes = hashes_tl;
-  Split(keys, order, bounds, hashes);
-  // Each thread starts at a shard its batch picks, so inserting threads
-  // spread over the shards rather than queue at the first.
+  STRATA_RETURN_IF_ERROR(CheckRows(*spec, "Insert", keys.size(), rows, dirty, next_use));
+  thread_local Parts parts_tl;
+  Parts& parts = parts_tl;
+  Split(keys, parts);
   const uint32_t k = shards();
-  const uint32_t start = ShardOf(DramKeyHash(keys[0]));
-  for (uint32_t i = 0; i < k; ++i) {
-    const uint32_t s = (start + i) & (k - 1);
-    if (bounds[s] == bounds[s + 1]) continue;
-    STRATA_RETURN_IF_ERROR(shards_[s]->Insert(
-        table, keys, rows, dirty, next_use,
-        std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s]), hashes));
+  for (uint32_t i = 0, first = FirstShard(parts); i < k; ++i) {
+    const uint32_t s = (first + i) & (k - 1);
+    if (parts.of(s).empty()) continue;
+    STRATA_RETURN_IF_ERROR(
+        shards_[s]->Insert(table, keys, rows, dirty, next_use, parts.of(s), parts.hashes));
   }
   return Status::Ok();
 }
@@ -217,26 +231,23 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
   STRATA_RETURN_IF_ERROR(
       CheckSpan(*spec, "InsertInPieces", keys.size(), placed.size(), "placed", false));
   std::fill(placed.begin(), placed.end(), uint8_t{0});
+  STRATA_RETURN_IF_ERROR(CheckRows(*spec, "InsertInPieces", keys.size(), rows, dirty, next_use));
   if (shards() == 1) {
     uint64_t count = 0;
     Status s = shards_[0]->InsertInPieces(table, keys, rows, dirty, next_use, {}, {}, &count);
     std::fill(placed.begin(), placed.begin() + static_cast<ptrdiff_t>(count), uint8_t{1});
     return s;
   }
-  if (keys.empty()) return Status::Ok();
-  std::vector<uint32_t> order, bounds;
-  std::vector<uint64_t> hashes;
-  Split(keys, order, bounds, hashes);
+  Parts parts;
+  Split(keys, parts);
   const uint32_t k = shards();
-  const uint32_t start = ShardOf(DramKeyHash(keys[0]));
-  for (uint32_t i = 0; i < k; ++i) {
-    const uint32_t s = (start + i) & (k - 1);
-    if (bounds[s] == bounds[s + 1]) continue;
-    const auto mine =
-        std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s]);
+  for (uint32_t i = 0, first = FirstShard(parts); i < k; ++i) {
+    const uint32_t s = (first + i) & (k - 1);
+    const std::span<const uint32_t> mine = parts.of(s);
+    if (mine.empty()) continue;
     uint64_t count = 0;
     Status st =
-        shards_[s]->InsertInPieces(table, keys, rows, dirty, next_use, mine, hashes, &count);
+        shards_[s]->InsertInPieces(table, keys, rows, dirty, next_use, mine, parts.hashes, &count);
     for (uint64_t j = 0; j < count; ++j) placed[mine[j]] = 1;
     STRATA_RETURN_IF_ERROR(st);
   }
@@ -246,13 +257,11 @@ Status DramCache::InsertInPieces(TableId table, std::span<const Key> keys,
 Status DramCache::Erase(TableId table, std::span<const Key> keys) {
   if (shards() == 1) return shards_[0]->Erase(table, keys);
   STRATA_RETURN_IF_ERROR(FindTable(table, "Erase").status());
-  std::vector<uint32_t> order, bounds;
-  std::vector<uint64_t> hashes;
-  Split(keys, order, bounds, hashes);
+  Parts parts;
+  Split(keys, parts);
   std::vector<Key> mine;
   for (uint32_t s = 0; s < shards(); ++s) {
-    mine.clear();
-    for (uint32_t j = bounds[s]; j < bounds[s + 1]; ++j) mine.push_back(keys[order[j]]);
+    KeysOf(keys, parts.of(s), &mine);
     if (!mine.empty()) STRATA_RETURN_IF_ERROR(shards_[s]->Erase(table, mine));
   }
   return Status::Ok();
@@ -270,21 +279,18 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
     move->bytes = move->shard_bytes[0] = part.bytes;
     return Status::Ok();
   }
-  std::vector<uint32_t> order, bounds;
-  std::vector<uint64_t> hashes;
-  Split(keys, order, bounds, hashes);
+  Parts parts;
+  Split(keys, parts);
   std::vector<Key> mine;
   for (uint32_t s = 0; s < shards(); ++s) {
-    mine.clear();
-    for (uint32_t j = bounds[s]; j < bounds[s + 1]; ++j) mine.push_back(keys[order[j]]);
+    const std::span<const uint32_t> at = parts.of(s);
+    KeysOf(keys, at, &mine);
     if (mine.empty()) continue;
     // The table was found, so a shard has no error to return: one would be
     // a defect, not a state to unwind.
     Status st = shards_[s]->BeginMoveUp(table, mine, &part);
     STRATA_ASSERT(st.ok(), "dram cache BeginMoveUp: a shard failed");
-    for (uint32_t j = bounds[s]; j < bounds[s + 1]; ++j) {
-      move->pinned[order[j]] = part.pinned[j - bounds[s]];
-    }
+    for (size_t j = 0; j < at.size(); ++j) move->pinned[at[j]] = part.pinned[j];
     move->shard_bytes[s] = part.bytes;
     move->bytes += part.bytes;
   }
@@ -294,9 +300,11 @@ Status DramCache::BeginMoveUp(TableId table, std::span<const Key> keys, MoveUp* 
 Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* move, bool moved) {
   STRATA_ASSIGN_OR_RETURN(const TableSpec* spec, FindTable(table, "EndMoveUp"));
   if (move->pinned.size() != keys.size() || move->shard_bytes.size() != shards()) {
-    return Status::InvalidArgument("dram cache EndMoveUp of table '" + spec->name + "' (id " +
-                                   std::to_string(spec->id) + "): " + std::to_string(keys.size()) +
-                                   " keys, BeginMoveUp had " + std::to_string(move->pinned.size()));
+    return Status::InvalidArgument(
+        "dram cache EndMoveUp of table '" + spec->name + "' (id " + std::to_string(spec->id) +
+        "): " + std::to_string(keys.size()) + " keys and " + std::to_string(shards()) +
+        " shards, BeginMoveUp had " + std::to_string(move->pinned.size()) + " keys and " +
+        std::to_string(move->shard_bytes.size()) + " shards");
   }
   DramShard::MoveUp part;
   Status status = Status::Ok();
@@ -305,18 +313,15 @@ Status DramCache::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
     part.bytes = move->bytes;
     status = shards_[0]->EndMoveUp(table, keys, &part, moved);
   } else {
-    std::vector<uint32_t> order, bounds;
-    std::vector<uint64_t> hashes;
-    Split(keys, order, bounds, hashes);
+    Parts parts;
+    Split(keys, parts);
     std::vector<Key> mine;
     for (uint32_t s = 0; s < shards(); ++s) {
-      mine.clear();
-      part.pinned.clear();
-      for (uint32_t j = bounds[s]; j < bounds[s + 1]; ++j) {
-        mine.push_back(keys[order[j]]);
-        part.pinned.push_back(move->pinned[order[j]]);
-      }
+      const std::span<const uint32_t> at = parts.of(s);
+      KeysOf(keys, at, &mine);
       if (mine.empty()) continue;
+      part.pinned.clear();
+      for (uint32_t i : at) part.pinned.push_back(move->pinned[i]);
       part.bytes = move->shard_bytes[s];
       // Every shard ends its part, whatever another one returned.
       Status st = shards_[s]->EndMoveUp(table, mine, &part, moved);
@@ -337,24 +342,20 @@ Status DramCache::SetNextUse(TableId table, std::span<const Key> keys,
       CheckSpan(*spec, "SetNextUse", keys.size(), next_use.size(), "next_use", false));
   // Per-thread scratch (the planner calls this for every chunk of intents),
   // reached through references (see Lookup).
-  thread_local std::vector<uint32_t> order_tl, bounds_tl;
-  thread_local std::vector<uint64_t> hashes_tl;
+  thread_local Parts parts_tl;
   thread_local std::vector<Key> mine_tl;
   thread_local std::vector<Clock> uses_tl;
-  std::vector<uint32_t>& order = order_tl;
-  std::vector<uint32_t>& bounds = bounds_tl;
-  std::vector<uint64_t>& hashes = hashes_tl;
+  Parts& parts = parts_tl;
   std::vector<Key>& mine = mine_tl;
   std::vector<Clock>& uses = uses_tl;
-  Split(keys, order, bounds, hashes);
+  Split(keys, parts);
   for (uint32_t s = 0; s < shards(); ++s) {
-    mine.clear();
+    const std::span<const uint32_t> at = parts.of(s);
+    KeysOf(keys, at, &mine);
+    if (mine.empty()) continue;
     uses.clear();
-    for (uint32_t j = bounds[s]; j < bounds[s + 1]; ++j) {
-      mine.push_back(keys[order[j]]);
-      uses.push_back(next_use[order[j]]);
-    }
-    if (!mine.empty()) STRATA_RETURN_IF_ERROR(shards_[s]->SetNextUse(table, mine, uses));
+    for (uint32_t i : at) uses.push_back(next_use[i]);
+    STRATA_RETURN_IF_ERROR(shards_[s]->SetNextUse(table, mine, uses));
   }
   return Status::Ok();
 }

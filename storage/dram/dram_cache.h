@@ -216,10 +216,25 @@ class DramCache {
   uint32_t ShardOf(uint64_t hash) const {
     return static_cast<uint32_t>(hash >> kDramShardHashShift) & (shards() - 1);
   }
-  // The keys' positions grouped by shard: positions [bounds[s], bounds[s+1])
-  // of `order` are shard s's, ascending; hashes[i]: key i's DramKeyHash.
-  void Split(std::span<const Key> keys, std::vector<uint32_t>& order, std::vector<uint32_t>& bounds,
-             std::vector<uint64_t>& hashes) const;
+  // A batch's keys grouped by shard (Split): shard s's positions, ascending,
+  // are of(s); hashes[i] is key i's DramKeyHash.
+  struct Parts {
+    std::vector<uint32_t> order;
+    std::vector<uint32_t> bounds;  // shards() + 1
+    std::vector<uint64_t> hashes;
+    std::span<const uint32_t> of(uint32_t s) const {
+      return std::span<const uint32_t>(order).subspan(bounds[s], bounds[s + 1] - bounds[s]);
+    }
+  };
+  void Split(std::span<const Key> keys, Parts& parts) const;
+  // The shard an Insert visits first (that of its first key).
+  uint32_t FirstShard(const Parts& parts) const;
+  static void KeysOf(std::span<const Key> keys, std::span<const uint32_t> positions,
+                     std::vector<Key>* out);
+  // Insert's spans (rows, dirty and next_use) for `keys` keys.
+  Status CheckRows(const TableSpec& spec, std::string_view op, size_t keys,
+                   std::span<const std::byte> rows, std::span<const uint8_t> dirty,
+                   std::span<const Clock> next_use) const;
   Result<const TableSpec*> FindTable(TableId table, std::string_view op) const;
   Status CheckSpan(const TableSpec& spec, std::string_view op, size_t want, size_t got,
                    std::string_view what, bool may_be_empty) const;

@@ -152,45 +152,6 @@ void DramShard::SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file) {
 
 // ---- Lookup ------------------------------------------------------------------
 
-Status DramShard::Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
-                         std::span<uint8_t> found, std::span<uint8_t> dirty) {
-  STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Lookup"));
-  const size_t n = keys.size();
-  const uint32_t rb = t->spec.row_bytes;
-  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n * rb, rows.size(), "rows (bytes)", false));
-  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n, found.size(), "found", false));
-  STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "Lookup", n, dirty.size(), "dirty", true));
-  if (n == 0) return Status::Ok();
-
-  // Group the keys by stripe (counting sort, stable) so each stripe lock is
-  // taken once per call; scratch buffers are per thread, so no allocation
-  // once warm.
-  thread_local std::vector<uint64_t> hashes;
-  thread_local std::vector<uint32_t> by_stripe;
-  thread_local std::vector<uint32_t> stripe_of;  // per position of by_stripe
-  thread_local std::vector<uint32_t> starts;
-  const DramIndex& index = *t->index;
-  const uint32_t stripes = index.stripes();
-  hashes.resize(n);
-  by_stripe.resize(n);
-  stripe_of.resize(n);
-  starts.assign(stripes + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    hashes[i] = DramKeyHash(keys[i]);
-    ++starts[index.StripeOf(hashes[i]) + 1];
-  }
-  for (uint32_t s = 0; s < stripes; ++s) starts[s + 1] += starts[s];
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t s = index.StripeOf(hashes[i]);
-    stripe_of[starts[s]] = s;
-    by_stripe[starts[s]++] = static_cast<uint32_t>(i);
-  }
-  const uint64_t hits = LookupPipeline(*t, keys, hashes, by_stripe, stripe_of, rows, found, dirty);
-  hits_.fetch_add(hits, std::memory_order_relaxed);
-  misses_.fetch_add(n - hits, std::memory_order_relaxed);
-  return Status::Ok();
-}
-
 Result<uint64_t> DramShard::LookupSorted(TableId table, std::span<const Key> keys,
                                          std::span<const uint64_t> hashes,
                                          std::span<const uint32_t> order,

@@ -46,10 +46,7 @@ class DramShard {
   DramShard& operator=(const DramShard&) = delete;
 
   // As DramCache's methods of the same names (dram_cache.h), over this
-  // shard's keys.
-  [[nodiscard]] Status Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
-                              std::span<uint8_t> found, std::span<uint8_t> dirty);
-  // Lookup's copy step for keys DramCache sorted: keys[order[j]] (hashes
+  // shard's keys, but for Lookup: its copy step for keys DramCache sorted: keys[order[j]] (hashes
   // their DramKeyHash, by key position), stripe_of[j] its stripe in this
   // shard's index, ascending; copies into rows at the keys' positions and
   // returns the hits (counted in this shard's stats). Spans checked by the

@@ -73,9 +73,17 @@ TEST_F(CliNumbersTest, ReplayRefusesNegativeAndOutOfRangeValues) {
            {"--ssd-format", "two"},
            {"--ssd-index", "full"},
            {"--ssd-range-bits", "13"},
-           {"--ssd-range-bits", "-1"}}) {
+           {"--ssd-range-bits", "-1"},
+           {"--dram-shards", "-1"},
+           {"--dram-shards", "65"}}) {
     ExpectUsageError(Replay(store), "replay", option, value, store);
   }
+  // In range but not a power of two: Store::Open's error, naming the
+  // option, before the store's directory is made.
+  std::string out;
+  EXPECT_EQ(RunCli(Replay(store) + " --dram-shards 3", &out), 1) << out;
+  EXPECT_NE(out.find("StoreOptions.dram_shards = 3"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(store));
 }
 
 TEST_F(CliNumbersTest, LeadingZerosAreDecimalNotOctal) {
@@ -140,6 +148,8 @@ TEST_F(CliNumbersTest, BenchCommandsRefuseNegativeValuesBeforeCreatingFiles) {
   ExpectUsageError("bench dram", "bench dram", "--threads", "0", "");
   ExpectUsageError("bench dram", "bench dram", "--threads", "-1", "");
   ExpectUsageError("bench dram", "bench dram", "--threads", "1,x", "");
+  ExpectUsageError("bench dram", "bench dram", "--shards", "-1", "");
+  ExpectUsageError("bench dram", "bench dram", "--shards", "65", "");
   ExpectUsageError("bench table", "bench table", "--capacity", "-1", "");
 }
 

@@ -125,11 +125,27 @@ TEST_F(DramShardsTest, RowsRoundTripAcrossShards) {
   std::vector<Key> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
   EXPECT_EQ(ResidentKeys(*c, kTable), sorted);
-  // Spans of the wrong size are errors naming them, as with one shard.
+  // Spans of the wrong size are errors naming them, as with one shard, and
+  // an Insert's are checked before any shard takes a row: nothing changes.
   std::vector<uint8_t> short_found(asked.size() - 1);
   Status s = c->Lookup(kTable, asked, rows, short_found, {});
   EXPECT_TRUE(s.IsInvalidArgument());
   EXPECT_NE(s.ToString().find("found"), std::string::npos) << s.ToString();
+  std::vector<Key> fresh;
+  for (Key k = 1; k <= 64; ++k) fresh.push_back(k * 7919 + 5);
+  auto fresh_rows = testing::MakeRows(fresh, 4, kRowBytes);
+  const std::vector<uint8_t> short_dirty(fresh.size() - 1, 1);
+  s = c->Insert(kTable, fresh, fresh_rows, short_dirty, {});
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("dirty"), std::string::npos) << s.ToString();
+  fresh_rows.pop_back();
+  std::vector<uint8_t> placed(fresh.size(), 1);
+  s = c->InsertInPieces(kTable, fresh, fresh_rows, {}, {}, placed);
+  EXPECT_TRUE(s.IsInvalidArgument());
+  EXPECT_NE(s.ToString().find("rows (bytes)"), std::string::npos) << s.ToString();
+  EXPECT_EQ(placed, std::vector<uint8_t>(fresh.size(), 0));
+  EXPECT_EQ(Get(*c, fresh), std::vector<uint8_t>(fresh.size(), 0));
+  EXPECT_EQ(c->Stats().rows, keys.size());
 }
 
 TEST_F(DramShardsTest, EachShardEvictsItsOwnFarthestNextUses) {
