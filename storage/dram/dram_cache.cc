@@ -13,9 +13,9 @@
 
 namespace strata::storage {
 
-DramCache::DramCache(const DramCacheOptions& options,
+DramCache::DramCache(const DramCacheOptions& options, std::unique_ptr<DramBudgetPool> pool,
                      std::vector<std::unique_ptr<DramShard>> shards)
-    : options_(options), shards_(std::move(shards)) {}
+    : options_(options), pool_(std::move(pool)), shards_(std::move(shards)) {}
 
 DramCache::~DramCache() = default;
 
@@ -42,29 +42,36 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     shards = 1;
     while (shards * 2 <= kDramShardsAuto && rows / (shards * 2) >= kDramShardRowsMin) shards *= 2;
   }
+  // Each shard owns (1 - 1/kDramShardPoolDivisor) of its share of the
+  // budget; the rest, and what the division leaves, is the pool they borrow
+  // from as the hash fills them unevenly.
+  const uint64_t share = options.dram_bytes_max / shards;
+  const uint64_t own = shards == 1 ? share : share - share / kDramShardPoolDivisor;
   if (shards > 1) {
     for (const TableSpec& spec : tables) {
-      if (spec.row_bytes > options.dram_bytes_max / shards) {
-        return Status::InvalidArgument("dram cache: table '" + spec.name + "' (id " +
-                                       std::to_string(spec.id) + "): row_bytes " +
-                                       std::to_string(spec.row_bytes) +
-                                       " exceeds a shard's share of dram_bytes_max (" +
-                                       std::to_string(options.dram_bytes_max) + " over " +
-                                       std::to_string(shards) + " shards)");
+      if (spec.row_bytes > own) {
+        return Status::InvalidArgument(
+            "dram cache: table '" + spec.name + "' (id " + std::to_string(spec.id) +
+            "): row_bytes " + std::to_string(spec.row_bytes) + " exceeds the " +
+            std::to_string(own) + " bytes a shard owns of dram_bytes_max (" +
+            std::to_string(options.dram_bytes_max) + " over " + std::to_string(shards) +
+            " shards)");
       }
     }
   }
+  auto pool = shards == 1 ? nullptr
+                          : std::make_unique<DramBudgetPool>(options.dram_bytes_max - own * shards);
   DramCacheOptions part = options;
   part.shards = 1;
-  part.dram_bytes_max = options.dram_bytes_max / shards;
+  part.dram_bytes_max = own;
   part.lock_stripes = std::max<uint32_t>(1, std::bit_ceil(options.lock_stripes) / shards);
   std::vector<std::unique_ptr<DramShard>> made;
   for (uint32_t s = 0; s < shards; ++s) {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DramShard> shard,
-                            DramShard::Create(part, tables, backing));
+                            DramShard::Create(part, tables, backing, pool.get()));
     made.push_back(std::move(shard));
   }
-  std::unique_ptr<DramCache> cache(new DramCache(options, std::move(made)));
+  std::unique_ptr<DramCache> cache(new DramCache(options, std::move(pool), std::move(made)));
   for (const TableSpec& spec : tables) cache->specs_[spec.id] = spec;
   return cache;
 }
@@ -388,7 +395,6 @@ DramCacheStats DramCache::Stats() const {
   for (const auto& shard : shards_) {
     const DramCacheStats p = shard->Stats();
     s.rows += p.rows;
-    s.rows_max += p.rows_max;
     s.hits += p.hits;
     s.misses += p.misses;
     s.inserts += p.inserts;
@@ -402,6 +408,12 @@ DramCacheStats DramCache::Stats() const {
     s.index_bytes += p.index_bytes;
   }
   s.bytes_max = options_.dram_bytes_max;
+  uint64_t row_bytes_min = 0;
+  for (const auto& [id, spec] : specs_) {
+    row_bytes_min =
+        row_bytes_min == 0 ? spec.row_bytes : std::min(row_bytes_min, uint64_t{spec.row_bytes});
+  }
+  s.rows_max = row_bytes_min == 0 ? 0 : options_.dram_bytes_max / row_bytes_min;
   return s;
 }
 

@@ -26,7 +26,9 @@
 //
 // Shards: the keys are split over `shards` shards by bits of their hash
 // (DramShard, dram_shard.h), each a whole cache over its share of
-// dram_bytes_max and of the lock stripes, with its own eviction order and
+// dram_bytes_max (7/8 of an equal share its own, the rest a pool any shard
+// borrows from, so the cache fills to dram_bytes_max though keys split
+// unevenly) and of the lock stripes, with its own eviction order and
 // mutation mutex, so inserts on several threads serialise only within a
 // shard. The eviction order is exact within each shard and approximate
 // across them: a shard evicts its own farthest-next-use rows, a random
@@ -68,6 +70,7 @@
 
 namespace strata::storage {
 
+class DramBudgetPool;
 class DramShard;
 
 struct DramCacheOptions {
@@ -91,7 +94,8 @@ struct DramCacheOptions {
   uint64_t transit_rows_max = 0;
   // Shards (a power of two, at most kDramShardsMax); 0: as many as give
   // each at least kDramShardRowsMin rows of the smallest row size, at most
-  // kDramShardsAuto. Each shard gets dram_bytes_max / shards row bytes and
+  // kDramShardsAuto. Each shard owns 7/8 of dram_bytes_max / shards row
+  // bytes and borrows the rest from a pool the shards share, and gets
   // lock_stripes / shards stripes (at least 1).
   uint32_t shards = 0;
 };
@@ -117,8 +121,8 @@ struct DramCacheStats {
 
 class DramCache {
  public:
-  // REQUIRES: tables have distinct ids, 0 < row_bytes <= dram_bytes_max /
-  // shards. `backing` may be null (no write-back: dirty rows are never
+  // REQUIRES: tables have distinct ids, 0 < row_bytes <= the bytes a shard
+  // owns (7/8 of dram_bytes_max / shards; all of it with one shard). `backing` may be null (no write-back: dirty rows are never
   // evicted).
   static Result<std::unique_ptr<DramCache>> Create(const DramCacheOptions& options,
                                                    const std::vector<TableSpec>& tables,
@@ -212,7 +216,8 @@ class DramCache {
   uint32_t shards() const { return static_cast<uint32_t>(shards_.size()); }
 
  private:
-  DramCache(const DramCacheOptions& options, std::vector<std::unique_ptr<DramShard>> shards);
+  DramCache(const DramCacheOptions& options, std::unique_ptr<DramBudgetPool> pool,
+            std::vector<std::unique_ptr<DramShard>> shards);
   uint32_t ShardOf(uint64_t hash) const {
     return static_cast<uint32_t>(hash >> kDramShardHashShift) & (shards() - 1);
   }
@@ -240,6 +245,7 @@ class DramCache {
                    std::string_view what, bool may_be_empty) const;
 
   const DramCacheOptions options_;
+  std::unique_ptr<DramBudgetPool> pool_;  // null with one shard; the shards borrow it
   std::vector<std::unique_ptr<DramShard>> shards_;
   std::unordered_map<TableId, TableSpec> specs_;
 };

@@ -288,8 +288,8 @@ Status DramShard::SelectVictims(const Table& t, uint64_t bytes_needed,
       DropQueues();
       return Status::ResourceExhausted(
           "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
-          " more row bytes (dram_bytes_max " + std::to_string(options_.dram_bytes_max) + ", used " +
-          std::to_string(bytes_used_) +
+          " more row bytes (room " + std::to_string(options_.dram_bytes_max + borrowed_) +
+          ", used " + std::to_string(bytes_used_) +
           "): every other resident row is pinned, or dirty with no backing store");
     }
     Meta(v.table, v.slot) |= kDramMetaHold;  // so a sweep does not pick it again

@@ -18,19 +18,29 @@
 
 namespace strata::storage {
 
-DramShard::DramShard(const DramCacheOptions& options, RowStore* backing)
+uint64_t DramBudgetPool::Take(uint64_t want) {
+  uint64_t free = free_.load(std::memory_order_relaxed);
+  uint64_t got = std::min(want, free);
+  while (got > 0 && !free_.compare_exchange_weak(free, free - got, std::memory_order_relaxed)) {
+    got = std::min(want, free);
+  }
+  return got;
+}
+
+DramShard::DramShard(const DramCacheOptions& options, RowStore* backing, DramBudgetPool* pool)
     : options_(options),
       backing_(backing),
       evict_mask_(kDramMetaOccupied | kDramMetaCleaning | kDramMetaHold | kDramMetaPinned |
                   (backing == nullptr ? kDramMetaDirty : 0u)),
       evict_occupied_(kDramMetaOccupied),
+      pool_(pool),
       front_min_(kDramNoFront) {}
 
 DramShard::~DramShard() = default;
 
 Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& options,
                                                      const std::vector<TableSpec>& tables,
-                                                     RowStore* backing) {
+                                                     RowStore* backing, DramBudgetPool* pool) {
   if (tables.size() > kTablesMax) {
     return Status::InvalidArgument("dram cache: " + std::to_string(tables.size()) +
                                    " tables, at most " + std::to_string(kTablesMax));
@@ -54,7 +64,7 @@ Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& opt
                                      std::to_string(options.dram_bytes_max));
     }
   }
-  std::unique_ptr<DramShard> cache(new DramShard(options, backing));
+  std::unique_ptr<DramShard> cache(new DramShard(options, backing, pool));
   const uint32_t stripes = std::bit_ceil(options.lock_stripes);
   uint32_t row_bytes_min = UINT32_MAX;
   // The leaving bytes every table's arena has spare slots for.
@@ -63,8 +73,10 @@ Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& opt
     auto t = std::make_unique<Table>();
     t->spec = spec;
     t->pos = static_cast<uint32_t>(cache->tables_.size());
-    // Room for the resident budget plus the rows in transit (BeginMoveUp).
-    const uint64_t budget_slots = options.dram_bytes_max / spec.row_bytes;
+    // Room for the resident budget (this shard's own bytes and all it may
+    // borrow) plus the rows in transit (BeginMoveUp).
+    const uint64_t budget_slots =
+        (options.dram_bytes_max + (pool == nullptr ? 0 : pool->bytes())) / spec.row_bytes;
     t->slots_max =
         std::min<uint64_t>(budget_slots + std::min(options.transit_rows_max, kDramSlotsPerTableMax),
                            kDramSlotsPerTableMax);

@@ -33,14 +33,38 @@ namespace strata::storage {
 class DramArena;
 class DramIndex;
 
+// The part of dram_bytes_max the shards of one cache share (DramCache): a
+// shard holds its own bytes (DramCacheOptions::dram_bytes_max of its
+// options) outright and borrows from here when it needs more, and gives back
+// what it no longer holds rows for. So the cache holds its whole budget
+// though the hash puts a few more keys in one shard than in another.
+// Lock-free; `Take` never lends more than is there.
+class DramBudgetPool {
+ public:
+  explicit DramBudgetPool(uint64_t bytes) : bytes_(bytes), free_(bytes) {}
+  // Takes min(want, what is free); returns what it took.
+  uint64_t Take(uint64_t want);
+  void Give(uint64_t bytes) { free_.fetch_add(bytes, std::memory_order_relaxed); }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t free() const { return free_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t bytes_;
+  std::atomic<uint64_t> free_;
+};
+
 class DramShard {
  public:
-  // `options` are this shard's: its share of dram_bytes_max and of the lock
-  // stripes (DramCache divides them). REQUIRES: tables have distinct ids,
-  // 0 < row_bytes <= dram_bytes_max. `backing` may be null.
+  // `options` are this shard's: its own part of dram_bytes_max and its share
+  // of the lock stripes (DramCache divides them). `pool`, when not null, is
+  // the budget the shards share (borrowed; outlives the shard): this shard's
+  // arenas have room for its own bytes and the whole pool. REQUIRES: tables
+  // have distinct ids, 0 < row_bytes <= options.dram_bytes_max. `backing`
+  // may be null.
   static Result<std::unique_ptr<DramShard>> Create(const DramCacheOptions& options,
                                                    const std::vector<TableSpec>& tables,
-                                                   RowStore* backing);
+                                                   RowStore* backing,
+                                                   DramBudgetPool* pool = nullptr);
   ~DramShard();
   DramShard(const DramShard&) = delete;
   DramShard& operator=(const DramShard&) = delete;
@@ -118,7 +142,7 @@ class DramShard {
   };
   static bool QueueLess(const QueueEntry& a, const QueueEntry& b);
 
-  DramShard(const DramCacheOptions& options, RowStore* backing);
+  DramShard(const DramCacheOptions& options, RowStore* backing, DramBudgetPool* pool);
   Result<Table*> FindTable(TableId id, std::string_view op) const;
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
@@ -180,6 +204,11 @@ class DramShard {
   // A failed write-back: the victims stay (those of tables written, clean),
   // nothing is inserted.
   void Abandon(Table& t, InsertWork& w) REQUIRES(mu_);
+  // Borrows up to `want` bytes from pool_ (what it has free).
+  void BorrowLocked(uint64_t want) REQUIRES(mu_);
+  // Gives back to pool_ the borrowed bytes no resident row (but the leaving
+  // ones, admitted on top) needs.
+  void GiveBackLocked() REQUIRES(mu_);
   void Release(const Victim& v) REQUIRES(mu_);
   void Release(const Victim& v, uint64_t hash) REQUIRES(mu_);  // hash: of the victim's key
   // Frees a slot that is out of the index (metadata cleared, on the free list).
@@ -225,6 +254,11 @@ class DramShard {
   uint64_t quiet_waiters_ GUARDED_BY(mu_) = 0;     // callers of WaitInsertsDone waiting
   std::vector<TableSlots> slots_ GUARDED_BY(mu_);  // by table position, as tables_
   uint64_t bytes_used_ GUARDED_BY(mu_) = 0;
+  // The shared budget (null: this shard's own bytes are all it has) and the
+  // bytes borrowed from it: room for resident rows is
+  // options_.dram_bytes_max + borrowed_ (+ leaving_bytes_).
+  DramBudgetPool* const pool_;
+  uint64_t borrowed_ GUARDED_BY(mu_) = 0;
   // Bytes of rows in a move up (BeginMoveUp), admitted beyond dram_bytes_max,
   // at most transit_bytes_max_ (what every table's arena has slots for).
   uint64_t leaving_bytes_ GUARDED_BY(mu_) = 0;

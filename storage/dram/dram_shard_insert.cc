@@ -134,6 +134,20 @@ void DramShard::FreeSlot(uint32_t table, uint32_t slot) {
   slots_[table].free_head = slot;
 }
 
+void DramShard::BorrowLocked(uint64_t want) {
+  if (pool_ != nullptr && want > 0) borrowed_ += pool_->Take(want);
+}
+
+void DramShard::GiveBackLocked() {
+  if (borrowed_ == 0) return;
+  const uint64_t held = bytes_used_ - std::min(bytes_used_, leaving_bytes_);
+  const uint64_t room = options_.dram_bytes_max + borrowed_;
+  if (held >= room) return;
+  const uint64_t back = std::min(borrowed_, room - held);
+  borrowed_ -= back;
+  pool_->Give(back);
+}
+
 void DramShard::Release(const Victim& v) {
   Release(v, DramKeyHash(tables_[v.table]->KeyAt(v.slot)));
 }
@@ -318,8 +332,14 @@ Status DramShard::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
     // Rows moving up still occupy their slots; their bytes are admitted on
     // top of the budget (and resident bytes may be above it after a move up
     // that did not happen: then this Insert evicts down to it).
+    // Room beyond this shard's own bytes is borrowed from the shared budget
+    // while it has some; the rest is made by this shard's victims.
     const uint64_t bytes_new = new_rows * rb;
-    const uint64_t limit = options_.dram_bytes_max + leaving_bytes_;
+    uint64_t limit = options_.dram_bytes_max + borrowed_ + leaving_bytes_;
+    if (bytes_used_ + bytes_new > limit) {
+      BorrowLocked(bytes_used_ + bytes_new - limit);
+      limit = options_.dram_bytes_max + borrowed_ + leaving_bytes_;
+    }
     w.victims.clear();
     Status s;
     if (bytes_used_ + bytes_new > limit) {
@@ -363,6 +383,7 @@ Status DramShard::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
         w.freed_bytes = freed;
         rows_ = rows_ + new_rows - m;
         bytes_used_ = bytes_used_ + bytes_new - freed;
+        GiveBackLocked();  // victims may free more than the new rows take
         ++inflight_;
         return Status::Ok();
       }
@@ -386,7 +407,10 @@ Status DramShard::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
       --room_waiters_;
       continue;
     }
-    if (inflight_ == 0) return s;
+    if (inflight_ == 0) {
+      GiveBackLocked();
+      return s;
+    }
     insert_waits_.fetch_add(1, std::memory_order_relaxed);
     while (done_gen_ == gen) state_cv_.Wait(&mu_);
   }
@@ -585,6 +609,7 @@ void DramShard::Abandon(Table& t, InsertWork& w) {
   }
   rows_ = rows_ + w.victims.size() - w.new_rows;
   bytes_used_ = bytes_used_ + w.freed_bytes - w.new_rows * t.spec.row_bytes;
+  GiveBackLocked();
   Unprepare(t, w, /*victims_too=*/true);
 }
 
@@ -664,7 +689,9 @@ Status DramShard::InsertInPieces(TableId table, std::span<const Key> keys,
       CheckKeySpan(*t, "InsertInPieces", n * rb, rows.size(), "rows (bytes)", false));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, dirty.size(), "dirty", true));
   STRATA_RETURN_IF_ERROR(CheckKeySpan(*t, "InsertInPieces", n, next_use.size(), "next_use", true));
-  // Pieces of the rows the budget holds (slots_max adds the transit slots).
+  // Pieces of the rows this shard's own bytes hold, so a piece fits once
+  // this shard's victims are gone, whatever the others borrowed (slots_max
+  // adds the borrowable and transit slots).
   const uint64_t piece_max = std::max<uint64_t>(1, options_.dram_bytes_max / rb);
   if (!positions.empty()) {
     while (*placed < positions.size()) {
@@ -722,6 +749,7 @@ Status DramShard::Erase(TableId table, std::span<const Key> keys) {
     uint32_t slot = FindSlot(*t, key);
     if (slot != kDramNoSlot) Release({t->pos, slot});
   }
+  GiveBackLocked();
   return Status::Ok();
 }
 
@@ -792,6 +820,7 @@ Status DramShard::EndMoveUp(TableId table, std::span<const Key> keys, MoveUp* mo
       File(t->pos, slot);
     }
   }
+  GiveBackLocked();
   return status;
 }
 

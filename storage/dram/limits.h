@@ -22,6 +22,11 @@ inline constexpr uint32_t kDramLockStripesMax = 4096;
 inline constexpr uint32_t kDramShardsAuto = 16;
 inline constexpr uint64_t kDramShardRowsMin = 1ull << 18;
 inline constexpr uint32_t kDramShardHashShift = 32;
+// With several shards each owns all but 1/kDramShardPoolDivisor of its share
+// of the budget; those parts form a pool any shard borrows from (DramBudgetPool),
+// so the cache fills to its budget though the hash splits keys unevenly.
+// Pieces of InsertInPieces are a shard's own bytes.
+inline constexpr uint64_t kDramShardPoolDivisor = 8;
 // Rows handed to the backing store in one MultiPut during FlushDirty.
 inline constexpr uint64_t kDramFlushBatchRowsMax = 4096;
 // Index stripes grow by kDramIndexGrowNum / kDramIndexGrowDen once more

@@ -1,6 +1,7 @@
 // strata-test-labels: unit
 // The DRAM cache in shards: the automatic count and bad counts, rows that
-// round-trip across shards, each shard evicting its own farthest next uses
+// round-trip across shards, the budget they share (the cache fills to it
+// though keys split unevenly), each shard evicting its own farthest next uses
 // (the approximation of the one exact order, shown on a case where the two
 // differ), InsertInPieces reporting exactly which rows went in when a later
 // shard fails, and moves up, next uses, clean-ahead and flushes spanning
@@ -181,6 +182,54 @@ TEST_F(DramShardsTest, EachShardEvictsItsOwnFarthestNextUses) {
                                  KeysOfShard(1, 2, 1, b.back() + 1)[0]};
   ASSERT_TRUE(Put(*c, more, 1, {5, 5}).ok());
   EXPECT_EQ(Get(*c, {old_a[0], old_b[0], old_a[1], old_b[1]}), (std::vector<uint8_t>{0, 0, 1, 1}));
+}
+
+TEST_F(DramShardsTest, TheShardsShareTheBudgetSoTheCacheFillsToIt) {
+  // Four shards over 400 rows: each owns 87.5 rows' bytes, the other 50
+  // are shared. The keys split 130 / 90 / 90 / 90: every row fits, though
+  // shard 0 has 30 more than a quarter of the budget.
+  auto c = MakeCache(400, nullptr, OneTable(), Sharded(4));
+  ASSERT_NE(c, nullptr);
+  std::vector<std::vector<Key>> by_shard;
+  for (uint32_t s = 0; s < 4; ++s) by_shard.push_back(KeysOfShard(s, 4, 200));
+  const auto first = [&](uint32_t s, size_t from, size_t count) {
+    return std::vector<Key>(by_shard[s].begin() + from, by_shard[s].begin() + from + count);
+  };
+  ASSERT_TRUE(Put(*c, first(0, 0, 130), 1).ok());
+  for (uint32_t s = 1; s < 4; ++s) ASSERT_TRUE(Put(*c, first(s, 0, 90), 1).ok());
+  DramCacheStats st = c->Stats();
+  EXPECT_EQ(st.evictions, 0u);
+  EXPECT_EQ(st.rows, 400u);
+  EXPECT_EQ(st.rows_max, 400u);
+  EXPECT_EQ(st.bytes_used, st.bytes_max);
+  EXPECT_EQ(Get(*c, first(0, 0, 130)), std::vector<uint8_t>(130, 1));
+
+  // The budget is full: a new row in shard 1 evicts one of shard 1's.
+  ASSERT_TRUE(Put(*c, first(1, 90, 1), 1).ok());
+  EXPECT_EQ(c->Stats().evictions, 1u);
+  EXPECT_EQ(Get(*c, first(0, 0, 130)), std::vector<uint8_t>(130, 1));
+
+  // Rows erased from shard 0 give their bytes back: shard 1 then takes 40
+  // more rows without evicting.
+  ASSERT_TRUE(c->Erase(kTable, first(0, 0, 40)).ok());
+  ASSERT_TRUE(Put(*c, first(1, 91, 40), 1).ok());
+  st = c->Stats();
+  EXPECT_EQ(st.evictions, 1u);
+  EXPECT_EQ(st.rows, 400u);
+  EXPECT_EQ(st.bytes_used, st.bytes_max);
+  EXPECT_EQ(Get(*c, first(1, 91, 40)), std::vector<uint8_t>(40, 1));
+
+  // Shard 0 is now within its own bytes (90 rows) and the pool is empty: it
+  // still takes a batch of its own size by evicting its own rows.
+  ASSERT_TRUE(Put(*c, first(0, 130, 60), 2).ok());
+  st = c->Stats();
+  EXPECT_EQ(st.rows, 400u);
+  EXPECT_EQ(st.bytes_used, st.bytes_max);
+  EXPECT_EQ(Get(*c, first(0, 130, 60)), std::vector<uint8_t>(60, 1));
+  EXPECT_EQ(Get(*c, first(1, 0, 131)).size(), 131u);
+  uint64_t shard1 = 0;
+  for (uint8_t f : Get(*c, first(1, 0, 131))) shard1 += f;
+  EXPECT_EQ(shard1, 130u);  // shard 1 lost only the row it evicted itself
 }
 
 TEST_F(DramShardsTest, InsertInPiecesReportsTheRowsOfTheShardsThatTookThem) {
