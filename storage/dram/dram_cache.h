@@ -122,8 +122,8 @@ struct DramCacheStats {
 class DramCache {
  public:
   // REQUIRES: tables have distinct ids, 0 < row_bytes <= the bytes a shard
-  // owns (7/8 of dram_bytes_max / shards; all of it with one shard). `backing` may be null (no write-back: dirty rows are never
-  // evicted).
+  // owns (7/8 of dram_bytes_max / shards; all of it with one shard). `backing` may be null (no
+  // write-back: dirty rows are never evicted).
   static Result<std::unique_ptr<DramCache>> Create(const DramCacheOptions& options,
                                                    const std::vector<TableSpec>& tables,
                                                    RowStore* backing);

@@ -338,6 +338,10 @@ Status DramShard::ForEach(
 
 DramCacheStats DramShard::Stats() const {
   base::MutexLock lock(&mu_);
+  return StatsLocked();
+}
+
+DramCacheStats DramShard::StatsLocked() const {
   DramCacheStats s;
   s.rows = rows_;
   s.rows_max = rows_max_;

@@ -123,6 +123,12 @@ class DramShard {
       TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn)
       EXCLUDES(mu_);
   DramCacheStats Stats() const EXCLUDES(mu_);
+  // For DramCache::Stats, which holds every shard's mutex while it reads
+  // them, so bytes a shard gives back and another borrows are not counted
+  // twice.
+  void LockMutations() const ACQUIRE(mu_) { mu_.Lock(); }
+  void UnlockMutations() const RELEASE(mu_) { mu_.Unlock(); }
+  DramCacheStats StatsLocked() const REQUIRES(mu_);
   bool numa_interleaved() const;
 
  private:
