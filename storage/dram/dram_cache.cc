@@ -61,6 +61,14 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   }
   auto pool = shards == 1 ? nullptr
                           : std::make_unique<DramBudgetPool>(options.dram_bytes_max - own * shards);
+  // What one shard may borrow: the pool, at most one more share (so the
+  // arenas reserve at most about twice the budget's address space), and no
+  // more rows of any table than its slots address.
+  uint64_t borrow_max = pool == nullptr ? 0 : std::min(pool->bytes(), share);
+  for (const TableSpec& spec : tables) {
+    const uint64_t slot_bytes_max = kDramSlotsPerTableMax * uint64_t{spec.row_bytes};
+    borrow_max = std::min(borrow_max, slot_bytes_max - std::min(slot_bytes_max, own));
+  }
   DramCacheOptions part = options;
   part.shards = 1;
   part.dram_bytes_max = own;
@@ -68,7 +76,7 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   std::vector<std::unique_ptr<DramShard>> made;
   for (uint32_t s = 0; s < shards; ++s) {
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<DramShard> shard,
-                            DramShard::Create(part, tables, backing, pool.get()));
+                            DramShard::Create(part, tables, backing, pool.get(), borrow_max));
     made.push_back(std::move(shard));
   }
   std::unique_ptr<DramCache> cache(new DramCache(options, std::move(pool), std::move(made)));
@@ -390,16 +398,14 @@ Status DramCache::ForEach(
   return Status::Ok();
 }
 
-// Every shard's mutex held at once (in shard order; no other call holds two),
-// so the sums are of one moment: bytes borrowed from the shared budget are
-// in one shard only. The analysis cannot follow locks taken in a loop.
-DramCacheStats DramCache::Stats() const NO_THREAD_SAFETY_ANALYSIS {
+// The shards' stats, each read under its own mutex: while rows move, bytes
+// one shard gives back to the shared budget and another borrows may be in
+// both sums.
+DramCacheStats DramCache::Stats() const {
   DramCacheStats s;
   std::vector<DramCacheStats> parts;
   parts.reserve(shards_.size());
-  for (const auto& shard : shards_) shard->LockMutations();
-  for (const auto& shard : shards_) parts.push_back(shard->StatsLocked());
-  for (const auto& shard : shards_) shard->UnlockMutations();
+  for (const auto& shard : shards_) parts.push_back(shard->Stats());
   for (const DramCacheStats& p : parts) {
     s.rows += p.rows;
     s.hits += p.hits;

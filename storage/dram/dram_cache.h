@@ -28,7 +28,9 @@
 // (DramShard, dram_shard.h), each a whole cache over its share of
 // dram_bytes_max (7/8 of an equal share its own, the rest a pool any shard
 // borrows from, so the cache fills to dram_bytes_max though keys split
-// unevenly) and of the lock stripes, with its own eviction order and
+// unevenly; borrowed bytes are not taken back from a shard that holds rows
+// for them, so one shard's part of an Insert fits for sure only within its
+// own bytes) and of the lock stripes, with its own eviction order and
 // mutation mutex, so inserts on several threads serialise only within a
 // shard. The eviction order is exact within each shard and approximate
 // across them: a shard evicts its own farthest-next-use rows, a random
@@ -207,7 +209,8 @@ class DramCache {
   // REQUIRES: fn does not call back into this cache.
   [[nodiscard]] Status ForEach(
       TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn);
-  // The shards' stats summed (bytes_max: dram_bytes_max).
+  // The shards' stats summed (bytes_max: dram_bytes_max; rows_max: it over
+  // the smallest row_bytes), each shard read in turn under its mutex.
   DramCacheStats Stats() const;
 
   // True when every table's arena follows MPOL_INTERLEAVE.

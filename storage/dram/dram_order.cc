@@ -10,6 +10,7 @@
 // Victim selection (SelectVictims, PopVictim) lives here too.
 #include <algorithm>
 #include <bit>
+#include <string>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -286,11 +287,18 @@ Status DramShard::SelectVictims(const Table& t, uint64_t bytes_needed,
       for (const Victim& u : *victims) Meta(u.table, u.slot) &= ~kDramMetaHold;
       victims->clear();
       DropQueues();
+      std::string room = std::to_string(options_.dram_bytes_max) + " own";
+      if (pool_ != nullptr) {
+        room += " + " + std::to_string(borrowed_) +
+                " borrowed (shared pool: " + std::to_string(pool_->free()) + " of " +
+                std::to_string(pool_->bytes()) + " free)";
+      }
       return Status::ResourceExhausted(
           "dram cache Insert of " + t.Name() + ": no room for " + std::to_string(bytes_needed) +
-          " more row bytes (room " + std::to_string(options_.dram_bytes_max + borrowed_) +
-          ", used " + std::to_string(bytes_used_) +
-          "): every other resident row is pinned, or dirty with no backing store");
+          " more row bytes (this shard's room " + room + " + " + std::to_string(leaving_bytes_) +
+          " leaving, used " + std::to_string(bytes_used_) +
+          "): the batch is larger than the room, or the other resident rows are pinned, or "
+          "dirty with no backing store");
     }
     Meta(v.table, v.slot) |= kDramMetaHold;  // so a sweep does not pick it again
     victims->push_back(v);

@@ -40,7 +40,8 @@ DramShard::~DramShard() = default;
 
 Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& options,
                                                      const std::vector<TableSpec>& tables,
-                                                     RowStore* backing, DramBudgetPool* pool) {
+                                                     RowStore* backing, DramBudgetPool* pool,
+                                                     uint64_t borrow_max) {
   if (tables.size() > kTablesMax) {
     return Status::InvalidArgument("dram cache: " + std::to_string(tables.size()) +
                                    " tables, at most " + std::to_string(kTablesMax));
@@ -65,6 +66,7 @@ Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& opt
     }
   }
   std::unique_ptr<DramShard> cache(new DramShard(options, backing, pool));
+  cache->borrow_max_ = pool == nullptr ? 0 : borrow_max;
   const uint32_t stripes = std::bit_ceil(options.lock_stripes);
   uint32_t row_bytes_min = UINT32_MAX;
   // The leaving bytes every table's arena has spare slots for.
@@ -75,8 +77,7 @@ Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& opt
     t->pos = static_cast<uint32_t>(cache->tables_.size());
     // Room for the resident budget (this shard's own bytes and all it may
     // borrow) plus the rows in transit (BeginMoveUp).
-    const uint64_t budget_slots =
-        (options.dram_bytes_max + (pool == nullptr ? 0 : pool->bytes())) / spec.row_bytes;
+    const uint64_t budget_slots = (options.dram_bytes_max + cache->borrow_max_) / spec.row_bytes;
     t->slots_max =
         std::min<uint64_t>(budget_slots + std::min(options.transit_rows_max, kDramSlotsPerTableMax),
                            kDramSlotsPerTableMax);
@@ -338,10 +339,6 @@ Status DramShard::ForEach(
 
 DramCacheStats DramShard::Stats() const {
   base::MutexLock lock(&mu_);
-  return StatsLocked();
-}
-
-DramCacheStats DramShard::StatsLocked() const {
   DramCacheStats s;
   s.rows = rows_;
   s.rows_max = rows_max_;

@@ -57,14 +57,16 @@ class DramShard {
  public:
   // `options` are this shard's: its own part of dram_bytes_max and its share
   // of the lock stripes (DramCache divides them). `pool`, when not null, is
-  // the budget the shards share (borrowed; outlives the shard): this shard's
-  // arenas have room for its own bytes and the whole pool. REQUIRES: tables
+  // the budget the shards share (borrowed; outlives the shard), of which
+  // this shard may borrow up to `borrow_max` bytes (its arenas have room for
+  // its own bytes and those). REQUIRES: tables
   // have distinct ids, 0 < row_bytes <= options.dram_bytes_max. `backing`
   // may be null.
   static Result<std::unique_ptr<DramShard>> Create(const DramCacheOptions& options,
                                                    const std::vector<TableSpec>& tables,
                                                    RowStore* backing,
-                                                   DramBudgetPool* pool = nullptr);
+                                                   DramBudgetPool* pool = nullptr,
+                                                   uint64_t borrow_max = 0);
   ~DramShard();
   DramShard(const DramShard&) = delete;
   DramShard& operator=(const DramShard&) = delete;
@@ -123,12 +125,7 @@ class DramShard {
       TableId table, const std::function<Status(Key, std::span<const std::byte>, bool dirty)>& fn)
       EXCLUDES(mu_);
   DramCacheStats Stats() const EXCLUDES(mu_);
-  // For DramCache::Stats, which holds every shard's mutex while it reads
-  // them, so bytes a shard gives back and another borrows are not counted
-  // twice.
-  void LockMutations() const ACQUIRE(mu_) { mu_.Lock(); }
-  void UnlockMutations() const RELEASE(mu_) { mu_.Unlock(); }
-  DramCacheStats StatsLocked() const REQUIRES(mu_);
+
   bool numa_interleaved() const;
 
  private:
@@ -210,7 +207,8 @@ class DramShard {
   // A failed write-back: the victims stay (those of tables written, clean),
   // nothing is inserted.
   void Abandon(Table& t, InsertWork& w) REQUIRES(mu_);
-  // Borrows up to `want` bytes from pool_ (what it has free).
+  // Borrows up to `want` bytes from pool_ (what it has free, up to
+  // borrow_max_ in all).
   void BorrowLocked(uint64_t want) REQUIRES(mu_);
   // Gives back to pool_ the borrowed bytes no resident row (but the leaving
   // ones, admitted on top) needs.
@@ -265,6 +263,12 @@ class DramShard {
   // options_.dram_bytes_max + borrowed_ (+ leaving_bytes_).
   DramBudgetPool* const pool_;
   uint64_t borrowed_ GUARDED_BY(mu_) = 0;
+  // At most this may be borrowed (the arenas' room beyond the own bytes):
+  // the pool, at most one equal share, within every table's slot limit.
+  uint64_t borrow_max_ = 0;  // constant after construction
+  // Bytes of the victims of Inserts between Prepare and Finish: they come
+  // back if the write-back fails (Abandon), so GiveBackLocked counts them.
+  uint64_t inflight_freed_ GUARDED_BY(mu_) = 0;
   // Bytes of rows in a move up (BeginMoveUp), admitted beyond dram_bytes_max,
   // at most transit_bytes_max_ (what every table's arena has slots for).
   uint64_t leaving_bytes_ GUARDED_BY(mu_) = 0;

@@ -135,12 +135,15 @@ void DramShard::FreeSlot(uint32_t table, uint32_t slot) {
 }
 
 void DramShard::BorrowLocked(uint64_t want) {
+  want = std::min(want, borrow_max_ - borrowed_);
   if (pool_ != nullptr && want > 0) borrowed_ += pool_->Take(want);
 }
 
 void DramShard::GiveBackLocked() {
   if (borrowed_ == 0) return;
-  const uint64_t held = bytes_used_ - std::min(bytes_used_, leaving_bytes_);
+  // Leaving rows are still resident (a move up may not happen), and the
+  // victims of in-flight Inserts come back if their write-back fails.
+  const uint64_t held = bytes_used_ + inflight_freed_;
   const uint64_t room = options_.dram_bytes_max + borrowed_;
   if (held >= room) return;
   const uint64_t back = std::min(borrowed_, room - held);
@@ -383,7 +386,7 @@ Status DramShard::Prepare(Table& t, std::span<const Key> keys, InsertWork& w) {
         w.freed_bytes = freed;
         rows_ = rows_ + new_rows - m;
         bytes_used_ = bytes_used_ + bytes_new - freed;
-        GiveBackLocked();  // victims may free more than the new rows take
+        inflight_freed_ += freed;
         ++inflight_;
         return Status::Ok();
       }
@@ -596,6 +599,8 @@ void DramShard::Finish(Table& t, std::span<const uint8_t> dirty, std::span<const
   for (size_t i = 0; i < w.victims.size(); ++i) {
     if (w.victim_reused[i] == 0) FreeSlot(w.victims[i].table, w.victims[i].slot);
   }
+  inflight_freed_ -= w.freed_bytes;
+  GiveBackLocked();  // victims may free more than the new rows take
   evictions_.fetch_add(w.victims.size(), std::memory_order_relaxed);
   inserts_.fetch_add(w.new_rows, std::memory_order_relaxed);
 }
@@ -609,6 +614,7 @@ void DramShard::Abandon(Table& t, InsertWork& w) {
   }
   rows_ = rows_ + w.victims.size() - w.new_rows;
   bytes_used_ = bytes_used_ + w.freed_bytes - w.new_rows * t.spec.row_bytes;
+  inflight_freed_ -= w.freed_bytes;
   GiveBackLocked();
   Unprepare(t, w, /*victims_too=*/true);
 }

@@ -232,6 +232,62 @@ TEST_F(DramShardsTest, TheShardsShareTheBudgetSoTheCacheFillsToIt) {
   EXPECT_EQ(shard1, 130u);  // shard 1 lost only the row it evicted itself
 }
 
+TEST_F(DramShardsTest, BorrowedBytesStayWhileTheirRowsMayStay) {
+  // Inserts the keys one at a time (each borrows what it needs as it goes).
+  auto put_each = [](DramCache& c, const std::vector<Key>& keys, uint8_t dirty,
+                     TableId table = kTable, uint32_t row_bytes = kRowBytes) {
+    for (Key k : keys) STRATA_RETURN_IF_ERROR(Put(c, {k}, 1, {}, {dirty}, table, row_bytes));
+    return Status::Ok();
+  };
+  // Two shards over 64 rows: each owns 28, the pool holds 8.
+  MemoryRowStore store(OneTable());
+  DramCacheOptions o = Sharded(2);
+  o.transit_rows_max = 8;
+  auto c = MakeCache(64, &store, OneTable(), o);
+  ASSERT_NE(c, nullptr);
+  const std::vector<Key> a = KeysOfShard(0, 2, 100), b = KeysOfShard(1, 2, 100);
+  ASSERT_TRUE(put_each(*c, {a.begin(), a.begin() + 36}, 0).ok());  // 8 rows borrowed
+  // Rows in a move up may stay (moved = false): an Erase meanwhile gives
+  // back only what no row of shard 0 may still need.
+  const std::vector<Key> up(a.begin() + 30, a.begin() + 34);
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, up, &move).ok());
+  ASSERT_TRUE(c->Erase(kTable, std::vector<Key>{a[0]}).ok());
+  ASSERT_TRUE(put_each(*c, {b.begin(), b.begin() + 40}, 0).ok());
+  ASSERT_TRUE(c->EndMoveUp(kTable, up, &move, /*moved=*/false).ok());
+  DramCacheStats st = c->Stats();
+  EXPECT_LE(st.bytes_used, st.bytes_max);
+  EXPECT_EQ(Get(*c, up), std::vector<uint8_t>(up.size(), 1));
+}
+
+TEST_F(DramShardsTest, VictimsOfAFailedWriteBackKeepTheirBorrowedBytes) {
+  // Inserts the keys one at a time (each borrows what it needs as it goes).
+  auto put_each = [](DramCache& c, const std::vector<Key>& keys, uint8_t dirty,
+                     TableId table = kTable, uint32_t row_bytes = kRowBytes) {
+    for (Key k : keys) STRATA_RETURN_IF_ERROR(Put(c, {k}, 1, {}, {dirty}, table, row_bytes));
+    return Status::Ok();
+  };
+  // Rows of 32 and 64 bytes over a 64-row (2048-byte) budget in two shards:
+  // each owns 896 bytes, the pool 256. Shard 0 fills with 18 dirty 64-byte
+  // rows (borrowing the whole pool); a 32-byte row then evicts one of them,
+  // whose write-back fails: the victim stays, and so do the bytes it needs,
+  // though the new row would have left 32 of them over.
+  const std::vector<TableSpec> tables = {{kTable, "small", 32}, {8, "large", 64}};
+  MemoryRowStore store(tables);
+  auto c = MakeCache(64, &store, tables, Sharded(2));
+  ASSERT_NE(c, nullptr);
+  const std::vector<Key> a = KeysOfShard(0, 2, 100), b = KeysOfShard(1, 2, 100);
+  ASSERT_TRUE(put_each(*c, {a.begin(), a.begin() + 18}, 1, 8, 64).ok());
+  ASSERT_EQ(c->Stats().bytes_used, 18u * 64);
+  store.FailNextPuts(1);
+  EXPECT_TRUE(Put(*c, {a[50]}, 1, {}, {0}).IsIOError());
+  // Shard 1 takes what is left: its own bytes, no more.
+  ASSERT_TRUE(put_each(*c, {b.begin(), b.begin() + 40}, 0).ok());
+  DramCacheStats st = c->Stats();
+  EXPECT_LE(st.bytes_used, st.bytes_max);
+  EXPECT_EQ(st.bytes_used, 18u * 64 + 28 * 32);
+}
+
 TEST_F(DramShardsTest, InsertInPiecesReportsTheRowsOfTheShardsThatTookThem) {
   // Shard s0 (where the batch starts: its first key's shard) holds clean
   // rows, s1 dirty ones; the store fails the next write. s0 evicts without
