@@ -36,7 +36,7 @@ class DramIndex;
 // The part of dram_bytes_max the shards of one cache share (DramCache): a
 // shard holds its own bytes (DramCacheOptions::dram_bytes_max of its
 // options) outright and borrows from here when it needs more, and gives back
-// what it no longer holds rows for. So the cache holds its whole budget
+// what no row of it may still need. So the cache holds its whole budget
 // though the hash puts a few more keys in one shard than in another.
 // Lock-free; `Take` never lends more than is there.
 class DramBudgetPool {
@@ -59,9 +59,8 @@ class DramShard {
   // of the lock stripes (DramCache divides them). `pool`, when not null, is
   // the budget the shards share (borrowed; outlives the shard), of which
   // this shard may borrow up to `borrow_max` bytes (its arenas have room for
-  // its own bytes and those). REQUIRES: tables
-  // have distinct ids, 0 < row_bytes <= options.dram_bytes_max. `backing`
-  // may be null.
+  // its own bytes and those). REQUIRES: tables have distinct ids,
+  // 0 < row_bytes <= options.dram_bytes_max. `backing` may be null.
   static Result<std::unique_ptr<DramShard>> Create(const DramCacheOptions& options,
                                                    const std::vector<TableSpec>& tables,
                                                    RowStore* backing,
