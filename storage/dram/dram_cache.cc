@@ -80,7 +80,13 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
     made.push_back(std::move(shard));
   }
   std::unique_ptr<DramCache> cache(new DramCache(options, std::move(pool), std::move(made)));
-  for (const TableSpec& spec : tables) cache->specs_[spec.id] = spec;
+  uint64_t row_bytes_min = 0;
+  for (const TableSpec& spec : tables) {
+    cache->specs_[spec.id] = spec;
+    row_bytes_min =
+        row_bytes_min == 0 ? spec.row_bytes : std::min(row_bytes_min, uint64_t{spec.row_bytes});
+  }
+  cache->rows_max_ = row_bytes_min == 0 ? 0 : options.dram_bytes_max / row_bytes_min;
   return cache;
 }
 
@@ -403,10 +409,8 @@ Status DramCache::ForEach(
 // both sums.
 DramCacheStats DramCache::Stats() const {
   DramCacheStats s;
-  std::vector<DramCacheStats> parts;
-  parts.reserve(shards_.size());
-  for (const auto& shard : shards_) parts.push_back(shard->Stats());
-  for (const DramCacheStats& p : parts) {
+  for (const auto& shard : shards_) {
+    const DramCacheStats p = shard->Stats();
     s.rows += p.rows;
     s.hits += p.hits;
     s.misses += p.misses;
@@ -421,12 +425,7 @@ DramCacheStats DramCache::Stats() const {
     s.index_bytes += p.index_bytes;
   }
   s.bytes_max = options_.dram_bytes_max;
-  uint64_t row_bytes_min = 0;
-  for (const auto& [id, spec] : specs_) {
-    row_bytes_min =
-        row_bytes_min == 0 ? spec.row_bytes : std::min(row_bytes_min, uint64_t{spec.row_bytes});
-  }
-  s.rows_max = row_bytes_min == 0 ? 0 : options_.dram_bytes_max / row_bytes_min;
+  s.rows_max = rows_max_;
   return s;
 }
 

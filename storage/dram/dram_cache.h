@@ -251,6 +251,7 @@ class DramCache {
   std::unique_ptr<DramBudgetPool> pool_;  // null with one shard; the shards borrow it
   std::vector<std::unique_ptr<DramShard>> shards_;
   std::unordered_map<TableId, TableSpec> specs_;
+  uint64_t rows_max_ = 0;  // dram_bytes_max / the smallest row_bytes
 };
 
 }  // namespace strata::storage
