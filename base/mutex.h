@@ -1,7 +1,7 @@
-// Mutex, SharedMutex, RwLock and their scoped locks, annotated for clang's
-// thread-safety analysis (base/thread_annotations.h), so a field declared
-// `GUARDED_BY(mu_)` is only touched with mu_ held and `make lint` says where
-// it is not. Every lock of the project's host code is one of these.
+// Mutex, SharedMutex, SeqSharedMutex, RwLock and their scoped locks,
+// annotated for clang's thread-safety analysis (base/thread_annotations.h),
+// so a field declared `GUARDED_BY(mu_)` is only touched with mu_ held and
+// `make lint` says where it is not. Every lock of the project's host code is one of these.
 //
 // Thread safety: they are locks. None is recursive. CondVar waits on a Mutex.
 // Ownership: a scoped lock borrows its mutex, which must outlive it.
@@ -9,6 +9,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -61,6 +62,51 @@ class CAPABILITY("shared_mutex") SharedMutex {
 
  private:
   std::shared_mutex mu_;
+};
+
+// A SharedMutex that counts its exclusive holds, for readers that read
+// without it: Seq() is odd while a writer holds it and moves on with every
+// exclusive hold. Such a reader reads Seq(), reads what the lock guards (a
+// value may be torn or stale), issues an acquire fence and reads
+// SeqRelaxed(): the same even value means no writer came between and what it
+// read is whole. Writes after an exclusive hold ends are seen after it too:
+// the odd count is ordered before everything the holder writes next
+// (a release fence), the even one after (a release store).
+class CAPABILITY("shared_mutex") SeqSharedMutex {
+ public:
+  SeqSharedMutex() = default;
+  SeqSharedMutex(const SeqSharedMutex&) = delete;
+  SeqSharedMutex& operator=(const SeqSharedMutex&) = delete;
+
+  void lock() ACQUIRE() {
+    mu_.lock();
+    Begin();
+  }
+  bool try_lock() TRY_ACQUIRE(true) {
+    if (!mu_.try_lock()) return false;
+    Begin();
+    return true;
+  }
+  void unlock() RELEASE() {
+    seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    mu_.unlock();
+  }
+  void lock_shared() ACQUIRE_SHARED() { mu_.lock_shared(); }
+  bool try_lock_shared() TRY_ACQUIRE_SHARED(true) { return mu_.try_lock_shared(); }
+  void unlock_shared() RELEASE_SHARED() { mu_.unlock_shared(); }
+
+  uint32_t Seq() const { return seq_.load(std::memory_order_acquire); }
+  uint32_t SeqRelaxed() const { return seq_.load(std::memory_order_relaxed); }
+
+  void AssertHeld() const ASSERT_CAPABILITY(this) {}
+
+ private:
+  void Begin() {
+    seq_.store(seq_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  std::shared_mutex mu_;
+  std::atomic<uint32_t> seq_{0};
 };
 
 // A reader-writer lock that prefers writers. The default std::shared_mutex

@@ -139,6 +139,7 @@ struct DramBenchRun {
   double lookup_s = 0, memcpy_s = 0, gather_s = 0, gather_index_s = 0, gather_slots_s = 0;
   double baseline_s = 0, rounds_s = 0;
   uint64_t misses = 0, written = 0;
+  uint64_t retries = 0;  // lookup keys read again under their stripe's lock
   uint64_t evict_rows = 0;
   double evict_s = 0;
 };
@@ -388,6 +389,7 @@ int RunDramBench(const DramBenchArgs& a) {
     r.lookup_rows = uint64_t{r.batches} * a.batch * r.threads;
     r.rounds = std::min(a.rounds, r.batches);
     const uint64_t misses_before = misses.load(), written_before = written.load();
+    const uint64_t retries_before = cache.Stats().lookup_retries;
     auto rounds_start = SteadyClock::now();
     for (uint32_t k = 0; k < r.rounds; ++k) {
       const uint32_t b0 = r.batches * k / r.rounds, b1 = r.batches * (k + 1) / r.rounds;
@@ -401,6 +403,7 @@ int RunDramBench(const DramBenchArgs& a) {
     r.rounds_s = std::chrono::duration<double>(SteadyClock::now() - rounds_start).count();
     r.misses = misses.load() - misses_before;
     r.written = written.load() - written_before;
+    r.retries = cache.Stats().lookup_retries - retries_before;
     runs.push_back(r);
   }
   rounds_done = true;
@@ -449,6 +452,7 @@ int RunDramBench(const DramBenchArgs& a) {
         {"lookup_rows_per_s", lookup_rows_per_s},
         {"lookup_gbps", r.lookup_rows * row_gb / r.lookup_s},
         {"lookup_misses", r.misses},
+        {"lookup_retries", r.retries},
         {"memcpy_gbps", r.lookup_rows * row_gb / r.memcpy_s},
         {"baseline_rows_per_s", r.lookup_rows / r.baseline_s},
         {"baseline_gbps", r.lookup_rows * row_gb / r.baseline_s},

@@ -8,6 +8,7 @@
 
 #include "base/assert.h"
 #include "storage/dram/dram_index.h"
+#include "storage/dram/dram_lookup.h"
 #include "storage/dram/dram_shard.h"
 #include "storage/dram/limits.h"
 
@@ -166,62 +167,19 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   STRATA_RETURN_IF_ERROR(CheckSpan(*spec, "Lookup", n, found.size(), "found", false));
   STRATA_RETURN_IF_ERROR(CheckSpan(*spec, "Lookup", n, dirty.size(), "dirty", true));
   if (n == 0) return Status::Ok();
-  // Grouped by shard, then by stripe (one counting sort, stable), so each
-  // stripe's lock is taken once per call, in ascending order, whatever the
-  // shard count.
-  // The scratch is per thread; the loops work on plain pointers (a
-  // thread_local reached in a loop costs a call per access in a shared
-  // library).
-  thread_local std::vector<uint64_t> hashes_tl;
-  thread_local std::vector<uint32_t> order_tl;
-  thread_local std::vector<uint32_t> stripe_of_tl;  // per position of order
-  thread_local std::vector<uint32_t> starts_tl;
-  std::vector<uint64_t>& hashes = hashes_tl;
-  std::vector<uint32_t>& order = order_tl;
-  std::vector<uint32_t>& stripe_of = stripe_of_tl;
-  std::vector<uint32_t>& starts = starts_tl;
-  const uint32_t stripes = shards_[0]->stripes();
-  const uint32_t groups = shards() * stripes;
-  // A key's stripe in its shard's index, as DramIndex::StripeOf.
-  const uint32_t stripe_shift = 64 - static_cast<uint32_t>(std::countr_zero(stripes));
-  const uint32_t shard_mask = shards() - 1;
-  auto group_of = [&](uint64_t h, uint32_t* stripe) {
-    *stripe = stripe_shift >= 64 ? 0 : static_cast<uint32_t>(h >> stripe_shift);
-    return (static_cast<uint32_t>(h >> kDramShardHashShift) & shard_mask) * stripes + *stripe;
-  };
-  hashes.resize(n);
-  order.resize(n);
-  stripe_of.resize(n);
-  starts.assign(groups + 1, 0);
-  uint64_t* const hash_at = hashes.data();
-  uint32_t* const start_at = starts.data();
-  uint32_t* const order_at = order.data();
-  uint32_t* const stripe_at = stripe_of.data();
-  uint32_t stripe = 0;
-  for (size_t i = 0; i < n; ++i) {
-    hash_at[i] = DramKeyHash(keys[i]);
-    ++start_at[group_of(hash_at[i], &stripe) + 1];
-  }
-  for (uint32_t g = 0; g < groups; ++g) start_at[g + 1] += start_at[g];
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t at = start_at[group_of(hash_at[i], &stripe)]++;
-    stripe_at[at] = stripe;
-    order_at[at] = static_cast<uint32_t>(i);
-  }
-  // starts[g] is now where group g + 1 began: shard s's keys are
-  // [starts[s * stripes - 1], starts[(s + 1) * stripes - 1]).
-  uint32_t begin = 0;
+  // One pipeline over every shard, in the caller's order (dram_lookup.h).
+  // The scratch is per thread.
+  thread_local std::vector<DramShard::LookupView> views_tl;
+  thread_local std::vector<DramLookupCounts> counts_tl;
+  std::vector<DramShard::LookupView>& views = views_tl;
+  std::vector<DramLookupCounts>& counts = counts_tl;
+  views.resize(shards());
+  counts.assign(shards(), DramLookupCounts{});
   for (uint32_t s = 0; s < shards(); ++s) {
-    const uint32_t end = starts[(s + 1) * stripes - 1];
-    STRATA_RETURN_IF_ERROR(
-        shards_[s]
-            ->LookupSorted(table, keys, hashes,
-                           std::span<const uint32_t>(order).subspan(begin, end - begin),
-                           std::span<const uint32_t>(stripe_of).subspan(begin, end - begin), rows,
-                           found, dirty)
-            .status());
-    begin = end;
+    STRATA_ASSIGN_OR_RETURN(views[s], shards_[s]->View(table));
   }
+  DramLookup(views, keys, rows, found, dirty, counts);
+  for (uint32_t s = 0; s < shards(); ++s) shards_[s]->CountLookups(counts[s]);
   return Status::Ok();
 }
 
@@ -414,6 +372,7 @@ DramCacheStats DramCache::Stats() const {
     s.rows += p.rows;
     s.hits += p.hits;
     s.misses += p.misses;
+    s.lookup_retries += p.lookup_retries;
     s.inserts += p.inserts;
     s.evictions += p.evictions;
     s.dirty_writebacks += p.dirty_writebacks;

@@ -37,10 +37,13 @@
 // sample of the whole's (docs/dram-cache.md, "Shards"). One shard (the
 // default below kDramShardRowsMin rows per shard) is the exact order.
 //
-// Thread safety: every method may be called from any thread. Lookup takes
-// only the read locks of the stripes it touches and writes nothing shared
-// but counters, so lookups run in parallel with each other and with
-// mutations of other stripes. Inserts run in parallel too: a shard's
+// Thread safety: every method may be called from any thread. Lookup reads
+// the index and the rows without their stripes' locks, checking each
+// stripe's sequence count (dram_lookup.h), and writes nothing shared but
+// counters, so lookups run in parallel with each other and with mutations;
+// a key whose stripe changed while it was read is read again under the
+// stripe's read lock. Lookups wait only while an index grows (it grows by
+// 9/8 as a table fills, never once the cache is full). Inserts run in parallel too: a shard's
 // mutation mutex (its eviction order's lock) is held only to claim the
 // batch's keys, to take victims and place the accounting, and to set the
 // rows' codes at the end; the index probes, the victims' write-back I/O,
@@ -103,10 +106,13 @@ struct DramCacheOptions {
 };
 
 struct DramCacheStats {
-  uint64_t rows = 0;              // resident rows, all tables
-  uint64_t rows_max = 0;          // dram_bytes_max / smallest row_bytes
-  uint64_t hits = 0;              // Lookup keys found
-  uint64_t misses = 0;            // Lookup keys missing
+  uint64_t rows = 0;      // resident rows, all tables
+  uint64_t rows_max = 0;  // dram_bytes_max / smallest row_bytes
+  uint64_t hits = 0;      // Lookup keys found
+  uint64_t misses = 0;    // Lookup keys missing
+  // Lookup keys read again under their stripe's lock: a writer changed the
+  // stripe meanwhile, a false tag match, or a stash search (dram_lookup.h).
+  uint64_t lookup_retries = 0;
   uint64_t inserts = 0;           // rows newly placed (overwrites not counted)
   uint64_t evictions = 0;         // rows evicted to make room
   uint64_t dirty_writebacks = 0;  // dirty rows written back (eviction, FlushDirty, CleanAhead)

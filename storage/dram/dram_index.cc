@@ -260,6 +260,9 @@ void DramIndex::Reserve(uint32_t i, uint64_t more) {
     segment = GrownCount(segment);
   }
   DramHashMap::Buckets grown = DramHashMap::Allocate(uint64_t{count_} * segment, huge_pages_);
+  // Optimistic lookups read maps without their stripes' locks: none runs
+  // while the maps move and the old array goes.
+  base::WriterLock arrays_lock(&arrays_mu_);
   // A stripe not yet moved may gain entries meanwhile, but only up to its
   // load bound in the old segment, which is smaller than the new one.
   for (uint32_t k = 0; k < count_; ++k) {

@@ -36,10 +36,13 @@
 // all grown together by 9/8 when one would pass 7/8 full.
 //
 // Thread safety: DramHashMap is not thread-safe; DramIndex hands out stripes
-// whose `mu` the caller takes (shared to read, exclusive to change the map).
+// whose `mu` the caller takes (shared to read, exclusive to change the map),
+// or reads a stripe optimistically: under arrays_mu() shared, checking the
+// stripe's sequence count (base::SeqSharedMutex) around its reads.
 // Growth (DramIndex::Reserve, one grower at a time under grow_mu_) moves one
-// stripe at a time under its exclusive lock, so several threads may change
-// different stripes, or grow the index, at once. Ownership: a standalone DramHashMap owns its
+// stripe at a time under its exclusive lock, with arrays_mu() held
+// exclusively, so several threads may change different stripes, or grow the
+// index, at once, while optimistic readers wait. Ownership: a standalone DramHashMap owns its
 // buckets; the maps of a DramIndex use segments of the index's array. Each
 // map owns its stash.
 #pragma once
@@ -140,6 +143,14 @@ class DramHashMap {
 #endif
   }
 
+  // The stash count of the bucket at `b`: how many stashed entries have it
+  // as home (kCountMax: that many or more).
+  static uint32_t CountIn(const Entry* b) {
+    uint32_t count = 0;
+    for (uint32_t k = 0; k < kBucketEntries; ++k) count |= (b[k].tag_dirty >> 31) << k;
+    return count;
+  }
+
   // A key's two candidate lines, for a probe that scans them itself (the
   // lookup's pipeline): its home, and the other line of an entry of `tag`
   // in `line` (the home again in a map of one bucket).
@@ -234,12 +245,7 @@ class DramHashMap {
     at.slot = e.slot;
     at.tag_dirty = (at.tag_dirty & kCountBit) | (e.tag_dirty & ~kCountBit);
   }
-  uint32_t CountOf(uint64_t b) const {
-    const Entry* e = buckets_ + b * kBucketEntries;
-    uint32_t count = 0;
-    for (uint32_t k = 0; k < kBucketEntries; ++k) count |= (e[k].tag_dirty >> 31) << k;
-    return count;
-  }
+  uint32_t CountOf(uint64_t b) const { return CountIn(buckets_ + b * kBucketEntries); }
   void SetCount(uint64_t b, uint32_t count);
   // Moves one entry of full bucket `b` to its other bucket when that has
   // room; the entry of b freed (0..7), or kBucketEntries.
@@ -269,8 +275,12 @@ class DramHashMap {
 
 class DramIndex {
  public:
+  // Changes to a stripe's map, and to the rows its entries point to while
+  // they do, are made under `mu` held exclusively, which moves its
+  // sequence count: an optimistic lookup (dram_lookup.h) reads the map and
+  // the row without the lock and checks the count before and after.
   struct alignas(64) Stripe {
-    mutable base::SharedMutex mu;
+    mutable base::SeqSharedMutex mu;
     DramHashMap map GUARDED_BY(mu);
   };
 
@@ -311,6 +321,11 @@ class DramIndex {
       __builtin_prefetch(stripe + alt * entries);
     }
   }
+  // Held shared by an optimistic lookup for its whole batch (it reads the
+  // stripes' maps without their locks) and exclusively by a growth while it
+  // moves the stripes and frees the old array: a growth waits for the
+  // lookups in flight, and the lookups of this index wait for it.
+  base::RwLock& arrays_mu() const RETURN_CAPABILITY(arrays_mu_) { return arrays_mu_; }
   Stripe& stripe(uint32_t i) { return stripes_[i]; }
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }
@@ -326,6 +341,7 @@ class DramIndex {
   // Every stripe's buckets: stripe i at [i * segment_, (i + 1) * segment_).
   // Changed by Reserve only, one grower at a time.
   mutable base::Mutex grow_mu_;
+  mutable base::RwLock arrays_mu_;  // see arrays_mu(); after grow_mu_
   DramHashMap::Buckets buckets_ GUARDED_BY(grow_mu_);
   uint64_t segment_ GUARDED_BY(grow_mu_) = 0;
   // Copies of buckets_.data and segment_ for PrefetchHint.

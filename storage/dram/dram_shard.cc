@@ -165,125 +165,10 @@ void DramShard::SetDirtyLocked(Table& t, uint32_t slot, bool dirty, bool file) {
 
 // ---- Lookup ------------------------------------------------------------------
 
-Result<uint64_t> DramShard::LookupSorted(TableId table, std::span<const Key> keys,
-                                         std::span<const uint64_t> hashes,
-                                         std::span<const uint32_t> order,
-                                         std::span<const uint32_t> stripe_of,
-                                         std::span<std::byte> rows, std::span<uint8_t> found,
-                                         std::span<uint8_t> dirty) {
+Result<DramShard::LookupView> DramShard::View(TableId table) const {
   STRATA_ASSIGN_OR_RETURN(Table * t, FindTable(table, "Lookup"));
-  if (order.empty()) return uint64_t{0};
-  const uint64_t hits = LookupPipeline(*t, keys, hashes, order, stripe_of, rows, found, dirty);
-  hits_.fetch_add(hits, std::memory_order_relaxed);
-  misses_.fetch_add(order.size() - hits, std::memory_order_relaxed);
-  return hits;
-}
-
-uint32_t DramShard::stripes() const { return tables_.empty() ? 1 : tables_[0]->index->stripes(); }
-
-// Keys in stripe order (`order`, ascending stripes) run through one software
-// pipeline, so the cache misses of many keys are in flight together, across
-// stripe boundaries too: key j has its two candidate bucket lines
-// prefetched, key j - kDramLookupAhead is probed (its lines have arrived by
-// then: the first tag match of its home line, else of its other line) and
-// its row prefetched, key j - 2 kDramLookupAhead is checked against the key
-// in its row's header (same line) and copied. The rare rest (a false tag
-// match, an entry in the stash, an absent key) goes through the map's own
-// probe, DramHashMap::Find, at the copy. A stripe's read lock is taken when
-// its first key enters the pipeline and released when its last key leaves
-// it, so a call holds the read locks of the stripes of at most
-// 2 kDramLookupAhead + 1 consecutive keys, taken in ascending stripe order;
-// a writer holds one stripe lock at a time and waits for no other lock
-// while holding it, so the order admits no deadlock. The analysis cannot
-// follow locks taken and released in a loop: hence no annotations here.
-// Everything a stage reads of the table is held in locals: the row copies
-// write through std::byte pointers, which could alias any field.
-uint64_t DramShard::LookupPipeline(const Table& t, std::span<const Key> keys,
-                                   std::span<const uint64_t> hashes,
-                                   std::span<const uint32_t> order,
-                                   std::span<const uint32_t> stripe_of, std::span<std::byte> rows,
-                                   std::span<uint8_t> found,
-                                   std::span<uint8_t> dirty) const NO_THREAD_SAFETY_ANALYSIS {
-  using Entry = DramHashMap::Entry;
-  constexpr uint32_t kAhead = kDramLookupAhead;
-  constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
-  const uint32_t rb = t.spec.row_bytes;
-  const uint64_t slot_bytes = t.rows->slot_bytes();
-  const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
-  std::byte* const slots = t.rows->Slot(0);
-  std::byte* const out = rows.data();
-  uint8_t* const found_at = found.data();
-  uint8_t* const dirty_at = dirty.empty() ? nullptr : dirty.data();
-  const uint32_t* const order_at = order.data();
-  const uint32_t* const stripe_at = stripe_of.data();
-  const DramIndex& index = *t.index;
-  struct InFlight {
-    const Entry* home;       // the key's home line
-    const DramHashMap* map;  // its stripe's read lock is held
-    uint32_t tag;
-    uint32_t slot;  // the first tag match, or kDramNoSlot
-    bool dirty;
-  };
-  std::array<InFlight, kRing> ring;
-  auto key_at = [&t](uint32_t slot) { return t.KeyAt(slot); };
-  const uint64_t n = order.size();
-  uint64_t hits = 0;
-  for (uint64_t j = 0; j < n + 2 * kAhead; ++j) {
-    if (j < n) {
-      const uint32_t s = stripe_at[j];
-      const DramIndex::Stripe& stripe = index.stripe(s);
-      if (j == 0 || stripe_at[j - 1] != s) stripe.mu.lock_shared();
-      InFlight& f = ring[j & (kRing - 1)];
-      f.map = &stripe.map;
-      f.tag = DramHashMap::TagOf(hashes[order_at[j]]);
-      f.home = f.map->HomeLine(f.tag);
-      __builtin_prefetch(f.home);
-      __builtin_prefetch(f.map->OtherLine(f.home, f.tag));
-    }
-    if (j >= kAhead && j - kAhead < n) {
-      InFlight& f = ring[(j - kAhead) & (kRing - 1)];
-      const uint32_t want = f.tag << 1;
-      const Entry* line = f.home;
-      uint32_t match = DramHashMap::MatchMask(line, want);
-      if (match == 0) {
-        line = f.map->OtherLine(f.home, f.tag);
-        if (line != f.home) match = DramHashMap::MatchMask(line, want);
-      }
-      f.slot = kDramNoSlot;
-      f.dirty = false;
-      if (match != 0) {
-        const Entry& e = line[__builtin_ctz(match)];
-        f.slot = e.slot;
-        f.dirty = (e.tag_dirty & 1) != 0;
-        const std::byte* at = slots + f.slot * slot_bytes;  // key, then the row
-        for (uint32_t off = 0; off < row_prefetch_bytes; off += 64) __builtin_prefetch(at + off);
-      }
-    }
-    if (j >= 2 * kAhead) {
-      const uint64_t at = j - 2 * kAhead;
-      const InFlight& f = ring[at & (kRing - 1)];
-      const uint32_t i = order_at[at];
-      uint32_t slot = f.slot;
-      bool d = f.dirty;
-      if (slot == kDramNoSlot ||
-          reinterpret_cast<const DramSlotHeader*>(slots + slot * slot_bytes)->key != keys[i]) {
-        slot = f.map->Find(keys[i], hashes[i], key_at, &d);
-      }
-      if (slot == kDramNoSlot) {
-        found_at[i] = 0;
-        if (dirty_at != nullptr) dirty_at[i] = 0;
-      } else {
-        std::memcpy(out + uint64_t{i} * rb, slots + slot * slot_bytes + kDramSlotHeaderBytes, rb);
-        found_at[i] = 1;
-        if (dirty_at != nullptr) dirty_at[i] = d ? 1 : 0;
-        ++hits;
-      }
-      if (at + 1 == n || stripe_at[at + 1] != stripe_at[at]) {
-        index.stripe(stripe_at[at]).mu.unlock_shared();
-      }
-    }
-  }
-  return hits;
+  return LookupView{t->index.get(), t->rows->Slot(0), t->rows->slot_bytes(), t->slots_max,
+                    t->spec.row_bytes};
 }
 
 // ---- Pins, flags, next uses ------------------------------------------------
@@ -344,6 +229,7 @@ DramCacheStats DramShard::Stats() const {
   s.rows_max = rows_max_;
   s.hits = hits_.load(std::memory_order_relaxed);
   s.misses = misses_.load(std::memory_order_relaxed);
+  s.lookup_retries = lookup_retries_.load(std::memory_order_relaxed);
   s.inserts = inserts_.load(std::memory_order_relaxed);
   s.evictions = evictions_.load(std::memory_order_relaxed);
   s.dirty_writebacks = dirty_writebacks_.load(std::memory_order_relaxed);

@@ -4,8 +4,9 @@
 // and a lock-striped index per table, the per-slot metadata, its exact
 // eviction order, its mutation mutex and claims. Everything DramCache's
 // header says about one cache holds for one shard; this header lists what a
-// shard adds for DramCache (subsets of a batch given by positions, the
-// lookup's copy step over keys sorted elsewhere).
+// shard adds for DramCache (subsets of a batch given by positions, what
+// the lookup's pipeline reads of it). DramCache::Lookup runs one pipeline
+// over all the shards (dram_lookup.h).
 //
 // Thread safety: as DramCache (every method from any thread). Ownership: a
 // shard owns its arenas and indexes; `backing` is borrowed.
@@ -32,6 +33,13 @@ namespace strata::storage {
 
 class DramArena;
 class DramIndex;
+
+// One shard's part of a Lookup (DramLookup, dram_lookup.h).
+struct DramLookupCounts {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t retries = 0;  // keys read again under their stripe's lock
+};
 
 // The part of dram_bytes_max the shards of one cache share (DramCache): a
 // shard holds its own bytes (DramCacheOptions::dram_bytes_max of its
@@ -70,21 +78,26 @@ class DramShard {
   DramShard(const DramShard&) = delete;
   DramShard& operator=(const DramShard&) = delete;
 
-  // As DramCache's methods of the same names (dram_cache.h), over this
-  // shard's keys, but for Lookup: its copy step for keys DramCache sorted: keys[order[j]] (hashes
-  // their DramKeyHash, by key position), stripe_of[j] its stripe in this
-  // shard's index, ascending; copies into rows at the keys' positions and
-  // returns the hits (counted in this shard's stats). Spans checked by the
-  // caller.
-  [[nodiscard]] Result<uint64_t> LookupSorted(TableId table, std::span<const Key> keys,
-                                              std::span<const uint64_t> hashes,
-                                              std::span<const uint32_t> order,
-                                              std::span<const uint32_t> stripe_of,
-                                              std::span<std::byte> rows, std::span<uint8_t> found,
-                                              std::span<uint8_t> dirty);
-  // The index stripes of each table (a power of two; a key's stripe is the
-  // top log2(stripes()) bits of its hash, DramIndex::StripeOf).
-  uint32_t stripes() const;
+  // What DramCache::Lookup's optimistic pipeline (dram_lookup.h) reads of
+  // one table of this shard: its index and its slots. Valid while the
+  // shard lives; the index's arrays_mu() says when its maps may be read.
+  struct LookupView {
+    const DramIndex* index = nullptr;
+    const std::byte* slots = nullptr;  // slot 0: the key, then the row
+    uint64_t slot_bytes = 0;
+    uint64_t slots_max = 0;  // slots the arena maps (an entry past them is torn)
+    uint32_t row_bytes = 0;
+  };
+  [[nodiscard]] Result<LookupView> View(TableId table) const;
+  // Counts a Lookup's part in this shard in its stats.
+  void CountLookups(const DramLookupCounts& c) {
+    hits_.fetch_add(c.hits, std::memory_order_relaxed);
+    misses_.fetch_add(c.misses, std::memory_order_relaxed);
+    lookup_retries_.fetch_add(c.retries, std::memory_order_relaxed);
+  }
+
+  // The rest as DramCache's methods of the same names (dram_cache.h), over
+  // this shard's keys.
 
   // Inserts the keys at `positions` (ascending; empty: every key) of the
   // batch: rows, dirty and next_use are the whole batch's (dirty and
@@ -148,14 +161,6 @@ class DramShard {
   Result<Table*> FindTable(TableId id, std::string_view op) const;
   Status CheckKeySpan(const Table& t, std::string_view op, size_t keys, size_t other,
                       std::string_view what, bool may_be_empty) const;
-
-  // Lookup's copy step: keys[order[j]] (hashes[order[j]] their hashes,
-  // stripe_of[j] their stripe) in ascending stripe order, looked up and
-  // copied; returns the hits.
-  uint64_t LookupPipeline(const Table& t, std::span<const Key> keys,
-                          std::span<const uint64_t> hashes, std::span<const uint32_t> order,
-                          std::span<const uint32_t> stripe_of, std::span<std::byte> rows,
-                          std::span<uint8_t> found, std::span<uint8_t> dirty) const;
 
   // Eviction order (dram_order.cc).
   uint32_t CodeOf(Clock next_use) const;  // larger: evicted first
@@ -287,7 +292,7 @@ class DramShard {
   mutable std::vector<uint32_t> hist_only_ GUARDED_BY(mu_);
   mutable std::vector<uint64_t> hist_fine_ GUARDED_BY(mu_);
 
-  std::atomic<uint64_t> hits_{0}, misses_{0}, inserts_{0}, evictions_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, lookup_retries_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
   std::atomic<uint64_t> room_waits_{0}, insert_waits_{0};
 };

@@ -16,7 +16,7 @@
 //   4. Without the mutex: dirty victims are written back (one MultiPut per
 //      table; a victim stays resident and readable until then), erased from
 //      the index (one exclusive hold per stripe), the new rows copied into
-//      their slots (reachable by no reader now) and published, overwrites
+//      their slots (reachable through no entry now) and published, overwrites
 //      copied, both under one exclusive hold per stripe.
 //   5. Finish (mutex): flags and codes set, spare victim slots freed, holds
 //      and claims dropped.
@@ -97,7 +97,7 @@ void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& def
   bool any = false;
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t g = (first + i) % count;
-    base::SharedMutex& mu = mutex_of(g);
+    base::SeqSharedMutex& mu = mutex_of(g);
     if (!(kShared ? mu.try_lock_shared() : mu.try_lock())) {
       deferred[g] = 1;
       any = true;
@@ -114,7 +114,7 @@ void VisitGroupsLocked(uint32_t count, uint32_t first, std::vector<uint8_t>& def
   for (uint32_t i = 0; any && i < count; ++i) {
     const uint32_t g = (first + i) % count;
     if (deferred[g] == 0) continue;
-    base::SharedMutex& mu = mutex_of(g);
+    base::SeqSharedMutex& mu = mutex_of(g);
     while (true) {
       kShared ? mu.lock_shared() : mu.lock();
       const bool done = visit(g);
@@ -241,7 +241,7 @@ void DramShard::ProbeKeys(const Table& t, std::span<const Key> keys, InsertWork&
   auto key_at = [&t](uint32_t slot) { return t.KeyAt(slot); };
   VisitGroupsLocked<true>(
       static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
-      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      w.deferred, [&](uint32_t g) -> base::SeqSharedMutex& { return index.stripe(w.groups[g]).mu; },
       [&](uint32_t g) {
         const DramIndex::Stripe& stripe = index.stripe(w.groups[g]);
         stripe.mu.AssertHeld();  // shared, by VisitGroupsLocked
@@ -501,7 +501,7 @@ void DramShard::EraseVictims(InsertWork& w) {
   };
   VisitGroupsLocked<false>(
       groups, static_cast<uint32_t>(w.victim_hashes[0] % groups), w.deferred,
-      [&](uint32_t g) -> base::SharedMutex& { return stripe_of(g).mu; },
+      [&](uint32_t g) -> base::SeqSharedMutex& { return stripe_of(g).mu; },
       [&](uint32_t g) {
         DramIndex::Stripe& stripe = stripe_of(g);
         stripe.mu.AssertHeld();  // by VisitGroupsLocked
@@ -525,8 +525,11 @@ void DramShard::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
   const uint32_t rb = t.spec.row_bytes;
   const size_t n = w.picks.size();
   const uint32_t slot_bytes = DramSlotBytes(rb);
-  // New rows first: their slots are reachable by no reader (victims' entries
-  // are erased, other slots never published or released long ago).
+  // New rows first: their slots are reachable through no entry (victims'
+  // entries are erased, other slots never published or released long ago).
+  // A lookup may still be copying one through an entry it read before the
+  // erase; the erase moved that stripe's count, so it reads the key again
+  // under the lock (dram_lookup.h).
   for (size_t k = 0; k < n; ++k) {
     if (k + kDramPrefetchRows < n && w.fresh[k + kDramPrefetchRows] != 0) {
       const std::byte* line = t.rows->Slot(w.slots[k + kDramPrefetchRows]);
@@ -550,7 +553,7 @@ void DramShard::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
   };
   VisitGroupsLocked<false>(
       static_cast<uint32_t>(w.groups.size()), static_cast<uint32_t>(w.hashes[0] % w.groups.size()),
-      w.deferred, [&](uint32_t g) -> base::SharedMutex& { return index.stripe(w.groups[g]).mu; },
+      w.deferred, [&](uint32_t g) -> base::SeqSharedMutex& { return index.stripe(w.groups[g]).mu; },
       [&](uint32_t g) {
         const uint32_t s = w.groups[g];
         DramIndex::Stripe& stripe = index.stripe(s);

@@ -8,7 +8,9 @@
 // (DramShard::Meta). They are not annotated in place because clang's analysis
 // cannot name the enclosing DramShard's mu_ from a nested struct (it has no
 // `this` of its parent). A slot's key is written before the slot is published
-// in the index and read by lookups under the stripe's read lock. Ownership: a
+// in the index; lookups read keys and rows optimistically (dram_lookup.h), so
+// a published row changes only under its stripe's lock held exclusively,
+// and a slot is reused only after its entry left the index. Ownership: a
 // Table owns its arenas and index.
 #pragma once
 

@@ -1,0 +1,162 @@
+#include "storage/dram/dram_lookup.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstring>
+
+#include "base/mutex.h"
+#include "storage/dram/dram_index.h"
+#include "storage/dram/dram_shard_internal.h"
+#include "storage/dram/limits.h"
+
+namespace strata::storage {
+namespace {
+
+using View = DramShard::LookupView;
+using Entry = DramHashMap::Entry;
+
+// The locked path: the key found under its stripe's read lock and its row
+// copied under it. Out of line, so the thread sanitizer instruments it.
+[[gnu::noinline]] bool LockedLookup(const View& v, const DramIndex::Stripe& stripe, Key key,
+                                    std::byte* out, bool* dirty) {
+  const uint64_t hash = DramKeyHash(key);
+  base::ReaderLock lock(&stripe.mu);
+  auto key_at = [&v](uint32_t slot) {
+    return reinterpret_cast<const DramSlotHeader*>(v.slots + slot * v.slot_bytes)->key;
+  };
+  const uint32_t slot = stripe.map.Find(key, hash, key_at, dirty);
+  if (slot == kDramNoSlot) return false;
+  std::memcpy(out, v.slots + slot * v.slot_bytes + kDramSlotHeaderBytes, v.row_bytes);
+  return true;
+}
+
+}  // namespace
+
+// The optimistic reads (entries, slot headers, rows) race with writers by
+// design and are checked by the stripes' counts (see the header): not for
+// the thread sanitizer. The analysis cannot follow the arrays locks taken in
+// a loop nor the maps read without their stripes' locks.
+[[gnu::no_sanitize("thread")]] uint64_t DramLookup(
+    std::span<const View> views, std::span<const Key> keys, std::span<std::byte> rows,
+    std::span<uint8_t> found, std::span<uint8_t> dirty,
+    std::span<DramLookupCounts> counts) NO_THREAD_SAFETY_ANALYSIS {
+  constexpr uint32_t kAhead = kDramLookupAhead;
+  constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
+  constexpr uint16_t kRetry = 1;  // look again under the lock
+  constexpr uint16_t kDirty = 2;
+  struct alignas(32) InFlight {
+    const DramIndex::Stripe* stripe;
+    const Entry* home;  // the key's home line
+    uint32_t seq;       // the stripe's count at stage 1
+    uint32_t tag;
+    uint32_t slot;  // the first tag match's, or kDramNoSlot
+    uint16_t shard;
+    uint16_t flags;
+  };
+  static_assert(sizeof(InFlight) == 32);
+  for (const View& v : views) v.index->arrays_mu().lock_shared();
+  const View* const views_at = views.data();
+  DramLookupCounts* const counts_at = counts.data();
+  const uint32_t shard_mask = static_cast<uint32_t>(views.size()) - 1;
+  const uint32_t rb = views[0].row_bytes;
+  const uint32_t row_prefetch_bytes = std::min<uint32_t>(kDramSlotHeaderBytes + rb, 1024);
+  const Key* const keys_at = keys.data();
+  std::byte* const out = rows.data();
+  uint8_t* const found_at = found.data();
+  uint8_t* const dirty_at = dirty.empty() ? nullptr : dirty.data();
+  std::array<InFlight, kRing> ring;
+  const uint64_t n = keys.size();
+  uint64_t hits = 0;
+  for (uint64_t j = 0; j < n + 2 * kAhead; ++j) {
+    if (j < n) {
+      InFlight& f = ring[j & (kRing - 1)];
+      const uint64_t hash = DramKeyHash(keys_at[j]);
+      f.shard = static_cast<uint16_t>((hash >> kDramShardHashShift) & shard_mask);
+      const DramIndex& index = *views_at[f.shard].index;
+      f.stripe = &index.stripe(index.StripeOf(hash));
+      f.seq = f.stripe->mu.Seq();
+      f.tag = DramHashMap::TagOf(hash);
+      f.home = f.stripe->map.HomeLine(f.tag);
+      __builtin_prefetch(f.home);
+      __builtin_prefetch(f.stripe->map.OtherLine(f.home, f.tag));
+    }
+    if (j >= kAhead && j - kAhead < n) {
+      InFlight& f = ring[(j - kAhead) & (kRing - 1)];
+      f.slot = kDramNoSlot;
+      f.flags = 0;
+      if ((f.seq & 1) != 0) {
+        f.flags = kRetry;  // a writer is in
+      } else {
+        const uint32_t want = f.tag << 1;
+        const Entry* line = f.home;
+        uint32_t match = DramHashMap::MatchMask(line, want);
+        if (match == 0) {
+          line = f.stripe->map.OtherLine(f.home, f.tag);
+          if (line != f.home) match = DramHashMap::MatchMask(line, want);
+        }
+        if (match != 0) [[likely]] {
+          const Entry* e = line + __builtin_ctz(match);
+          // Each field read once: a torn pair is caught by the count, a
+          // torn slot by the bound before it is used.
+          const uint32_t slot = __atomic_load_n(&e->slot, __ATOMIC_RELAXED);
+          const uint32_t tag_dirty = __atomic_load_n(&e->tag_dirty, __ATOMIC_RELAXED);
+          const View& v = views_at[f.shard];
+          if (slot < v.slots_max) [[likely]] {
+            f.slot = slot;
+            f.flags = (tag_dirty & 1) != 0 ? kDirty : 0;
+            const std::byte* at = v.slots + slot * v.slot_bytes;
+            for (uint32_t off = 0; off < row_prefetch_bytes; off += 64) {
+              __builtin_prefetch(at + off);
+            }
+          } else {
+            f.flags = kRetry;
+          }
+        } else if (DramHashMap::CountIn(f.home) != 0) {
+          f.flags = kRetry;  // the key may be in the stash
+        }
+      }
+    }
+    if (j >= 2 * kAhead) {
+      const uint64_t i = j - 2 * kAhead;
+      const InFlight& f = ring[i & (kRing - 1)];
+      const View& v = views_at[f.shard];
+      std::byte* const to = out + i * rb;
+      bool retry = (f.flags & kRetry) != 0;
+      bool hit = false;
+      bool d = (f.flags & kDirty) != 0;
+      if (!retry && f.slot != kDramNoSlot) {
+        const std::byte* at = v.slots + f.slot * v.slot_bytes;
+        if (__atomic_load_n(reinterpret_cast<const Key*>(at), __ATOMIC_RELAXED) == keys_at[i])
+            [[likely]] {
+          std::memcpy(to, at + kDramSlotHeaderBytes, rb);
+          hit = true;
+        } else {
+          retry = true;  // a false tag match, or the slot changed hands
+        }
+      }
+      if (!retry) {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        retry = f.stripe->mu.SeqRelaxed() != f.seq;
+      }
+      DramLookupCounts& c = counts_at[f.shard];
+      if (retry) [[unlikely]] {
+        ++c.retries;
+        hit = LockedLookup(v, *f.stripe, keys_at[i], to, &d);
+      }
+      found_at[i] = hit ? 1 : 0;
+      if (dirty_at != nullptr) dirty_at[i] = hit && d ? 1 : 0;
+      if (hit) {
+        ++c.hits;
+        ++hits;
+      } else {
+        ++c.misses;
+      }
+    }
+  }
+  for (const View& v : views) v.index->arrays_mu().unlock_shared();
+  return hits;
+}
+
+}  // namespace strata::storage
