@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/mutex.h"
+#include "base/race_annotations.h"
 #include "storage/dram/dram_index.h"
 #include "storage/dram/dram_shard_internal.h"
 #include "storage/dram/limits.h"
@@ -18,7 +19,7 @@ using View = DramShard::LookupView;
 using Entry = DramHashMap::Entry;
 
 // The locked path: the key found under its stripe's read lock and its row
-// copied under it. Out of line, so the thread sanitizer instruments it.
+// copied under it. Out of line; the thread sanitizer checks its reads.
 [[gnu::noinline]] bool LockedLookup(const View& v, const DramIndex::Stripe& stripe, Key key,
                                     std::byte* out, bool* dirty) {
   const uint64_t hash = DramKeyHash(key);
@@ -35,13 +36,14 @@ using Entry = DramHashMap::Entry;
 }  // namespace
 
 // The optimistic reads (entries, slot headers, rows) race with writers by
-// design and are checked by the stripes' counts (see the header): not for
-// the thread sanitizer. The analysis cannot follow the arrays locks taken in
-// a loop nor the maps read without their stripes' locks.
-[[gnu::no_sanitize("thread")]] uint64_t DramLookup(
-    std::span<const View> views, std::span<const Key> keys, std::span<std::byte> rows,
-    std::span<uint8_t> found, std::span<uint8_t> dirty,
-    std::span<DramLookupCounts> counts) NO_THREAD_SAFETY_ANALYSIS {
+// design and are checked by the stripes' counts (see the header): the
+// thread sanitizer records none of this thread's reads from the first
+// stage to the count's check but on the locked path. The analysis cannot
+// follow the arrays locks taken in a loop nor the maps read without their
+// stripes' locks.
+uint64_t DramLookup(std::span<const View> views, std::span<const Key> keys,
+                    std::span<std::byte> rows, std::span<uint8_t> found, std::span<uint8_t> dirty,
+                    std::span<DramLookupCounts> counts) NO_THREAD_SAFETY_ANALYSIS {
   constexpr uint32_t kAhead = kDramLookupAhead;
   constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
   constexpr uint16_t kRetry = 1;  // look again under the lock
@@ -57,6 +59,7 @@ using Entry = DramHashMap::Entry;
   };
   static_assert(sizeof(InFlight) == 32);
   for (const View& v : views) v.index->arrays_mu().lock_shared();
+  STRATA_IGNORE_READS_BEGIN();
   const View* const views_at = views.data();
   DramLookupCounts* const counts_at = counts.data();
   const uint32_t shard_mask = static_cast<uint32_t>(views.size()) - 1;
@@ -143,7 +146,9 @@ using Entry = DramHashMap::Entry;
       DramLookupCounts& c = counts_at[f.shard];
       if (retry) [[unlikely]] {
         ++c.retries;
+        STRATA_IGNORE_READS_END();
         hit = LockedLookup(v, *f.stripe, keys_at[i], to, &d);
+        STRATA_IGNORE_READS_BEGIN();
       }
       found_at[i] = hit ? 1 : 0;
       if (dirty_at != nullptr) dirty_at[i] = hit && d ? 1 : 0;
@@ -155,6 +160,7 @@ using Entry = DramHashMap::Entry;
       }
     }
   }
+  STRATA_IGNORE_READS_END();
   for (const View& v : views) v.index->arrays_mu().unlock_shared();
   return hits;
 }

@@ -27,8 +27,9 @@
 // arrays_mu() held exclusively, and the pipeline holds it shared (every
 // shard's index, in shard order) for the whole batch. Slots stay mapped for
 // the cache's life, so a read through a torn entry that passes the arena's
-// bound is harmless. These reads race with writers by design: the pipeline
-// is not instrumented by the thread sanitizer (the locked path is).
+// bound is harmless. These reads race with writers by design: the thread
+// sanitizer is told to ignore them (base/race_annotations.h), not the
+// locked path's.
 //
 // Thread safety: any number of threads, with any writers. Internal to
 // storage/dram.
