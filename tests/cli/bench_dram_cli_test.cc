@@ -36,5 +36,22 @@ TEST(BenchDramCliTest, ShardedCacheHoldsEveryRowOfItsBudget) {
   }
 }
 
+TEST(BenchDramCliTest, LookupsBesideAWriterMissNothingAndCountTheirRetries) {
+  // A writer overwrites rows all through the lookups: keys whose stripe it
+  // held while they were read go through the locked path (lookup_retries),
+  // and none is missed.
+  std::string out;
+  const std::string args =
+      "bench dram --rows 20000 --dim 4 --threads 1 --batch 512 --rounds 1 --writers 1 --json";
+  ASSERT_EQ(RunCli(args, &out), 0) << args << "\n" << out;
+  const auto j = nlohmann::json::parse(out.substr(out.find('{')));
+  ASSERT_EQ(j["by_threads"].size(), 1u) << out;
+  const auto& r = j["by_threads"][0];
+  EXPECT_EQ(r["lookup_misses"], 0);
+  ASSERT_TRUE(r.contains("lookup_retries")) << out;
+  const uint64_t lookups = r["batches_per_thread"].get<uint64_t>() * 512;
+  EXPECT_LE(r["lookup_retries"].get<uint64_t>(), lookups);
+}
+
 }  // namespace
 }  // namespace strata::bench
