@@ -32,7 +32,11 @@
 # (mpirun, orted, plugins, help files; relocated by OPAL_PREFIX at the run),
 # the shared libraries they load that are not the C library or the GPU
 # driver, the test data and the commit into the pack, compressed. Carry the
-# pack with the run.
+# pack with the run. With STRATA_GPU_BASELINE=<commit> (e.g. the previous
+# main), `--pack` also builds that commit's CLI (no CUDA, in a worktree under
+# the build folder) into the pack, and the run times its `bench dram`
+# between two runs of this commit's (dram_base_d<dim>, dram_again_d<dim>):
+# the DRAM tier of both commits side by side on one machine.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -71,6 +75,21 @@ pack_ompi() {
   done
 }
 
+# STRATA_GPU_BASELINE's CLI: the commit checked out in a worktree at
+# $1/baseline-src (reused by later packs), built in $1/baseline without CUDA
+# (the DRAM tier is host code).
+build_baseline() {
+  local build=$1 commit=$2 src=$1/baseline-src
+  if [[ -d $src ]]; then
+    git -C "$src" checkout -q --detach "$commit" || return 1
+  else
+    git -C "$here" worktree add -q --detach "$src" "$commit" || return 1
+  fi
+  cmake -S "$src" -B "$build/baseline" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF \
+    >/dev/null || return 1
+  cmake --build "$build/baseline" -j "$(nproc)" --target strata_cli || return 1
+}
+
 pack() {
   local dir=${1:-$here/.gpu-pack}
   local build=${STRATA_GPU_BUILD:-$here/build}
@@ -88,6 +107,13 @@ pack() {
   rm -rf "$dir" && mkdir -p "$dir/bin" "$dir/lib" "$dir/data"
   local bins=()
   for t in "${targets[@]}"; do bins+=("$build/bin/${t/#strata_cli/strata}"); done  # the CLI's file is strata
+  local baseline=${STRATA_GPU_BASELINE:-}
+  if [[ -n $baseline ]]; then
+    build_baseline "$build" "$baseline" || { echo "gpu_check: cannot build the baseline $baseline" >&2; return 1; }
+    cp "$build/baseline/bin/strata" "$build/baseline/bin/strata_baseline" || return 1
+    bins+=("$build/baseline/bin/strata_baseline")
+    git -C "$build/baseline-src" rev-parse HEAD >"$dir/BASELINE" || return 1
+  fi
   pack_ompi "$dir/ompi" || return 1
   # Shared libraries outside the C library, the driver and NCCL (the GPU
   # machine has its own of those: NCCL is 218 MB of device code that hardly
@@ -312,6 +338,19 @@ for dim in 16 64; do
   step "dram1_d$dim" "$bin/strata" bench dram --rows $dram_rows --dim $dim --threads $dram_threads \
     --batch 4096 --shards 1 --json
 done
+# The baseline commit's DRAM tier (a pack made with STRATA_GPU_BASELINE)
+# between two runs of this commit's, 1 and 8 threads, automatic shards: the
+# run before and the run after show how far the machine drifted.
+if [[ -x $bin/strata_baseline ]]; then
+  ab_threads=1,8
+  [[ $quick == 1 ]] && ab_threads=1
+  for dim in 16 64; do
+    step "dram_base_d$dim" "$bin/strata_baseline" bench dram --rows $dram_rows --dim $dim \
+      --threads $ab_threads --batch 4096 --json
+    step "dram_again_d$dim" "$bin/strata" bench dram --rows $dram_rows --dim $dim \
+      --threads $ab_threads --batch 4096 --json
+  done
+fi
 
 # ---- HierarchicalKV side by side ---------------------------------------------
 if [[ -x $bin/strata_hkv_side_by_side ]]; then

@@ -103,8 +103,10 @@ def main():
     if hkv:
         numbers["hkv"] = hkv
     # The DRAM tier (dram_d<dim>, automatic shards; dram1_d<dim>, one
-    # shard): issue 19's ratios per thread count.
-    for name in ("dram_d16", "dram_d64", "dram1_d16", "dram1_d64"):
+    # shard; dram_base_d<dim>, a baseline commit's, then dram_again_d<dim>,
+    # this commit's once more): issue 19's ratios per thread count.
+    for name in ("dram_d16", "dram_d64", "dram1_d16", "dram1_d64", "dram_base_d16",
+                 "dram_base_d64", "dram_again_d16", "dram_again_d64"):
         dram = read_json_output(os.path.join(detail, name + ".txt"))
         if dram:
             numbers[name] = {
@@ -115,7 +117,7 @@ def main():
                 "by_threads": [{k: r.get(k) for k in (
                     "threads", "lookup_rows_per_s", "gather_gbps", "gather_index_gbps",
                     "gather_slots_gbps", "lookup_vs_gather", "lookup_vs_gather_index",
-                    "lookup_vs_gather_slots", "insert_evict_rows_per_s",
+                    "lookup_vs_gather_slots", "lookup_retries", "insert_evict_rows_per_s",
                     "insert_evict_vs_lookup")} for r in dram.get("by_threads", [])]}
 
     checks = summary["checks"]
@@ -202,6 +204,22 @@ def main():
                         most1["insert_evict_rows_per_s"],
                         "threads": most["threads"], "shards": dram.get("shards"),
                         "pass": None}
+
+        # Reported, not judged: this commit's lookups and inserts over the
+        # baseline commit's, per thread count, in the runs before and after
+        # the baseline's (the spread between them is the machine's drift).
+        for dim in (16, 64):
+            base = numbers.get("dram_base_d%d" % dim)
+            if not base:
+                continue
+            for run in ("dram_d%d" % dim, "dram_again_d%d" % dim):
+                ours = {r["threads"]: r for r in (numbers.get(run) or {}).get("by_threads", [])}
+                for key in ("lookup_rows_per_s", "insert_evict_rows_per_s"):
+                    value = {r["threads"]: ours[r["threads"]][key] / r[key]
+                             for r in base["by_threads"]
+                             if r["threads"] in ours and r[key] and ours[r["threads"]][key]}
+                    if value:
+                        checks["%s_%s_vs_baseline" % (run, key)] = {"value": value, "pass": None}
 
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=2)
