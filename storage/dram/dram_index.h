@@ -326,6 +326,19 @@ class DramIndex {
   // moves the stripes and frees the old array: a growth waits for the
   // lookups in flight, and the lookups of this index wait for it.
   base::RwLock& arrays_mu() const RETURN_CAPABILITY(arrays_mu_) { return arrays_mu_; }
+  // Where the stripes' buckets are: stripe i's at base + i * segment, each
+  // `segment` entries (segment / kBucketEntries lines). Stable while
+  // arrays_mu() is held, shared or not; a stripe's map reads the same.
+  struct Layout {
+    const DramHashMap::Entry* base;
+    uint64_t segment;
+  };
+  Layout layout() const {
+    return {hint_base_.load(std::memory_order_relaxed),
+            hint_segment_.load(std::memory_order_relaxed)};
+  }
+  // StripeOf(hash) == (hash >> (stripe_shift() & 63)) & (stripes() - 1).
+  uint32_t stripe_shift() const { return shift_; }
   Stripe& stripe(uint32_t i) { return stripes_[i]; }
   const Stripe& stripe(uint32_t i) const { return stripes_[i]; }
   uint32_t stripes() const { return count_; }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <vector>
 
 #include "base/mutex.h"
 #include "base/race_annotations.h"
@@ -48,18 +49,41 @@ uint64_t DramLookup(std::span<const View> views, std::span<const Key> keys,
   constexpr uint32_t kRing = std::bit_ceil(2 * kAhead + 1);
   constexpr uint16_t kRetry = 1;  // look again under the lock
   constexpr uint16_t kDirty = 2;
-  struct alignas(32) InFlight {
+  constexpr uint64_t kLine = DramHashMap::kBucketEntries;
+  struct alignas(64) InFlight {
     const DramIndex::Stripe* stripe;
-    const Entry* home;  // the key's home line
-    uint32_t seq;       // the stripe's count at stage 1
+    const Entry* home;   // the key's home line
+    const Entry* other;  // its other candidate line (the home in a one-line map)
+    uint32_t seq;        // the stripe's count at stage 1
     uint32_t tag;
     uint32_t slot;  // the first tag match's, or kDramNoSlot
     uint16_t shard;
     uint16_t flags;
   };
-  static_assert(sizeof(InFlight) == 32);
+  // What the first stage reads of a shard, read once per call with its
+  // arrays held: the stripes' headers (their counts), where their buckets
+  // are, and the slots. A key's stripe header is then one line, its count.
+  struct Shard {
+    const DramIndex::Stripe* stripes;
+    const Entry* base;
+    uint64_t segment;  // entries per stripe
+    uint64_t lines;    // lines per stripe
+    uint32_t shift;
+    uint32_t stripe_mask;
+  };
   for (const View& v : views) v.index->arrays_mu().lock_shared();
+  thread_local std::vector<Shard> shards_tl;
+  std::vector<Shard>& shards = shards_tl;
+  shards.resize(views.size());
+  for (size_t s = 0; s < views.size(); ++s) {
+    const DramIndex& index = *views[s].index;
+    const DramIndex::Layout layout = index.layout();
+    shards[s] = {
+        &index.stripe(0),          layout.base,        layout.segment, layout.segment / kLine,
+        index.stripe_shift() & 63, index.stripes() - 1};
+  }
   STRATA_IGNORE_READS_BEGIN();
+  const Shard* const shards_at = shards.data();
   const View* const views_at = views.data();
   DramLookupCounts* const counts_at = counts.data();
   const uint32_t shard_mask = static_cast<uint32_t>(views.size()) - 1;
@@ -77,13 +101,17 @@ uint64_t DramLookup(std::span<const View> views, std::span<const Key> keys,
       InFlight& f = ring[j & (kRing - 1)];
       const uint64_t hash = DramKeyHash(keys_at[j]);
       f.shard = static_cast<uint16_t>((hash >> kDramShardHashShift) & shard_mask);
-      const DramIndex& index = *views_at[f.shard].index;
-      f.stripe = &index.stripe(index.StripeOf(hash));
+      const Shard& sh = shards_at[f.shard];
+      const uint64_t s = (hash >> sh.shift) & sh.stripe_mask;
+      f.stripe = sh.stripes + s;
       f.seq = f.stripe->mu.Seq();
       f.tag = DramHashMap::TagOf(hash);
-      f.home = f.stripe->map.HomeLine(f.tag);
+      const Entry* lines = sh.base + s * sh.segment;
+      const uint64_t home = DramHashMap::HomeIn(f.tag, sh.lines);
+      f.home = lines + home * kLine;
+      f.other = lines + DramHashMap::AltIn(home, f.tag, sh.lines) * kLine;
       __builtin_prefetch(f.home);
-      __builtin_prefetch(f.stripe->map.OtherLine(f.home, f.tag));
+      __builtin_prefetch(f.other);
     }
     if (j >= kAhead && j - kAhead < n) {
       InFlight& f = ring[(j - kAhead) & (kRing - 1)];
@@ -95,9 +123,9 @@ uint64_t DramLookup(std::span<const View> views, std::span<const Key> keys,
         const uint32_t want = f.tag << 1;
         const Entry* line = f.home;
         uint32_t match = DramHashMap::MatchMask(line, want);
-        if (match == 0) {
-          line = f.stripe->map.OtherLine(f.home, f.tag);
-          if (line != f.home) match = DramHashMap::MatchMask(line, want);
+        if (match == 0 && f.other != f.home) {
+          line = f.other;
+          match = DramHashMap::MatchMask(line, want);
         }
         if (match != 0) [[likely]] {
           const Entry* e = line + __builtin_ctz(match);
