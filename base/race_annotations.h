@@ -4,9 +4,10 @@
 // reads) reads memory a writer may be changing and throws away what it read
 // when the count moved. Those reads are data races the design accounts
 // for; between STRATA_IGNORE_READS_BEGIN() and STRATA_IGNORE_READS_END() the
-// sanitizer does not record the calling thread's reads (its writes, its
-// locks and every other thread's accesses are checked as usual). Outside a
-// sanitizer build both are nothing.
+// sanitizer does not record the calling thread's memory accesses (the
+// runtime ignores its writes too, not only its reads); its locks and every
+// other thread's accesses are checked as usual. Outside a sanitizer build
+// both are nothing.
 //
 // Thread safety: per thread; pairs nest.
 #pragma once

@@ -141,7 +141,9 @@ class DramCache {
 
   // Copies rows of present keys into rows[i*row_bytes]; found[i] = 1/0;
   // dirty[i] (optional: empty span) = dirty flag. A hit is not a use: it
-  // leaves the eviction order alone.
+  // leaves the eviction order alone. The bytes at a missing key's place in
+  // `rows` are unspecified (an optimistic read may have copied a row there
+  // before finding it changed).
   [[nodiscard]] Status Lookup(TableId table, std::span<const Key> keys, std::span<std::byte> rows,
                               std::span<uint8_t> found, std::span<uint8_t> dirty);
   // Inserts or overwrites rows with dirty flags (empty span: all clean) and

@@ -23,6 +23,7 @@
 // A held row is no victim, and Erase, EndMoveUp and BeginMoveUp wait for it;
 // ForEach and FlushDirty wait until no Insert is between steps 3 and 5.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -529,7 +530,12 @@ void DramShard::PlaceRows(Table& t, std::span<const Key> keys, std::span<const s
   // entries are erased, other slots never published or released long ago).
   // A lookup may still be copying one through an entry it read before the
   // erase; the erase moved that stripe's count, so it reads the key again
-  // under the lock (dram_lookup.h).
+  // under the lock (dram_lookup.h). The fence orders that count before
+  // these writes in the language's model too when the erase was another
+  // thread's (a slot freed by an earlier Insert): a reader that sees a byte
+  // written here then sees the count moved (x86 and AArch64 keep that order
+  // anyway, through the mutation mutex between the two Inserts).
+  std::atomic_thread_fence(std::memory_order_release);
   for (size_t k = 0; k < n; ++k) {
     if (k + kDramPrefetchRows < n && w.fresh[k + kDramPrefetchRows] != 0) {
       const std::byte* line = t.rows->Slot(w.slots[k + kDramPrefetchRows]);

@@ -237,5 +237,82 @@ TEST(DramLookupTest, LookupsWhileTheIndexGrowsFindEveryRowPublishedBeforeThem) {
   EXPECT_EQ(cache.Stats().evictions, 0u);
 }
 
+TEST(DramLookupTest, RowsReadWhileAWriterChurnsTheCacheAreWholeTheirKeysAndFound) {
+  // Rows a move up holds (never evicted) are overwritten now and then, with
+  // the dirty flag of their version's parity, while the writer churns other
+  // keys through a small cache (evictions, slot reuse, cuckoo moves,
+  // erases). Every read of a held row must find it, whole, with its flag;
+  // every other row found must be whole and its key's. Without the count's
+  // check at the end of the pipeline this fails (review of the change: 32
+  // bad reads in a run of this shape).
+  constexpr uint32_t kRow = 32;
+  constexpr TableId kTable = 5;
+  auto key_of = [](uint64_t i) { return i * 0x9e3779b97f4a7c15ull + 11; };
+  const std::vector<TableSpec> tables = {{kTable, "emb", kRow}};
+  DramCacheOptions o;
+  o.dram_bytes_max = 512 * kRow;
+  o.lock_stripes = 2;
+  o.shards = 1;
+  auto made = DramCache::Create(o, tables, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  DramCache& cache = **made;
+  std::vector<Key> held;
+  for (uint64_t i = 0; i < 64; ++i) held.push_back(key_of(1000000 + i));
+  ASSERT_TRUE(cache.Insert(kTable, held, testing::MakeRows(held, 2, kRow), {}, {}).ok());
+  DramCache::MoveUp move;
+  ASSERT_TRUE(cache.BeginMoveUp(kTable, held, &move).ok());
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> bad{0}, checked{0};
+  std::latch start(2);
+  std::thread reader([&] {
+    std::mt19937_64 rng(2);
+    std::vector<Key> keys(128);
+    std::vector<std::byte> out(keys.size() * kRow);
+    std::vector<uint8_t> found(keys.size()), dirty(keys.size());
+    start.arrive_and_wait();
+    do {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        keys[i] = i % 2 == 1 ? held[rng() % held.size()] : key_of(rng() % 4000);
+      }
+      ASSERT_TRUE(cache.Lookup(kTable, keys, out, found, dirty).ok());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        const bool is_held = i % 2 == 1;
+        if (found[i] == 0) {
+          if (is_held) bad.fetch_add(1);
+          continue;
+        }
+        const int64_t v = RowVersion(keys[i], {out.data() + i * kRow, kRow});
+        const uint8_t want_dirty = is_held && v >= 3 ? static_cast<uint8_t>(v & 1) : 0;
+        if (v < 0 || dirty[i] != want_dirty) bad.fetch_add(1);
+        checked.fetch_add(1);
+      }
+    } while (!done.load());
+  });
+  std::mt19937_64 rng(1);
+  start.arrive_and_wait();
+  Status s;  // the writer's first error; the reader is joined whatever happens
+  for (uint64_t v = 3; v < 20000 && s.ok(); ++v) {
+    std::vector<Key> keys;
+    for (int j = 0; j < 24; ++j) keys.push_back(key_of(rng() % 4000));
+    s = cache.Insert(kTable, keys, testing::MakeRows(keys, v, kRow), {}, {});
+    if (s.ok() && v % 3 == 0) {
+      const std::vector<Key> one = {held[rng() % held.size()]};
+      const std::vector<uint8_t> flag = {static_cast<uint8_t>(v & 1)};
+      s = cache.Insert(kTable, one, testing::MakeRows(one, v, kRow), flag, {});
+    }
+    if (s.ok() && v % 7 == 0) {
+      const std::vector<Key> gone = {key_of(rng() % 4000)};
+      s = cache.Erase(kTable, gone);
+    }
+  }
+  done = true;
+  reader.join();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(cache.EndMoveUp(kTable, held, &move, /*moved=*/false).ok());
+  EXPECT_EQ(bad.load(), 0u) << "of " << checked.load() << " rows read";
+  EXPECT_GT(checked.load(), 0u);
+  EXPECT_GT(cache.Stats().evictions, 0u);
+}
+
 }  // namespace
 }  // namespace strata::storage
