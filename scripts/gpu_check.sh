@@ -92,6 +92,12 @@ build_baseline() {
 
 pack() {
   local dir=${1:-$here/.gpu-pack}
+  # A baseline that names no commit is an error before anything is built.
+  if [[ -n ${STRATA_GPU_BASELINE:-} ]] &&
+    ! git -C "$here" rev-parse --verify --quiet "${STRATA_GPU_BASELINE}^{commit}" >/dev/null; then
+    echo "gpu_check: STRATA_GPU_BASELINE='$STRATA_GPU_BASELINE' names no commit of $here" >&2
+    return 2
+  fi
   local build=${STRATA_GPU_BUILD:-$here/build}
   local hkv=${STRATA_HKV_DIR:-}
   if [[ -z $hkv && -f $here/../shared/baselines/HierarchicalKV/include/merlin_hashtable.cuh ]]; then

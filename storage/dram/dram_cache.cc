@@ -14,9 +14,16 @@
 
 namespace strata::storage {
 
+struct DramCache::LookupViews {
+  std::unordered_map<TableId, std::vector<DramShard::LookupView>> of;
+};
+
 DramCache::DramCache(const DramCacheOptions& options, std::unique_ptr<DramBudgetPool> pool,
                      std::vector<std::unique_ptr<DramShard>> shards)
-    : options_(options), pool_(std::move(pool)), shards_(std::move(shards)) {}
+    : options_(options),
+      pool_(std::move(pool)),
+      shards_(std::move(shards)),
+      lookup_views_(std::make_unique<LookupViews>()) {}
 
 DramCache::~DramCache() = default;
 
@@ -84,6 +91,11 @@ Result<std::unique_ptr<DramCache>> DramCache::Create(const DramCacheOptions& opt
   uint64_t row_bytes_min = 0;
   for (const TableSpec& spec : tables) {
     cache->specs_[spec.id] = spec;
+    std::vector<DramShard::LookupView>& views = cache->lookup_views_->of[spec.id];
+    for (const auto& shard : cache->shards_) {
+      STRATA_ASSIGN_OR_RETURN(DramShard::LookupView view, shard->View(spec.id));
+      views.push_back(view);
+    }
     row_bytes_min =
         row_bytes_min == 0 ? spec.row_bytes : std::min(row_bytes_min, uint64_t{spec.row_bytes});
   }
@@ -167,18 +179,12 @@ Status DramCache::Lookup(TableId table, std::span<const Key> keys, std::span<std
   STRATA_RETURN_IF_ERROR(CheckSpan(*spec, "Lookup", n, found.size(), "found", false));
   STRATA_RETURN_IF_ERROR(CheckSpan(*spec, "Lookup", n, dirty.size(), "dirty", true));
   if (n == 0) return Status::Ok();
-  // One pipeline over every shard, in the caller's order (dram_lookup.h).
-  // The scratch is per thread.
-  thread_local std::vector<DramShard::LookupView> views_tl;
+  // One pipeline over every shard, in the caller's order (dram_lookup.h),
+  // through the views Create took. The counts are per thread.
   thread_local std::vector<DramLookupCounts> counts_tl;
-  std::vector<DramShard::LookupView>& views = views_tl;
   std::vector<DramLookupCounts>& counts = counts_tl;
-  views.resize(shards());
   counts.assign(shards(), DramLookupCounts{});
-  for (uint32_t s = 0; s < shards(); ++s) {
-    STRATA_ASSIGN_OR_RETURN(views[s], shards_[s]->View(table));
-  }
-  DramLookup(views, keys, rows, found, dirty, counts);
+  DramLookup(lookup_views_->of.at(table), keys, rows, found, dirty, counts);
   for (uint32_t s = 0; s < shards(); ++s) shards_[s]->CountLookups(counts[s]);
   return Status::Ok();
 }

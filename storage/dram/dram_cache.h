@@ -259,6 +259,10 @@ class DramCache {
   std::unique_ptr<DramBudgetPool> pool_;  // null with one shard; the shards borrow it
   std::vector<std::unique_ptr<DramShard>> shards_;
   std::unordered_map<TableId, TableSpec> specs_;
+  // Per table, each shard's view for Lookup (dram_cache.cc; constant
+  // after Create).
+  struct LookupViews;
+  std::unique_ptr<LookupViews> lookup_views_;
   uint64_t rows_max_ = 0;  // dram_bytes_max / the smallest row_bytes
 };
 
