@@ -132,6 +132,57 @@ TEST(GpuCheckTest, QuickRunWritesSummaryAndRunsTheHostParts) {
   if (!gpu) EXPECT_EQ(t["skipped"], t["tests"]);
 }
 
+// The summary of a full (not --quick) run judges the DRAM issue's bars from
+// the bench's JSON: made-up numbers, one run passing a bar and the other not,
+// so a check that read the wrong key or compared the wrong way fails.
+TEST(GpuCheckTest, SummaryJudgesTheDramBarsOfAFullRun) {
+  strata::testing::ScratchDir dir;
+  const std::string detail = dir.File("detail"), out_dir = dir.File("out");
+  std::filesystem::create_directories(detail);
+  std::filesystem::create_directories(out_dir);
+  std::ofstream(detail + "/steps.tsv") << "dram_d16\tpass\t10\t\ndram_d64\tpass\t10\t\n";
+  auto bench = [](double index_bytes, double vs_gather, double vs_slots, double evict) {
+    nlohmann::json run = {{"threads", 1},
+                          {"lookup_rows_per_s", 1e7},
+                          {"lookup_vs_gather", vs_gather},
+                          {"lookup_vs_gather_slots", vs_slots},
+                          {"insert_evict_vs_lookup", evict}};
+    return nlohmann::json{{"rows", 4000000},
+                          {"shards", 8},
+                          {"index_bytes_per_row", index_bytes},
+                          {"index_bytes_per_row_after_evict", index_bytes + 0.3},
+                          {"by_threads", {run}}};
+  };
+  // Bench output: a line of text before the JSON, as the steps' logs have.
+  std::ofstream(detail + "/dram_d16.txt") << "log line\n" << bench(22.2, 0.3, 0.6, 0.55).dump();
+  std::ofstream(detail + "/dram_d64.txt") << bench(25.0, 0.85, 0.9, 0.4).dump();
+  std::string out;
+  ASSERT_EQ(RunScript("python3 " + testing::SourceDir() + "/scripts/gpu_check_summary.py " +
+                          detail + " " + out_dir + " abc1234 0 none 0",
+                      &out),
+            0)
+      << out;
+  std::ifstream in(out_dir + "/summary.json");
+  ASSERT_TRUE(in.good()) << out;
+  const nlohmann::json checks = nlohmann::json::parse(in)["checks"];
+  auto verdict = [&](const std::string& name) {
+    EXPECT_TRUE(checks.contains(name)) << name << "\n" << checks.dump(2);
+    return checks.contains(name) ? checks[name]["pass"] : nlohmann::json("missing");
+  };
+  EXPECT_EQ(verdict("dram_d16_index_bytes_per_row"), true);   // 22.5 <= 24
+  EXPECT_EQ(verdict("dram_d64_index_bytes_per_row"), false);  // 25.3
+  EXPECT_EQ(verdict("dram_d64_lookup_vs_gather"), true);
+  EXPECT_EQ(verdict("dram_d16_insert_evict_vs_lookup"), true);
+  EXPECT_EQ(verdict("dram_d64_insert_evict_vs_lookup"), false);
+  // Reported without a verdict, with their values.
+  EXPECT_TRUE(verdict("dram_d16_lookup_vs_gather").is_null());
+  EXPECT_TRUE(verdict("dram_d16_lookup_vs_gather_slots").is_null());
+  EXPECT_TRUE(verdict("dram_d64_lookup_vs_gather_slots").is_null());
+  EXPECT_DOUBLE_EQ(checks["dram_d16_lookup_vs_gather_slots"]["value"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(checks["dram_d64_lookup_vs_gather_slots"]["value"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(checks["dram_d16_lookup_vs_gather"]["value"].get<double>(), 0.3);
+}
+
 TEST(GpuCheckTest, BadArgumentsAreUsageErrorsThatWriteNothing) {
   strata::testing::ScratchDir dir;
   const std::string script = "bash " + testing::SourceDir() + "/scripts/gpu_check.sh";
