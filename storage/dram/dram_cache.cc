@@ -383,6 +383,7 @@ DramCacheStats DramCache::Stats() const {
     s.evictions += p.evictions;
     s.dirty_writebacks += p.dirty_writebacks;
     s.cleaned_ahead += p.cleaned_ahead;
+    s.clean_plans += p.clean_plans;
     s.writeback_errors += p.writeback_errors;
     s.room_waits += p.room_waits;
     s.insert_waits += p.insert_waits;

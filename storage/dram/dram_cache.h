@@ -117,14 +117,19 @@ struct DramCacheStats {
   uint64_t evictions = 0;         // rows evicted to make room
   uint64_t dirty_writebacks = 0;  // dirty rows written back (eviction, FlushDirty, CleanAhead)
   uint64_t cleaned_ahead = 0;     // of those, rows written by CleanAhead
+  // CleanAhead's passes over the metadata: each plans the writes of the
+  // calls after it (the dirty rows of its window, up to a bound), so this
+  // grows by one per plan, not per call.
+  uint64_t clean_plans = 0;
   uint64_t writeback_errors = 0;  // failed MultiPut calls
   uint64_t room_waits = 0;        // Inserts that waited for a CleanAhead write to make room
   // Waits for an in-flight Insert: by Inserts (for a key it places, a row
   // it holds, or room), by Erase and moves up (for a row it holds).
   uint64_t insert_waits = 0;
-  uint64_t bytes_used = 0;   // row bytes of resident rows
-  uint64_t bytes_max = 0;    // dram_bytes_max
-  uint64_t index_bytes = 0;  // index + slot keys + per-row metadata + eviction queues
+  uint64_t bytes_used = 0;  // row bytes of resident rows
+  uint64_t bytes_max = 0;   // dram_bytes_max
+  // index + slot keys + per-row metadata + eviction queues + CleanAhead's plan
+  uint64_t index_bytes = 0;
 };
 
 class DramCache {
@@ -201,16 +206,21 @@ class DramCache {
   // there is no backing store.
   [[nodiscard]] Status FlushDirty();
   // Cleans ahead of eviction: writes the dirty rows among the next
-  // `window_rows` victims (at most `rows_max` of them; with several shards,
-  // each shard's share of both, rounded up) to backing and marks them
-  // clean, so the Inserts that later evict them do no I/O. The writes run
-  // without the mutation lock: meanwhile the rows stay resident and
-  // readable, are no victims, and an Erase of one waits for its write. A row
-  // overwritten meanwhile stays dirty, and an Insert that needs one as a
-  // victim waits. Returns the rows written (0: nothing to clean, or an Insert
-  // is waiting for room, which evicts and writes the victims itself). On a
-  // write error the rows stay dirty and the error is returned. One cleaner
-  // at a time per shard (calls serialise).
+  // `window_rows` victims (at most `rows_max` of them, nearest eviction
+  // first; with several shards, each shard's share of both, rounded up) to
+  // backing and marks them clean, so the Inserts that later evict them do no
+  // I/O. One pass over the metadata plans the calls that follow with the same
+  // window (its dirty rows, up to a bound): they write the plan's rows that
+  // are still dirty with the next use they had, and pass again once it is
+  // spent, or once evictions moved the window by half (`Stats().clean_plans`
+  // counts the passes). So rows that came into the window since the pass wait
+  // for the next one. The writes run without the mutation lock: meanwhile the
+  // rows stay resident and readable, are no victims, and an Erase of one
+  // waits for its write. A row overwritten meanwhile stays dirty, and an
+  // Insert that needs one as a victim waits. Returns the rows written (0:
+  // nothing to clean, or an Insert is waiting for room, which evicts and
+  // writes the victims itself). On a write error the rows stay dirty and the
+  // error is returned. One cleaner at a time per shard (calls serialise).
   [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max);
   // Calls fn for every resident row of `table` (order unspecified); stops at
   // the first non-OK Status and returns it.

@@ -103,6 +103,8 @@ Result<std::unique_ptr<DramShard>> DramShard::Create(const DramCacheOptions& opt
                      : std::min(transit_bytes, options.transit_rows_max * uint64_t{row_bytes_min});
   cache->front_rows_max_ =
       std::max<uint64_t>(kDramFrontRowsMin, cache->rows_max_ / kDramFrontRowsDivisor);
+  cache->clean_plan_rows_max_ =
+      std::max<uint64_t>(kDramCleanPlanRowsMin, cache->rows_max_ / kDramCleanPlanDivisor);
   return cache;
 }
 
@@ -235,12 +237,14 @@ DramCacheStats DramShard::Stats() const {
   s.dirty_writebacks = dirty_writebacks_.load(std::memory_order_relaxed);
   s.writeback_errors = writeback_errors_.load(std::memory_order_relaxed);
   s.cleaned_ahead = cleaned_ahead_.load(std::memory_order_relaxed);
+  s.clean_plans = clean_plans_.load(std::memory_order_relaxed);
   s.room_waits = room_waits_.load(std::memory_order_relaxed);
   s.insert_waits = insert_waits_.load(std::memory_order_relaxed);
   s.bytes_used = bytes_used_;
   s.bytes_max = options_.dram_bytes_max;
   // Queue entries; a pinned row's count costs about one hash node.
-  s.index_bytes = (front_.capacity() + late_.capacity()) * sizeof(QueueEntry);
+  s.index_bytes = (front_.capacity() + late_.capacity()) * sizeof(QueueEntry) +
+                  clean_plan_bytes_.load(std::memory_order_relaxed);
   constexpr uint64_t kPinNodeBytes = 32;
   for (const auto& t : tables_) {
     const TableSlots& ts = slots_[t->pos];

@@ -208,6 +208,11 @@ class DramShard {
                  std::span<const uint8_t> dirty, InsertWork& w) EXCLUDES(mu_);
   void Finish(Table& t, std::span<const uint8_t> dirty, std::span<const Clock> next_use,
               InsertWork& w) REQUIRES(mu_);
+  // CleanAhead's plan: the dirty rows among the next `window_rows` victims
+  // (Threshold's, then a pass over the metadata), at most
+  // clean_plan_rows_max_, nearest eviction first. `flagged`: rows of the
+  // window the calling CleanAhead has flagged as cleaning already.
+  void PlanClean(uint64_t window_rows, uint64_t flagged) REQUIRES(clean_mu_, mu_);
   // A failed write-back: the victims stay (those of tables written, clean),
   // nothing is inserted.
   void Abandon(Table& t, InsertWork& w) REQUIRES(mu_);
@@ -249,7 +254,19 @@ class DramShard {
   uint64_t rows_max_ = 0;
 
   base::Mutex clean_mu_ ACQUIRED_BEFORE(mu_);  // held by CleanAhead and FlushDirty throughout
-  mutable base::Mutex mu_;                     // serialises mutations; order before stripe locks
+  // CleanAhead's plan (PlanClean), consumed from clean_next_ by the calls
+  // that follow; made again when it has nothing left to write, when a call
+  // asks for another window, or once the victims evicted since it passed
+  // half its window (the window moved on). Its entries are checked again
+  // under mu_ before a write (a row since evicted, erased, cleaned, moving up
+  // or given another code is skipped).
+  std::vector<QueueEntry> clean_plan_ GUARDED_BY(clean_mu_);
+  size_t clean_next_ GUARDED_BY(clean_mu_) = 0;
+  uint64_t clean_window_ GUARDED_BY(clean_mu_) = 0;     // 0: no plan
+  uint64_t clean_evictions_ GUARDED_BY(clean_mu_) = 0;  // evictions_ when planned
+  uint64_t clean_plan_rows_max_ = 0;                    // constant after construction
+  std::atomic<uint64_t> clean_plan_bytes_{0};           // its capacity, for Stats
+  mutable base::Mutex mu_;  // serialises mutations; order before stripe locks
   // With mu_: a CleanAhead write finished, an Insert finished or dropped its
   // claims.
   base::CondVar state_cv_;
@@ -294,7 +311,7 @@ class DramShard {
 
   std::atomic<uint64_t> hits_{0}, misses_{0}, lookup_retries_{0}, inserts_{0}, evictions_{0};
   std::atomic<uint64_t> dirty_writebacks_{0}, writeback_errors_{0}, cleaned_ahead_{0};
-  std::atomic<uint64_t> room_waits_{0}, insert_waits_{0};
+  std::atomic<uint64_t> room_waits_{0}, insert_waits_{0}, clean_plans_{0};
 };
 
 }  // namespace strata::storage

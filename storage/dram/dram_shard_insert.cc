@@ -880,6 +880,52 @@ Status DramShard::FlushDirty() {
   return Status::Ok();
 }
 
+void DramShard::PlanClean(uint64_t window_rows, uint64_t flagged) {
+  clean_plan_.clear();
+  clean_next_ = 0;
+  clean_window_ = window_rows;
+  clean_evictions_ = evictions_.load(std::memory_order_relaxed);
+  clean_plans_.fetch_add(1, std::memory_order_relaxed);
+  // Nearest eviction first: larger codes first, then slot order.
+  auto nearer = [](const QueueEntry& a, const QueueEntry& b) {
+    if (a.code != b.code) return a.code > b.code;
+    return a.table != b.table ? a.table < b.table : a.slot < b.slot;
+  };
+  // Kept to the nearest clean_plan_rows_max_ as the pass goes (cut back
+  // whenever it reaches twice that), so it never holds a whole window.
+  const uint64_t keep = clean_plan_rows_max_;
+  auto cut = [&] {
+    if (clean_plan_.size() <= keep) return;
+    std::nth_element(clean_plan_.begin(), clean_plan_.begin() + static_cast<ptrdiff_t>(keep),
+                     clean_plan_.end(), nearer);
+    clean_plan_.resize(keep);
+  };
+  uint32_t min_code = 0;
+  uint64_t take = 0, count = 0;
+  // The rows this call flagged already are victims-to-be of the window but
+  // no longer evictable, so Threshold does not count them.
+  if (flagged < window_rows && Threshold(window_rows - flagged, &min_code, &take, &count)) {
+    for (const auto& t : tables_) {
+      const TableSlots& ts = slots_[t->pos];
+      for (uint64_t s = 0; s < ts.touched; ++s) {
+        const uint32_t meta = ts.meta[s];
+        if (!Evictable(meta) || DramMetaCode(meta) < min_code) continue;
+        if (DramMetaCode(meta) == min_code) {
+          if (take == 0) continue;
+          --take;
+        }
+        if ((meta & kDramMetaDirty) != 0) {
+          clean_plan_.push_back({DramMetaCode(meta), t->pos, static_cast<uint32_t>(s)});
+          if (clean_plan_.size() >= 2 * keep) cut();
+        }
+      }
+    }
+  }
+  cut();
+  std::sort(clean_plan_.begin(), clean_plan_.end(), nearer);
+  clean_plan_bytes_.store(clean_plan_.capacity() * sizeof(QueueEntry), std::memory_order_relaxed);
+}
+
 Result<uint64_t> DramShard::CleanAhead(uint64_t window_rows, uint64_t rows_max) {
   if (backing_ == nullptr || window_rows == 0 || rows_max == 0) return uint64_t{0};
   base::MutexLock clean_lock(&clean_mu_);
@@ -895,35 +941,36 @@ Result<uint64_t> DramShard::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     base::MutexLock lock(&mu_);
     // An Insert waiting for room needs the next victims to stay victims.
     if (room_waiters_ > 0) return uint64_t{0};
-    // The dirty rows among the next window_rows victims, nearest first.
+    // The next rows of the plan that are still dirty victims-to-be with the
+    // code they were planned with; a plan with none left is made again
+    // (once per call), and so is one for another window or one the
+    // evictions since have moved past.
+    bool planned = false;
+    if (clean_window_ != window_rows ||
+        evictions_.load(std::memory_order_relaxed) - clean_evictions_ > window_rows / 2) {
+      PlanClean(window_rows, 0);
+      planned = true;
+    }
     std::vector<QueueEntry> picked;
-    uint32_t min_code = 0;
-    uint64_t take = 0, count = 0;
-    if (Threshold(window_rows, &min_code, &take, &count)) {
-      for (const auto& t : tables_) {
-        const TableSlots& ts = slots_[t->pos];
-        for (uint64_t s = 0; s < ts.touched; ++s) {
-          const uint32_t meta = ts.meta[s];
-          if (!Evictable(meta) || DramMetaCode(meta) < min_code) continue;
-          if (DramMetaCode(meta) == min_code) {
-            if (take == 0) continue;
-            --take;
-          }
-          if ((meta & kDramMetaDirty) != 0) {
-            picked.push_back({DramMetaCode(meta), t->pos, static_cast<uint32_t>(s)});
-          }
+    while (true) {
+      for (; clean_next_ < clean_plan_.size() && picked.size() < rows_max; ++clean_next_) {
+        const QueueEntry& e = clean_plan_[clean_next_];
+        uint32_t& meta = Meta(e.table, e.slot);
+        // A slot reused since by another dirty row of the same code holds a
+        // row as near eviction: it is written instead, which is as good.
+        if (Evictable(meta) && (meta & kDramMetaDirty) != 0 && DramMetaCode(meta) == e.code) {
+          // Not a victim while its copy is written (nor planned again).
+          meta |= kDramMetaCleaning;
+          picked.push_back(e);
         }
       }
-    }
-    if (picked.size() > rows_max) {
-      std::nth_element(picked.begin(), picked.begin() + rows_max, picked.end(),
-                       [](const QueueEntry& a, const QueueEntry& b) { return a.code > b.code; });
-      picked.resize(rows_max);
+      if (picked.size() == rows_max || planned) break;
+      PlanClean(window_rows, picked.size());
+      planned = true;
     }
     taken = picked.size();
     for (const QueueEntry& v : picked) {
       Table& t = *tables_[v.table];
-      Meta(t.pos, v.slot) |= kDramMetaCleaning;  // not a victim while its copy is written
       const uint32_t rb = t.spec.row_bytes;
       copies[v.table].push_back({v.slot, t.KeyAt(v.slot)});
       const size_t at = bytes[v.table].size();

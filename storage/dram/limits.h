@@ -42,6 +42,12 @@ inline constexpr uint64_t kDramIndexGrowDen = 8;
 // kDramFrontRowsDivisor * 3 metadata words per victim.
 inline constexpr uint64_t kDramFrontRowsMin = 1024;
 inline constexpr uint64_t kDramFrontRowsDivisor = 32;
+// CleanAhead keeps the dirty rows one scan of the metadata found in its
+// window, nearest eviction first, and writes them over the calls that follow
+// before it scans again: at most a shard's rows / kDramCleanPlanDivisor of
+// them (at least kDramCleanPlanRowsMin), the nearest.
+inline constexpr uint64_t kDramCleanPlanDivisor = 128;
+inline constexpr uint64_t kDramCleanPlanRowsMin = 4096;
 // Insert and eviction prefetch index buckets and victims' slots this many
 // rows ahead of the row they work on.
 inline constexpr uint64_t kDramPrefetchRows = 16;

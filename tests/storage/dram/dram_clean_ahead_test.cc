@@ -4,11 +4,13 @@
 // changed or erased while its copy is written stays correct.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
 #include "base/mutex.h"
 #include "storage/dram/dram_cache.h"
+#include "storage/dram/limits.h"
 #include "tests/storage/dram/dram_test_util.h"
 #include "tests/storage/dram/gated_row_store.h"
 #include "tests/storage/ssd/memory_row_store.h"
@@ -19,7 +21,45 @@ namespace {
 using testing::GatedRowStore;
 using testing::MakeRow;
 using testing::MemoryRowStore;
-using DramCleanAheadTest = testing::DramCacheFixture;
+
+class DramCleanAheadTest : public testing::DramCacheFixture {
+ protected:
+  // Fills a cache of `rows` dirty rows (row k's next use 100 + k: the larger
+  // keys are evicted first) and cleans a window of `window` rows in calls of
+  // `per_call` until one writes nothing. Each call must write the nearest
+  // dirty rows, and all of them together exactly the window's.
+  static void CleanWholeWindow(uint64_t rows, uint64_t window, uint64_t per_call, uint64_t plans) {
+    MemoryRowStore store(OneTable());
+    auto c = MakeCache(rows, &store);
+    std::vector<Key> keys(rows);
+    std::vector<Clock> next(rows);
+    for (uint64_t k = 0; k < rows; ++k) keys[k] = k, next[k] = static_cast<Clock>(100 + k);
+    ASSERT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(rows, 1)).ok());
+    uint64_t calls = 0, cleaned = 0;
+    const uint64_t index_bytes = c->Stats().index_bytes;
+    while (true) {
+      auto r = c->CleanAhead(window, per_call);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      ++calls;
+      // The plan (12-byte entries, counted in index_bytes) never holds more
+      // than twice its bound (kDramCleanPlanRowsMin here), whatever the
+      // window.
+      EXPECT_LE(c->Stats().index_bytes - index_bytes, 2 * kDramCleanPlanRowsMin * 12);
+      if (r.value() == 0) break;
+      EXPECT_EQ(r.value(), std::min(per_call, window - cleaned));
+      cleaned += r.value();
+      // Nearest first: after this call exactly the `cleaned` farthest rows.
+      const auto flags = DirtyFlags(*c, {rows - cleaned - 1, rows - cleaned});
+      ASSERT_EQ(flags, (std::vector<uint8_t>{1, 0})) << "after " << cleaned << " rows";
+      ASSERT_LT(calls, 1000u);
+    }
+    EXPECT_EQ(cleaned, window);
+    EXPECT_EQ(store.Rows(kTable).size(), window);
+    EXPECT_EQ(store.Rows(kTable).count(rows - window), 1u);
+    EXPECT_EQ(store.Rows(kTable).count(rows - window - 1), 0u);  // outside the window
+    EXPECT_EQ(c->Stats().clean_plans, plans);
+  }
+};
 
 TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
   MemoryRowStore store(OneTable());
@@ -154,6 +194,80 @@ TEST_F(DramCleanAheadTest, FlushDirtyDuringACleanWritesTheNewestCopyLast) {
   cleaner.join();
   EXPECT_EQ(store.Rows(kTable).at(1), MakeRow(1, 7, kRowBytes));
   EXPECT_EQ(DirtyFlags(*c, {1}), (std::vector<uint8_t>{0}));
+}
+
+// Calls after the first write from the plan its pass over the metadata
+// made (the dirty rows of the window, nearest eviction first) instead of
+// passing over the metadata again, and still write the window's rows
+// exactly, nearest first, and nothing outside it.
+TEST_F(DramCleanAheadTest, ConsecutiveCallsWriteFromOnePassOverTheMetadata) {
+  // A plan holds 4,096 rows here (kDramCleanPlanRowsMin): the whole window.
+  // 2048 is no multiple of 100: the 21st call spends the plan (48 rows) and
+  // passes again for the rest of its 100 while its 48 are flagged, finding
+  // none; the last call passes once more, finding none.
+  CleanWholeWindow(8192, 2048, 100, 3);
+}
+
+// A window with more dirty rows than a plan holds: the plan keeps the
+// nearest (cut back during its pass once it reaches twice its bound), and
+// a call that spends it passes again for the rest.
+TEST_F(DramCleanAheadTest, APlanKeepsTheNearestRowsOfALargerWindow) {
+  // Plans of 4,096 rows: calls 1 to 4 and 96 rows of the 5th from the
+  // first, the 5th's other 904 and calls 6 to 8 and 192 rows of the 9th
+  // from the second, the rest from the third; the 11th finds nothing.
+  CleanWholeWindow(16384, 10000, 1000, 4);
+}
+
+// Rows that changed after the plan was made are checked again before they
+// are written: an erased row, a row overwritten clean and a row whose next
+// use came near are skipped; once the plan is spent, a new pass finds the
+// dirty rows that came into the window since.
+TEST_F(DramCleanAheadTest, APlanSkipsRowsThatChangedAndANewPassFindsNewOnes) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(16, &store);
+  std::vector<Key> keys;
+  std::vector<Clock> next;
+  for (Key k = 1; k <= 16; ++k) keys.push_back(k), next.push_back(static_cast<Clock>(10 * k));
+  ASSERT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(16, 1)).ok());
+  // The window: the 8 farthest, 16 down to 9, all dirty.
+  ASSERT_EQ(c->CleanAhead(8, 2).value(), 2u);
+  EXPECT_EQ(DirtyFlags(*c, {16, 15, 14}), (std::vector<uint8_t>{0, 0, 1}));
+  ASSERT_TRUE(c->Erase(kTable, std::vector<Key>{14}).ok());
+  ASSERT_TRUE(Put(*c, {13}, 2, {130}, {0}).ok());  // overwritten clean
+  ASSERT_TRUE(c->SetNextUse(kTable, std::vector<Key>{12}, std::vector<Clock>{5}).ok());
+  ASSERT_EQ(c->CleanAhead(8, 2).value(), 2u);
+  EXPECT_EQ(DirtyFlags(*c, {12, 11, 10, 9}), (std::vector<uint8_t>{1, 0, 0, 1}));
+  EXPECT_EQ(store.Rows(kTable).count(13), 0u);
+  EXPECT_EQ(store.Rows(kTable).count(14), 0u);
+  EXPECT_EQ(c->Stats().clean_plans, 1u);
+  // A new dirty row farther than all (room: 14 was erased). The plan has 9
+  // left; then a new pass finds 20.
+  ASSERT_TRUE(Put(*c, {20}, 1, {1000}, {1}).ok());
+  ASSERT_EQ(c->CleanAhead(8, 2).value(), 2u);
+  EXPECT_EQ(DirtyFlags(*c, {20, 9, 8}), (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_EQ(c->Stats().clean_plans, 2u);
+  EXPECT_EQ(store.Rows(kTable).at(20), MakeRow(20, 1, kRowBytes));
+}
+
+// Evictions past half the window since the plan move the window on: the
+// next call passes over the metadata again.
+TEST_F(DramCleanAheadTest, AWindowTheEvictionsMovedOnIsPlannedAgain) {
+  MemoryRowStore store(OneTable());
+  auto c = MakeCache(16, &store);
+  std::vector<Key> keys;
+  std::vector<Clock> next;
+  for (Key k = 1; k <= 16; ++k) keys.push_back(k), next.push_back(static_cast<Clock>(10 * k));
+  ASSERT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(16, 1)).ok());
+  ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);  // 16
+  ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);  // 15, from the same plan
+  EXPECT_EQ(c->Stats().clean_plans, 1u);
+  ASSERT_TRUE(Put(*c, {30}, 1, {1}).ok());     // evicts 16: one, not past half of 4
+  ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);  // 14
+  EXPECT_EQ(c->Stats().clean_plans, 1u);
+  ASSERT_TRUE(Put(*c, {31, 32}, 1, {1, 1}).ok());  // evicts 15 and 14: three since
+  ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);      // 13
+  EXPECT_EQ(c->Stats().clean_plans, 2u);
+  EXPECT_EQ(DirtyFlags(*c, {13, 12}), (std::vector<uint8_t>{0, 1}));
 }
 
 TEST_F(DramCleanAheadTest, WithoutBackingStoreDoesNothing) {
