@@ -59,6 +59,16 @@ class DramCleanAheadTest : public testing::DramCacheFixture {
     EXPECT_EQ(store.Rows(kTable).count(rows - window - 1), 0u);  // outside the window
     EXPECT_EQ(c->Stats().clean_plans, plans);
   }
+  // A full cache of rows 1 to 16, all dirty, row k's next use 10 * k (16 is
+  // evicted first).
+  static std::unique_ptr<DramCache> SixteenDirtyRows(MemoryRowStore* store) {
+    auto c = MakeCache(16, store);
+    std::vector<Key> keys;
+    std::vector<Clock> next;
+    for (Key k = 1; k <= 16; ++k) keys.push_back(k), next.push_back(static_cast<Clock>(10 * k));
+    EXPECT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(16, 1)).ok());
+    return c;
+  }
 };
 
 TEST_F(DramCleanAheadTest, WritesOnlyDirtyRowsNearestEvictionThenEvictionDoesNoIo) {
@@ -224,11 +234,7 @@ TEST_F(DramCleanAheadTest, APlanKeepsTheNearestRowsOfALargerWindow) {
 // dirty rows that came into the window since.
 TEST_F(DramCleanAheadTest, APlanSkipsRowsThatChangedAndANewPassFindsNewOnes) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(16, &store);
-  std::vector<Key> keys;
-  std::vector<Clock> next;
-  for (Key k = 1; k <= 16; ++k) keys.push_back(k), next.push_back(static_cast<Clock>(10 * k));
-  ASSERT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(16, 1)).ok());
+  auto c = SixteenDirtyRows(&store);
   // The window: the 8 farthest, 16 down to 9, all dirty.
   ASSERT_EQ(c->CleanAhead(8, 2).value(), 2u);
   EXPECT_EQ(DirtyFlags(*c, {16, 15, 14}), (std::vector<uint8_t>{0, 0, 1}));
@@ -253,11 +259,7 @@ TEST_F(DramCleanAheadTest, APlanSkipsRowsThatChangedAndANewPassFindsNewOnes) {
 // next call passes over the metadata again.
 TEST_F(DramCleanAheadTest, AWindowTheEvictionsMovedOnIsPlannedAgain) {
   MemoryRowStore store(OneTable());
-  auto c = MakeCache(16, &store);
-  std::vector<Key> keys;
-  std::vector<Clock> next;
-  for (Key k = 1; k <= 16; ++k) keys.push_back(k), next.push_back(static_cast<Clock>(10 * k));
-  ASSERT_TRUE(Put(*c, keys, 1, next, std::vector<uint8_t>(16, 1)).ok());
+  auto c = SixteenDirtyRows(&store);
   ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);  // 16
   ASSERT_EQ(c->CleanAhead(4, 1).value(), 1u);  // 15, from the same plan
   EXPECT_EQ(c->Stats().clean_plans, 1u);
