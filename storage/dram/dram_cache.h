@@ -212,9 +212,10 @@ class DramCache {
   // I/O. One pass over the metadata plans the calls that follow with the same
   // window (its dirty rows, up to a bound): they write the plan's rows that
   // are still dirty with the next use they had, and pass again once it is
-  // spent, or once evictions moved the window by half (`Stats().clean_plans`
-  // counts the passes). So rows that came into the window since the pass wait
-  // for the next one. The writes run without the mutation lock: meanwhile the
+  // spent, after a failed write, or once evictions moved the window by half
+  // (`Stats().clean_plans` counts the passes). So rows that came into the
+  // window since the pass wait for the next one, and planned rows that others
+  // overtook since are still written. The writes run without the mutation lock: meanwhile the
   // rows stay resident and readable, are no victims, and an Erase of one
   // waits for its write. A row overwritten meanwhile stays dirty, and an
   // Insert that needs one as a victim waits. Returns the rows written (0:

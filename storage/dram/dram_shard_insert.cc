@@ -915,6 +915,10 @@ void DramShard::PlanClean(uint64_t window_rows, uint64_t flagged) {
           --take;
         }
         if ((meta & kDramMetaDirty) != 0) {
+          // Grown straight to its bound, not by doubling past it.
+          if (clean_plan_.size() == clean_plan_.capacity()) {
+            clean_plan_.reserve(std::min<uint64_t>(2 * keep, 2 * clean_plan_.size() + 64));
+          }
           clean_plan_.push_back({DramMetaCode(meta), t->pos, static_cast<uint32_t>(s)});
           if (clean_plan_.size() >= 2 * keep) cut();
         }
@@ -956,9 +960,11 @@ Result<uint64_t> DramShard::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
       for (; clean_next_ < clean_plan_.size() && picked.size() < rows_max; ++clean_next_) {
         const QueueEntry& e = clean_plan_[clean_next_];
         uint32_t& meta = Meta(e.table, e.slot);
-        // A slot reused since by another dirty row of the same code holds a
-        // row as near eviction: it is written instead, which is as good.
-        if (Evictable(meta) && (meta & kDramMetaDirty) != 0 && DramMetaCode(meta) == e.code) {
+        // A code at least the planned one is as near eviction or nearer (a
+        // later next use, or a slot reused since by another dirty row of
+        // such a code, which is written instead: as good); a lower one may
+        // have left the window.
+        if (Evictable(meta) && (meta & kDramMetaDirty) != 0 && DramMetaCode(meta) >= e.code) {
           // Not a victim while its copy is written (nor planned again).
           meta |= kDramMetaCleaning;
           picked.push_back(e);
@@ -990,6 +996,9 @@ Result<uint64_t> DramShard::CleanAhead(uint64_t window_rows, uint64_t rows_max) 
     for (const Copy& c : copies[ti]) keys.push_back(c.key);
     Status s = backing_->MultiPut(tables_[ti]->spec.id, keys, bytes[ti]);
     if (!s.ok()) {
+      // The plan is past these rows, which stay dirty: the next call plans
+      // again, so they are the first it writes.
+      clean_window_ = 0;
       writeback_errors_.fetch_add(1, std::memory_order_relaxed);
       first_error = s.WithContext("dram cache clean-ahead of " + std::to_string(keys.size()) +
                                   " dirty rows of " + tables_[ti]->Name());

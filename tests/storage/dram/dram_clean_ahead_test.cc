@@ -30,7 +30,9 @@ class DramCleanAheadTest : public testing::DramCacheFixture {
   // dirty rows, and all of them together exactly the window's.
   static void CleanWholeWindow(uint64_t rows, uint64_t window, uint64_t per_call, uint64_t plans) {
     MemoryRowStore store(OneTable());
-    auto c = MakeCache(rows, &store);
+    DramCacheOptions o;
+    o.shards = 1;  // one eviction order, so "nearest" is exact
+    auto c = MakeCache(rows, &store, OneTable(), o);
     std::vector<Key> keys(rows);
     std::vector<Clock> next(rows);
     for (uint64_t k = 0; k < rows; ++k) keys[k] = k, next[k] = static_cast<Clock>(100 + k);
@@ -42,9 +44,9 @@ class DramCleanAheadTest : public testing::DramCacheFixture {
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       ++calls;
       // The plan (12-byte entries, counted in index_bytes) never holds more
-      // than twice its bound (kDramCleanPlanRowsMin here), whatever the
-      // window.
-      EXPECT_LE(c->Stats().index_bytes - index_bytes, 2 * kDramCleanPlanRowsMin * 12);
+      // than twice its bound, whatever the window.
+      const uint64_t bound = std::max(kDramCleanPlanRowsMin, rows / kDramCleanPlanDivisor);
+      EXPECT_LE(c->Stats().index_bytes - index_bytes, 2 * bound * 12);
       if (r.value() == 0) break;
       EXPECT_EQ(r.value(), std::min(per_call, window - cleaned));
       cleaned += r.value();
@@ -226,6 +228,28 @@ TEST_F(DramCleanAheadTest, APlanKeepsTheNearestRowsOfALargerWindow) {
   // first, the 5th's other 904 and calls 6 to 8 and 192 rows of the 9th
   // from the second, the rest from the third; the 11th finds nothing.
   CleanWholeWindow(16384, 10000, 1000, 4);
+}
+
+// A bound that is no power of two (600,000 / 128 = 4,687 rows): the plan
+// grows to twice it, not to the next power of two (fails when it grows by
+// doubling: 16,384 entries).
+TEST_F(DramCleanAheadTest, APlanStaysWithinItsBoundOfALargeCache) {
+  // Calls 1 to 5 spend a plan each and pass again within the call; the
+  // 6th finds nothing.
+  CleanWholeWindow(600000, 20000, 4096, 6);
+}
+
+// A failed write leaves its rows dirty and the plan past them: the next
+// call passes again and writes them first, the nearest, before the rest of
+// the old plan.
+TEST_F(DramCleanAheadTest, RowsOfAFailedWriteAreTheNextCallsFirst) {
+  MemoryRowStore store(OneTable());
+  auto c = SixteenDirtyRows(&store);
+  store.FailNextPuts(1);
+  EXPECT_FALSE(c->CleanAhead(8, 2).ok());  // 16 and 15
+  ASSERT_EQ(c->CleanAhead(8, 2).value(), 2u);
+  EXPECT_EQ(DirtyFlags(*c, {16, 15, 14}), (std::vector<uint8_t>{0, 0, 1}));
+  EXPECT_EQ(c->Stats().clean_plans, 2u);
 }
 
 // Rows that changed after the plan was made are checked again before they
