@@ -279,6 +279,26 @@ TEST_F(DramCleanAheadTest, APlanSkipsRowsThatChangedAndANewPassFindsNewOnes) {
   EXPECT_EQ(store.Rows(kTable).at(20), MakeRow(20, 1, kRowBytes));
 }
 
+// A planned row that a move up pinned after the pass is no victim: it is
+// not written while pinned, and is once the move up is undone.
+TEST_F(DramCleanAheadTest, APlannedRowMovingUpIsNotWritten) {
+  MemoryRowStore store(OneTable());
+  auto c = SixteenDirtyRows(&store);
+  ASSERT_EQ(c->CleanAhead(8, 1).value(), 1u);  // 16; the plan has 15 to 9
+  DramCache::MoveUp move;
+  ASSERT_TRUE(c->BeginMoveUp(kTable, std::vector<Key>{15}, &move).ok());
+  ASSERT_EQ(c->CleanAhead(8, 1).value(), 1u);
+  EXPECT_EQ(DirtyFlags(*c, {15, 14}), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(store.Rows(kTable).count(15), 0u);
+  ASSERT_TRUE(c->EndMoveUp(kTable, std::vector<Key>{15}, &move, /*moved=*/false).ok());
+  // The plan is past 15 now; once spent, a pass finds it again (a window
+  // of 8 from 16 down to 9, 16 and 14 clean).
+  uint64_t calls = 0;
+  while (DirtyFlags(*c, {15})[0] != 0 && calls++ < 16) ASSERT_TRUE(c->CleanAhead(8, 1).ok());
+  EXPECT_EQ(store.Rows(kTable).count(15), 1u);
+  EXPECT_EQ(store.Rows(kTable).count(8), 0u);  // outside the window
+}
+
 // Evictions past half the window since the plan move the window on: the
 // next call passes over the metadata again.
 TEST_F(DramCleanAheadTest, AWindowTheEvictionsMovedOnIsPlannedAgain) {
