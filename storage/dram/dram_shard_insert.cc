@@ -76,6 +76,14 @@ uint64_t PackVictim(uint32_t table, uint32_t stripe, uint32_t pos) {
 }
 uint32_t VictimPos(uint64_t packed) { return static_cast<uint32_t>(packed); }
 uint32_t VictimGroup(uint64_t packed) { return static_cast<uint32_t>(packed >> kPosBits); }
+// Keeps the `keep` first entries of v by `less` (in no order).
+template <typename Entry, typename Less>
+void KeepFirst(std::vector<Entry>& v, uint64_t keep, const Less& less) {
+  if (v.size() <= keep) return;
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(keep), v.end(), less);
+  v.resize(keep);
+}
+
 uint32_t VictimTable(uint64_t packed) {
   return static_cast<uint32_t>(packed >> (kPosBits + kStripeBits));
 }
@@ -894,12 +902,6 @@ void DramShard::PlanClean(uint64_t window_rows, uint64_t flagged) {
   // Kept to the nearest clean_plan_rows_max_ as the pass goes (cut back
   // whenever it reaches twice that), so it never holds a whole window.
   const uint64_t keep = clean_plan_rows_max_;
-  auto cut = [&] {
-    if (clean_plan_.size() <= keep) return;
-    std::nth_element(clean_plan_.begin(), clean_plan_.begin() + static_cast<ptrdiff_t>(keep),
-                     clean_plan_.end(), nearer);
-    clean_plan_.resize(keep);
-  };
   uint32_t min_code = 0;
   uint64_t take = 0, count = 0;
   // The rows this call flagged already are victims-to-be of the window but
@@ -920,12 +922,12 @@ void DramShard::PlanClean(uint64_t window_rows, uint64_t flagged) {
             clean_plan_.reserve(std::min<uint64_t>(2 * keep, 2 * clean_plan_.size() + 64));
           }
           clean_plan_.push_back({DramMetaCode(meta), t->pos, static_cast<uint32_t>(s)});
-          if (clean_plan_.size() >= 2 * keep) cut();
+          if (clean_plan_.size() >= 2 * keep) KeepFirst(clean_plan_, keep, nearer);
         }
       }
     }
   }
-  cut();
+  KeepFirst(clean_plan_, keep, nearer);
   std::sort(clean_plan_.begin(), clean_plan_.end(), nearer);
   clean_plan_bytes_.store(clean_plan_.capacity() * sizeof(QueueEntry), std::memory_order_relaxed);
 }
