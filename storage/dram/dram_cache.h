@@ -211,17 +211,18 @@ class DramCache {
   // backing and marks them clean, so the Inserts that later evict them do no
   // I/O. One pass over the metadata plans the calls that follow with the same
   // window (its dirty rows, up to a bound): they write the plan's rows that
-  // are still dirty with the next use they had, and pass again once it is
-  // spent, after a failed write, or once evictions moved the window by half
-  // (`Stats().clean_plans` counts the passes). So rows that came into the
-  // window since the pass wait for the next one, and planned rows that others
-  // overtook since are still written. The writes run without the mutation lock: meanwhile the
-  // rows stay resident and readable, are no victims, and an Erase of one
-  // waits for its write. A row overwritten meanwhile stays dirty, and an
-  // Insert that needs one as a victim waits. Returns the rows written (0:
-  // nothing to clean, or an Insert is waiting for room, which evicts and
-  // writes the victims itself). On a write error the rows stay dirty and the
-  // error is returned. One cleaner at a time per shard (calls serialise).
+  // are still dirty and no farther from eviction than when planned, and pass
+  // again once it is spent, after a failed write, or once evictions moved the
+  // window by half (`Stats().clean_plans` counts the passes). So rows that
+  // came into the window since the pass wait for the next one, and planned
+  // rows that others overtook since are still written. The writes run without
+  // the mutation lock: meanwhile the rows stay resident and readable, are no
+  // victims, and an Erase of one waits for its write. A row overwritten
+  // meanwhile stays dirty, and an Insert that needs one as a victim waits.
+  // Returns the rows written (0: nothing to clean, or an Insert is waiting
+  // for room, which evicts and writes the victims itself). On a write error
+  // the rows stay dirty and the error is returned. One cleaner at a time per
+  // shard (calls serialise).
   [[nodiscard]] Result<uint64_t> CleanAhead(uint64_t window_rows, uint64_t rows_max);
   // Calls fn for every resident row of `table` (order unspecified); stops at
   // the first non-OK Status and returns it.

@@ -259,7 +259,7 @@ class DramShard {
   // asks for another window, or once the victims evicted since it passed
   // half its window (the window moved on). Its entries are checked again
   // under mu_ before a write (a row since evicted, erased, cleaned, moving up
-  // or given another code is skipped).
+  // or given a lower code, a nearer next use, is skipped).
   std::vector<QueueEntry> clean_plan_ GUARDED_BY(clean_mu_);
   size_t clean_next_ GUARDED_BY(clean_mu_) = 0;
   uint64_t clean_window_ GUARDED_BY(clean_mu_) = 0;     // 0: no plan

@@ -76,16 +76,16 @@ uint64_t PackVictim(uint32_t table, uint32_t stripe, uint32_t pos) {
 }
 uint32_t VictimPos(uint64_t packed) { return static_cast<uint32_t>(packed); }
 uint32_t VictimGroup(uint64_t packed) { return static_cast<uint32_t>(packed >> kPosBits); }
+uint32_t VictimTable(uint64_t packed) {
+  return static_cast<uint32_t>(packed >> (kPosBits + kStripeBits));
+}
+
 // Keeps the `keep` first entries of v by `less` (in no order).
 template <typename Entry, typename Less>
 void KeepFirst(std::vector<Entry>& v, uint64_t keep, const Less& less) {
   if (v.size() <= keep) return;
   std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(keep), v.end(), less);
   v.resize(keep);
-}
-
-uint32_t VictimTable(uint64_t packed) {
-  return static_cast<uint32_t>(packed >> (kPosBits + kStripeBits));
 }
 
 // Runs visit(g) for the groups g < count of an Insert's stripe work, each
