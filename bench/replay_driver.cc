@@ -357,13 +357,22 @@ Result<TraceShape> ScanTrace(const std::string& path, uint64_t batches_max, size
   return shape;
 }
 
+// An early answer, before the trace is read, for a directory that holds
+// files and no store lock. A directory with a LOCK file is left to
+// Store::Open, which checks under the lock (StoreOptions.error_if_exists):
+// Unavailable naming the holder while a store has it open, "not empty"
+// otherwise; so two replays cannot both pass, and a store in use is named
+// as such.
 Status CheckDir(const std::string& dir) {
   std::error_code ec;
   if (dir.empty()) return Status::InvalidArgument("replay: --dir is required");
-  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec)) {
+  if (!std::filesystem::exists(dir, ec)) return Status::Ok();
+  if (std::filesystem::exists(dir + "/LOCK", ec)) return Status::Ok();
+  if (!std::filesystem::is_empty(dir, ec)) {
     return Status::InvalidArgument("replay: --dir " + dir +
                                    " is not empty; replay needs a fresh store directory");
   }
+  if (ec) return Status::IOError("replay: --dir " + dir + ": " + ec.message());
   return Status::Ok();
 }
 
@@ -397,12 +406,19 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
   ReplayPlan plan;
   plan.batches_total = shape.batches;
   plan.workers = o.workers == 0 ? header.worker_count : o.workers;
+  if (plan.workers > kWorkersMax) {
+    return Status::InvalidArgument("replay: " + std::to_string(plan.workers) +
+                                   " workers (--workers, or the trace's worker count), a store "
+                                   "registers at most " +
+                                   std::to_string(kWorkersMax));
+  }
   if (o.verify) {
     STRATA_ASSIGN_OR_RETURN(plan.model,
                             VerifyModel::Build(o.trace, o.dim, plan.workers, o.batches_max));
   }
   StoreOptions& so = plan.store;
   so.dir = o.dir;
+  so.error_if_exists = check_dir;
   so.device_rows_max = o.device_rows;
   so.dram_rows_max = o.dram_rows;
   so.dram_shards = o.dram_shards;

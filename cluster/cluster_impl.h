@@ -172,6 +172,11 @@ class ClusterImpl final : public Cluster {
 
   // Open (cluster_open.cc).
   Status CheckTablesAcrossRanks() REQUIRES(collective_mu_);
+  // This rank's lock on its shard (dir/rank-<r>.LOCK), taken before the
+  // manifest or the shard is read, so a second cluster on the directory
+  // recovers and opens nothing; held until Close (the shard's own Store
+  // locks its directory as well).
+  Status LockShard() REQUIRES(collective_mu_);
   Status CheckManifest() REQUIRES(collective_mu_);
   // This rank's shard at the manifest's generation `want`: rolled back to its
   // kept copy when an interrupted checkpoint left it past `want` (Open).
@@ -247,6 +252,7 @@ class ClusterImpl final : public Cluster {
   io::Env* const env_;
   std::unique_ptr<Comm> comm_;
   std::unique_ptr<Store> shard_;
+  std::unique_ptr<io::FileLock> shard_lock_;
   bool shard_on_gpu_ = false;      // the shard's T0 is on the GPU (NCCL form)
   std::optional<RoutePlan> plan_;  // kTwoPhase only
 

@@ -112,6 +112,7 @@ Result<std::unique_ptr<Cluster>> ClusterImpl::Open(const ClusterOptions& options
   base::MutexLock lock(&cluster->collective_mu_);
   STRATA_RETURN_IF_ERROR(cluster->CheckTablesAcrossRanks().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->PlanExchange().WithContext(context));
+  STRATA_RETURN_IF_ERROR(cluster->LockShard().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->CheckManifest().WithContext(context));
   STRATA_RETURN_IF_ERROR(cluster->OpenShard().WithContext(context));
   return std::unique_ptr<Cluster>(std::move(cluster));
@@ -156,6 +157,24 @@ Status ClusterImpl::CheckTablesAcrossRanks() {
                                    ": every rank passes the same tables");
   }
   return Status::Ok();
+}
+
+Status ClusterImpl::LockShard() {
+  const std::string& dir = options_.store.dir;
+  Status local = env_->CreateDirs(dir);
+  if (local.ok()) {
+    const std::string path = ShardDir(dir, rank()) + ".LOCK";
+    Result<std::unique_ptr<io::FileLock>> lock = io::Env::Default()->LockFile(path);
+    if (lock.ok()) shard_lock_ = std::move(lock).value();
+    if (!lock.ok()) {
+      local = lock.status().IsUnavailable()
+                  ? Status::Unavailable("rank " + std::to_string(rank()) + "'s shard of " + dir +
+                                        " is in use by another cluster (" +
+                                        lock.status().message() + ")")
+                  : lock.status();
+    }
+  }
+  return comm_->AgreeOn(local);
 }
 
 Status ClusterImpl::CheckManifest() {
@@ -311,7 +330,9 @@ Result<Clock> ClusterImpl::CurrentClock(WorkerId worker) const {
 Status ClusterImpl::Close() {
   base::MutexLock lock(&collective_mu_);
   if (closed_.exchange(true, std::memory_order_acq_rel)) return Status::Ok();
-  return comm_->AgreeOn(shard_->Close().WithContext("Cluster::Close"));
+  const Status closed = shard_->Close();
+  if (closed.ok()) shard_lock_.reset();
+  return comm_->AgreeOn(closed.WithContext("Cluster::Close"));
 }
 
 }  // namespace cluster

@@ -8,10 +8,11 @@
 
 namespace strata::engine {
 
-// Workers one store accepts.
-inline constexpr uint32_t kWorkersMax = 256;
-// Tables one store accepts, bytes of a table name, embedding floats per row:
-// kTablesMax, kTableNameBytesMax, kTableDimMax (strata/options.h).
+// The lock file in every store directory (StoreOptions.dir).
+inline constexpr char kLockFileName[] = "LOCK";
+// Workers and tables one store accepts, bytes of a table name, embedding
+// floats per row: kWorkersMax, kTablesMax, kTableNameBytesMax, kTableDimMax
+// (strata/options.h).
 // Keys one Pull, Push or Intent call accepts.
 inline constexpr uint64_t kBatchKeysMax = uint64_t{1} << 22;
 // Keys waiting in one worker's intent inbox before Intent answers

@@ -40,7 +40,8 @@ Status StoreImpl::WriteBackT0(Table& table) {
 }
 
 Status StoreImpl::Checkpoint() {
-  STRATA_RETURN_IF_ERROR(CheckOpen());
+  CallScope call(this);
+  STRATA_RETURN_IF_ERROR(call.status());
   STRATA_RETURN_IF_ERROR(PlannerError());
   std::vector<std::unique_lock<base::Mutex>> locks;
   locks.reserve(tables_.size());
@@ -57,7 +58,8 @@ Status StoreImpl::Checkpoint() {
 
 Status StoreImpl::ScanTable(TableId table_id,
                             const std::function<Status(Key, std::span<const float>)>& fn) {
-  STRATA_RETURN_IF_ERROR(CheckOpen());
+  CallScope call(this);
+  STRATA_RETURN_IF_ERROR(call.status());
   STRATA_RETURN_IF_ERROR(CheckTable(table_id));
   Table& table = *tables_[table_id];
   base::MutexLock lock(&table.mu);

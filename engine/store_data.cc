@@ -69,6 +69,8 @@ Result<bool> StoreImpl::BringInMisses(Table& table, std::span<const Key> keys, b
 
 Status StoreImpl::Pull(WorkerId worker, TableId table_id, std::span<const Key> keys, float* out,
                        void* stream) {
+  CallScope call(this);
+  STRATA_RETURN_IF_ERROR(call.status());
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, out, "Pull"));
   if (keys.empty()) return Status::Ok();
   STRATA_RETURN_IF_ERROR(ApplyWaitingIntents());
@@ -117,6 +119,8 @@ Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys,
 
 Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
                        const float* grads, void* stream) {
+  CallScope call(this);
+  STRATA_RETURN_IF_ERROR(call.status());
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, grads, "Push"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];

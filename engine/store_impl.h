@@ -37,6 +37,7 @@
 //
 // Locking, outermost first:
 //   close_.mu            held by Close throughout
+//   close_.calls_mu      Close's wait for the calls in flight; Stats' final copy
 //   apply_mu_            ApplyWaitingIntents (a Pull, before its table's
 //                        lock; the planner's round)
 //   Table::mu            a table's T0, its staging and every move of its rows
@@ -225,15 +226,48 @@ class StoreImpl final : public Store {
     uint64_t kicks GUARDED_BY(mu) = 0;  // rows T0 demoted into T1 since start
   };
   struct CloseState {
-    base::Mutex mu ACQUIRED_BEFORE(Table::mu, BackgroundThread::mu);
+    base::Mutex mu ACQUIRED_BEFORE(calls_mu, Table::mu, BackgroundThread::mu);
     std::atomic<bool> closed{false};       // no new calls; set first
     bool finished GUARDED_BY(mu) = false;  // Close wrote everything down
+    // Calls that use the tiers (Pull, Push, ScanTable, Checkpoint, Stats)
+    // in flight: Close waits for none before it writes rows down, and
+    // releases the tiers (and the directory's lock) only after that.
+    std::atomic<uint64_t> calls{0};
+    base::Mutex calls_mu ACQUIRED_BEFORE(Table::mu);
+    base::CondVar calls_done;  // signalled when `calls` reaches 0 after `closed`
+    // Stats as Close left them, returned by Stats() once the tiers are gone.
+    StoreStats final_stats GUARDED_BY(calls_mu);
+    bool tiers_released GUARDED_BY(calls_mu) = false;
+  };
+  // One call that uses the tiers, from its start to its return. status() is
+  // FailedPrecondition when the store is closed (the call must return it).
+  class CallScope {
+   public:
+    explicit CallScope(const StoreImpl* store);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+    Status status() const;
+
+   private:
+    CloseState* close_;
+    const std::string* dir_;
+    bool closed_;
   };
 
   StoreImpl(const StoreOptions& options, const std::vector<TableOptions>& tables);
 
   // Open and Close (store_open.cc).
+  Status LockDir();
   Status Init() EXCLUDES(workers_.register_mu);
+  // After a failed Init of a store Open created: removes what it wrote (the
+  // directory itself, or the LOCK file, when Open created them), so the
+  // directory is as it was.
+  void RemoveCreated();
+  // Waits for the calls in flight (CallScope) after `closed` was set.
+  void WaitForCalls() EXCLUDES(close_.calls_mu);
+  // Stats from the tiers (Stats() returns final_stats once they are gone).
+  StoreStats LiveStats() const;
   Result<io::Env*> MakeSsdEnv();
 
   // Argument checks (store_checks.cc): InvalidArgument or FailedPrecondition
@@ -334,6 +368,16 @@ class StoreImpl final : public Store {
   std::vector<TableOptions> table_options_;
   kernels::Runner runner_ = kernels::Runner::kHost;
   std::vector<std::unique_ptr<Table>> tables_;
+  // The directory's LOCK, held from before Open reads anything in it until
+  // Close has written everything down (or the store is destroyed: declared before
+  // the tiers, so released after them).
+  std::unique_ptr<io::FileLock> dir_lock_;
+  struct Created {
+    bool dir = false;    // Open created the directory
+    bool lock = false;   // ... or only its LOCK file
+    bool store = false;  // Open found no store there (a failed Init undoes it)
+  };
+  Created created_;
   std::unique_ptr<io::FaultEnv> fault_env_;  // set when options_.faults asks for faults
   SsdEnvs ssd_envs_;                         // given to Open; not owned
   std::unique_ptr<storage::RowStore> ssd_;
@@ -354,7 +398,7 @@ class StoreImpl final : public Store {
   Fallback fallback_;
   Planner planner_;
   Cleaner cleaner_;
-  CloseState close_;
+  mutable CloseState close_;
   mutable StoreCounters counters_;
 };
 

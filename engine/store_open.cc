@@ -4,6 +4,7 @@
 // Close stops the threads and writes every dirty row down.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "base/log.h"
 #include "base/thread_name.h"
@@ -20,6 +21,7 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options,
 }
 
 namespace engine {
+
 namespace {
 
 // FNV-1a of the table name: the initializer's seed, so a table's rows are
@@ -44,14 +46,72 @@ Result<std::unique_ptr<Store>> StoreImpl::Open(const StoreOptions& options,
   }
   std::unique_ptr<StoreImpl> store(new StoreImpl(options, tables));
   store->ssd_envs_ = envs;
-  Status s = store->Init();
+  Status s = store->LockDir();
+  if (s.ok()) {
+    s = store->Init();
+    if (!s.ok()) {
+      // Nothing to flush: Init failed before any row moved. Stop the tiers
+      // before removing their files.
+      store->dram_.reset();
+      store->ssd_.reset();
+      if (store->created_.store) store->RemoveCreated();
+    }
+  }
   if (!s.ok()) {
-    store->close_.closed = true;  // nothing to flush: Init failed before any row moved
+    store->close_.closed = true;
     base::MutexLock close_lock(&store->close_.mu);
     store->close_.finished = true;
+    store->dir_lock_.reset();
     return s.WithContext("Store::Open(" + options.dir + ")");
   }
   return std::unique_ptr<Store>(std::move(store));
+}
+
+// The directory and its LOCK before anything in it is read: a second
+// opener, in this process or another, gets Unavailable here and changes
+// nothing (but the LOCK file it may have created: the lock is on the file,
+// which holders leave in place). Then whether a store is there at all.
+Status StoreImpl::LockDir() {
+  io::Env* env = io::Env::Default();
+  const std::string lock_path = options_.dir + "/" + kLockFileName;
+  created_.dir = !env->FileExists(options_.dir);
+  STRATA_RETURN_IF_ERROR(env->CreateDirs(options_.dir));
+  created_.lock = !env->FileExists(lock_path);
+  Result<std::unique_ptr<io::FileLock>> lock = env->LockFile(lock_path);
+  if (!lock.ok()) {
+    if (!lock.status().IsUnavailable()) return lock.status();
+    return Status::Unavailable("store directory " + options_.dir + " is in use by another Store (" +
+                               lock.status().message() +
+                               "); one Store at a time may open a directory");
+  }
+  dir_lock_ = std::move(lock).value();
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(options_.dir));
+  created_.store = std::all_of(names.begin(), names.end(),
+                               [](const std::string& n) { return n == kLockFileName; });
+  if (options_.error_if_exists && !created_.store) {
+    return Status::FailedPrecondition("store directory " + options_.dir +
+                                      " is not empty (StoreOptions.error_if_exists)");
+  }
+  return Status::Ok();
+}
+
+// Under the lock: a locker that opened the LOCK file before it goes finds
+// it gone once it holds it, and tries again (io/file_lock.h).
+void StoreImpl::RemoveCreated() {
+  std::error_code ec;
+  std::vector<std::filesystem::path> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.dir, ec)) {
+    if (entry.path().filename() != kLockFileName || created_.lock) entries.push_back(entry.path());
+  }
+  if (created_.dir) entries = {options_.dir};
+  for (const std::filesystem::path& path : entries) {
+    std::error_code removed;
+    std::filesystem::remove_all(path, removed);
+    if (removed) {
+      STRATA_LOG_WARN("store %s: removing %s after a failed Open: %s", options_.dir.c_str(),
+                      path.c_str(), removed.message().c_str());
+    }
+  }
 }
 
 Status StoreImpl::Init() {
@@ -180,13 +240,43 @@ StoreImpl::~StoreImpl() {
   if (!s.ok()) STRATA_LOG_ERROR("Store close in destructor: %s", s.ToString().c_str());
 }
 
+StoreImpl::CallScope::CallScope(const StoreImpl* store)
+    : close_(&store->close_), dir_(&store->options_.dir) {
+  // Counted before `closed` is read, both sequentially consistent: Close sets
+  // `closed` before it reads `calls`, so either it waits for this call or
+  // this call sees `closed`.
+  close_->calls.fetch_add(1, std::memory_order_seq_cst);
+  closed_ = close_->closed.load(std::memory_order_seq_cst);
+}
+
+StoreImpl::CallScope::~CallScope() {
+  if (close_->calls.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      close_->closed.load(std::memory_order_seq_cst)) {
+    base::MutexLock lock(&close_->calls_mu);
+    close_->calls_done.SignalAll();
+  }
+}
+
+Status StoreImpl::CallScope::status() const {
+  if (closed_) return Status::FailedPrecondition("store " + *dir_ + " is closed");
+  return Status::Ok();
+}
+
+void StoreImpl::WaitForCalls() {
+  base::MutexLock lock(&close_.calls_mu);
+  while (close_.calls.load(std::memory_order_seq_cst) != 0)
+    close_.calls_done.Wait(&close_.calls_mu);
+}
+
 Status StoreImpl::Close() {
   base::MutexLock close_lock(&close_.mu);
   // The first call stops new work; a call after a failed one (an I/O error
   // while writing dirty rows down) tries the write-back again, so a caller
   // that retries Close loses nothing.
   if (close_.finished) return Status::Ok();
-  close_.closed.store(true, std::memory_order_release);
+  close_.closed.store(true, std::memory_order_seq_cst);
+  // A Push in flight applies before the rows are written down, not after.
+  WaitForCalls();
   planner_.Stop();
   cleaner_.Stop();
   if (!ssd_ || !dram_) return Status::Ok();
@@ -201,6 +291,22 @@ Status StoreImpl::Close() {
   s = ssd_->Sync();
   if (first.ok() && !s.ok()) first = s;
   close_.finished = first.ok();
+  if (close_.finished) {
+    // Everything is written down: release the tiers (the RocksDB database
+    // and its lock with them), then the directory, so a new Store may open
+    // it while this object lives on.
+    StoreStats last = LiveStats();
+    {
+      base::MutexLock lock(&close_.calls_mu);
+      close_.final_stats = last;
+      close_.tiers_released = true;
+    }
+    // A Stats() that saw the tiers before the line above still reads them.
+    WaitForCalls();
+    dram_.reset();
+    ssd_.reset();
+    dir_lock_.reset();
+  }
   return first.WithContext("Close(" + options_.dir + ")");
 }
 

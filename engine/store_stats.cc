@@ -35,6 +35,16 @@ std::string StoreStats::ToString() const {
 namespace engine {
 
 StoreStats StoreImpl::Stats() const {
+  CallScope call(this);
+  if (!call.status().ok()) {
+    base::MutexLock lock(&close_.calls_mu);
+    if (close_.tiers_released) return close_.final_stats;
+  }
+  // Open, or closing with its tiers still there (a failed Close keeps them).
+  return LiveStats();
+}
+
+StoreStats StoreImpl::LiveStats() const {
   StoreStats s;
   const StoreCounters& c = counters_;
   s.t0_on_gpu = runner_ == kernels::Runner::kGpu;

@@ -28,11 +28,13 @@ Result<WorkerId> StoreImpl::RegisterWorker(int device) {
 }
 
 Result<Clock> StoreImpl::CurrentClock(WorkerId worker) const {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
   STRATA_RETURN_IF_ERROR(CheckWorker(worker));
   return workers_.slots[worker]->clock.load(std::memory_order_acquire);
 }
 
 Status StoreImpl::AdvanceClock(WorkerId worker) {
+  STRATA_RETURN_IF_ERROR(CheckOpen());
   if (worker >= workers_.count.load(std::memory_order_acquire)) return CheckWorker(worker);
   workers_.slots[worker]->clock.fetch_add(1, std::memory_order_acq_rel);
   return Status::Ok();

@@ -52,6 +52,15 @@ class File {
 
 class FaultEnv;
 
+// An exclusive advisory lock on a file (flock), held until this object is
+// destroyed. Released by the kernel when its process dies, so a lock left by
+// a dead process never blocks.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+  virtual const std::string& path() const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -82,6 +91,12 @@ class Env {
                                            bool* in_doubt = nullptr);
   [[nodiscard]] virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual bool FileExists(const std::string& path) = 0;
+  // Creates `path` when missing and takes an exclusive lock on it, without
+  // waiting: Unavailable naming the file and, when it wrote one, the holder's
+  // pid when another FileLock holds it, in this process or another. The
+  // holder writes its pid into the file. The file is never deleted (a lock
+  // on an unlinked file would not exclude a later opener).
+  [[nodiscard]] virtual Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) = 0;
 
   // Monotonic clock in microseconds.
   virtual uint64_t NowMicros() = 0;

@@ -310,6 +310,11 @@ Result<std::vector<std::string>> FaultEnv::ListDir(const std::string& path) {
 }
 
 bool FaultEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
+// Locks are not I/O a rule injects into: a store's lock is taken before its
+// files are read.
+Result<std::unique_ptr<FileLock>> FaultEnv::LockFile(const std::string& path) {
+  return base_->LockFile(path);
+}
 uint64_t FaultEnv::NowMicros() { return base_->NowMicros(); }
 
 Status FaultEnv::DropUnsyncedWrites() {

@@ -127,6 +127,7 @@ class FaultEnv final : public Env {
   [[nodiscard]] Status SyncDir(const std::string& path) override;
   [[nodiscard]] Result<std::vector<std::string>> ListDir(const std::string& path) override;
   bool FileExists(const std::string& path) override;
+  [[nodiscard]] Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override;
   uint64_t NowMicros() override;
   FaultEnv* AsFaultEnv() override { return this; }
 

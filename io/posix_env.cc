@@ -14,6 +14,7 @@
 
 #include "io/aligned.h"
 #include "io/env.h"
+#include "io/file_lock.h"
 
 namespace strata::io {
 namespace {
@@ -174,6 +175,10 @@ class PosixEnv final : public Env {
   }
 
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Result<std::unique_ptr<FileLock>> LockFile(const std::string& path) override {
+    return LockFilePosix(path);
+  }
 
   uint64_t NowMicros() override {
     struct timespec ts;

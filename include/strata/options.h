@@ -19,6 +19,8 @@ namespace strata {
 // The largest values Store::Open accepts (InvalidArgument above them).
 // Tables of one store.
 inline constexpr uint32_t kTablesMax = 1024;
+// Workers one store registers (RegisterWorker: ResourceExhausted above).
+inline constexpr uint32_t kWorkersMax = 256;
 // TableOptions::name: bytes, each of [A-Za-z0-9_.-].
 inline constexpr size_t kTableNameBytesMax = 128;
 // TableOptions::dim: embedding floats per row.
@@ -131,7 +133,14 @@ struct FaultOptions {
 Result<FaultOptions> ParseFaultOptions(std::string_view text);
 
 struct StoreOptions {
-  std::string dir;  // created when missing
+  // Created when missing. One Store at a time opens a directory: Open takes
+  // its LOCK file first (Unavailable while another Store, in this process
+  // or another, holds it); Close releases it.
+  std::string dir;
+  // Open fails with FailedPrecondition, changing nothing, when `dir` already
+  // holds a store (anything but its LOCK file): for commands that need a
+  // fresh store, checked under the lock so two of them cannot both pass.
+  bool error_if_exists = false;
   // Tier capacities, in rows summed over all tables, at most kTierRowsMax.
   // Bigger tiers stall less and cost more memory.
   uint64_t device_rows_max = 1 << 20;  // T0 (GPU memory, or its host twin)

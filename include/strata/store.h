@@ -45,6 +45,11 @@ class Store {
 
   // Opens the store in options.dir: creates it, or restores its last
   // checkpoint. `tables` must match the directory's tables when it exists.
+  // Takes the directory's LOCK file before reading anything in it:
+  // Unavailable, naming the directory and the holder's pid, while another
+  // Store (in this process or another) has it open; a lock left by a dead
+  // process does not block. A failed Open of a directory that held no store
+  // leaves it as it was (missing, or as empty as it was).
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options,
                                              const std::vector<TableOptions>& tables);
 
@@ -90,10 +95,15 @@ class Store {
   virtual Result<TableId> FindTable(const std::string& name) const = 0;
   virtual const std::vector<TableOptions>& Tables() const = 0;
 
-  // Stops the planner and I/O; later calls return FailedPrecondition.
-  // Dirty rows not checkpointed are written to T2 but not checkpointed. On an
-  // I/O error the rows not yet written stay in memory and calling Close again
+  // Waits for the Pull, Push, ScanTable and Checkpoint calls in flight, then
+  // stops the planner and I/O; later calls return FailedPrecondition (Stats
+  // returns the counters as Close left them). Dirty rows not checkpointed
+  // are written to T2 but not checkpointed. Once everything is written down
+  // the tiers and the directory's lock are released: a new Store may open
+  // the directory while this object lives. On an I/O error the rows not yet
+  // written stay in memory (the lock stays held) and calling Close again
   // retries; once it succeeded, Close returns Ok.
+  // REQUIRES: not called from a ScanTable callback (it would wait for itself).
   [[nodiscard]] virtual Status Close() = 0;
 };
 

@@ -395,6 +395,32 @@ void Create(const std::string& dir) {
   Finish(true, "create", "generation 1");
 }
 
+// A second cluster on the open cluster's directory is refused on every rank,
+// with the lowest failing rank's error (rank 0's shard: every rank's is held); the first keeps
+// pulling, pushing and checkpointing; once closed, the directory opens again.
+void SecondOpen(const std::string& dir) {
+  std::unique_ptr<Cluster> cluster = OpenCluster(dir, "second_open");
+  ClusterOptions options;
+  options.store = SmallStore(dir + "/cluster");
+  Result<std::unique_ptr<Cluster>> second = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("second_open", second.status().IsUnavailable(), second.status().ToString());
+  HELPER_CHECK("second_open", second.status().message().find("rank 0's shard") != std::string::npos,
+               second.status().ToString());
+  Result<WorkerId> w = cluster->RegisterWorker();
+  HELPER_CHECK("second_open", w.ok(), w.status().ToString());
+  const Batch b = MakeBatch(0, g_rank, 0, 8);
+  std::vector<float> out(b.keys.size() * 8);
+  HELPER_CHECK("second_open", cluster->Pull(*w, 0, b.keys, out.data()).ok(), "Pull");
+  HELPER_CHECK("second_open", cluster->Push(*w, 0, b.keys, b.grads.data()).ok(), "Push");
+  Status st = cluster->Checkpoint();
+  HELPER_CHECK("second_open", st.ok(), st.ToString());
+  HELPER_CHECK("second_open", cluster->Close().ok(), "Close");
+  Result<std::unique_ptr<Cluster>> again = Cluster::Open(options, Tables(), MPI_COMM_WORLD);
+  HELPER_CHECK("second_open", again.ok(), again.status().ToString());
+  HELPER_CHECK("second_open", (*again)->Close().ok(), "Close");
+  Finish(true, "second_open", "refused, then reopened");
+}
+
 // Steps, checkpoints, and a rank killed in the second checkpoint at `point`.
 void Train(const std::string& dir, const std::string& point) {
   Result<std::unique_ptr<Store>> ref =
@@ -707,6 +733,7 @@ int main(int argc, char** argv) {
   if (scenario == "pull_push") strata::PullPush(dir);
   if (scenario == "bad_input") strata::BadInput(dir);
   if (scenario == "create") strata::Create(dir);
+  if (scenario == "second_open") strata::SecondOpen(dir);
   if (scenario == "stall") strata::Stall(dir);
   if (scenario == "reopen") strata::Reopen(dir);
   if (scenario == "two_phase") strata::TwoPhase(dir);

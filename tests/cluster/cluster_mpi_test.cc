@@ -84,6 +84,10 @@ TEST_P(ClusterMpiTest, BadInputFailsTheSameOnEveryRank) {
   ExpectAllPass(run, GetParam(), "bad_input");
 }
 
+TEST_P(ClusterMpiTest, SecondClusterOnTheDirectoryIsRefusedOnEveryRank) {
+  ExpectAllPass(RunRanks(GetParam(), "second_open", dir_.path()), GetParam(), "second_open");
+}
+
 TEST_P(ClusterMpiTest, ReopenWithAnotherWorldSizeNamesBothSizes) {
   const int ranks = GetParam();
   const int other = ranks == 1 ? 2 : ranks - 1;

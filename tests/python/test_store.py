@@ -184,3 +184,32 @@ def test_threads_drive_their_own_workers_at_once(tmp_path):
             keys = np.arange(i * 1000, i * 1000 + 100, dtype=np.uint64)
             np.testing.assert_array_equal(store.pull(workers[i], "t", keys),
                                           np.full((100, DIM), -20 * LR * (i + 1)))
+
+
+@pytest.mark.parametrize("backend", ["native", "rocksdb"])
+def test_one_store_per_directory_and_close_frees_it(tmp_path, backend):
+    path = tmp_path / "store"
+    keys = np.arange(200, dtype=np.uint64)  # more rows than T0 and T1 hold
+    grads = np.ones((len(keys), DIM), np.float32)
+    first = open_store(path, ssd_backend=backend)
+    w = first.register_worker()
+    first.push(w, "t", keys, grads)
+    first.checkpoint()
+    for _ in range(2):
+        with pytest.raises(strata.Unavailable, match="is in use"):
+            open_store(path, ssd_backend=backend)
+    # The first store is unharmed by the refusals: it pushes and checkpoints.
+    first.push(w, "t", keys, grads)
+    first.checkpoint()
+    np.testing.assert_allclose(first.pull(w, "t", keys), -2 * LR * grads)
+    first.close()
+    with pytest.raises(strata.FailedPrecondition):
+        first.advance_clock(w)
+    # Consecutive `with` blocks on the directory, the closed objects still bound.
+    for step in range(2):
+        with open_store(path, ssd_backend=backend) as store:
+            w = store.register_worker()
+            np.testing.assert_allclose(store.pull(w, "t", keys), -(2 + step) * LR * grads)
+            store.push(w, "t", keys, grads)
+            store.checkpoint()
+    assert first is not None and store is not None
