@@ -9,9 +9,10 @@
 // T2, else the initializer; counted as stalls) and a second pass over just
 // those keys fills their rows of `out`.
 //
-// A Push is one T0 pass (DeviceTable::Push: repeats summed, one optimizer
-// step per distinct key). If some key is not resident the table applies
-// nothing; the missing keys are brought in and the Push runs again.
+// A Push first scans its gradients for NaN and infinity (counted; refused
+// with TableOptions::refuse_nonfinite_grads), then is one T0 pass
+// (DeviceTable::Push: repeats summed, one optimizer step per distinct key). If some key is not
+// resident the table applies nothing; the missing keys are brought in and the Push runs again.
 //
 // Batches larger than a T0 call takes, or whose missing keys outnumber T0's
 // free room, are done in chunks through host staging. A chunked Push that
@@ -119,6 +120,20 @@ Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys,
   return Status::Ok();
 }
 
+Status StoreImpl::CheckGradients(const Table& table, std::span<const Key> keys, const float* grads,
+                                 void* stream) {
+  uint64_t rows = 0, first = 0;
+  STRATA_RETURN_IF_ERROR(table.t0->FindNonFinite(grads, keys.size(), stream, &rows, &first));
+  if (rows == 0) return Status::Ok();
+  counters_.nonfinite_grads.fetch_add(rows, std::memory_order_relaxed);
+  if (!table_options_[table.id].refuse_nonfinite_grads) return Status::Ok();
+  return Status::InvalidArgument(
+      "Push on table '" + table.name + "': the gradient of key " + std::to_string(keys[first]) +
+      " (position " + std::to_string(first) + ") holds a NaN or an infinity, as do " +
+      std::to_string(rows) + " of the " + std::to_string(keys.size()) +
+      " keys' gradients; nothing applied (TableOptions::refuse_nonfinite_grads)");
+}
+
 Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
                        const float* grads, void* stream) {
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, grads, "Push"));
@@ -127,6 +142,7 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   Worker& w = *workers_.slots[worker];
   base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
+  STRATA_RETURN_IF_ERROR(CheckGradients(table, keys, grads, stream));
   // A retry of a chunked Push that failed part-way takes the chunked path
   // whatever T0's room is now, so that it skips what was applied.
   const bool may_resume = PushMayResume(w, table_id, keys.size());

@@ -87,7 +87,7 @@ struct StoreCounters {
   std::atomic<uint64_t> t0_rows_in{0}, t0_rows_out{0}, t0_evictions{0}, t0_dirty_out{0};
   std::atomic<uint64_t> t0_bytes_in{0}, t0_bytes_out{0};
   std::atomic<uint64_t> ssd_row_reads{0}, created_rows{0};
-  std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0};
+  std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0}, nonfinite_grads{0};
   std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
   std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
   // The intent index's size, set by the planner under intent_mu_.
@@ -280,6 +280,10 @@ class StoreImpl final : public Store {
   Result<std::span<const int64_t>> PassNextUses(Table& table, std::span<const Key> keys,
                                                 int64_t* all) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
+  // Counts the keys whose gradient holds a NaN or an infinity; with
+  // refuse_nonfinite_grads, InvalidArgument naming the first when any does.
+  Status CheckGradients(const Table& table, std::span<const Key> keys, const float* grads,
+                        void* stream) REQUIRES(table.mu);
   Result<bool> BringInMisses(Table& table, std::span<const Key> keys, bool count_access)
       REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
   Status PullMisses(Table& table, std::span<const Key> keys, std::span<const int64_t> next_use,
