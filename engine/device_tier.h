@@ -63,6 +63,12 @@ class DeviceTier {
   // (runner memory). NotFound, and nothing applied, when a key is not
   // resident. REQUIRES: keys.size() <= batch_keys_max().
   [[nodiscard]] Status Push(std::span<const Key> keys, const float* grads, void* stream);
+  // The rows of grads[n * dim] (runner memory) holding a NaN or an
+  // infinity: how many, and the lowest (n when none). Any n.
+  [[nodiscard]] Status FindNonFinite(const float* grads, uint64_t n, void* stream, uint64_t* rows,
+                                     uint64_t* first_index) {
+    return table_->FindNonFinite(grads, n, rows, first_index, stream);
+  }
   // Which keys are resident, for CollectMisses after a failed Push.
   [[nodiscard]] Status FindPresence(std::span<const Key> keys);
 

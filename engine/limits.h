@@ -61,7 +61,4 @@ inline constexpr uint64_t kCleanBatchRowsMax = 1024;
 // taking a few rows moves the window by as few.
 inline constexpr uint64_t kCleanWakeDivisor = 16;
 
-// Retries of an I/O error in a chunked Push after its first chunk was applied.
-inline constexpr uint32_t kPushRetriesMax = 64;
-
 }  // namespace strata::engine

@@ -4,7 +4,9 @@
 // written to T2 and marked clean, T1 flushes its dirty rows, then the row
 // store makes everything durable and switches its manifest, carrying the
 // engine's meta (tables, clocks). A failure leaves dirty rows dirty: nothing
-// is lost and a retry can succeed.
+// is lost and a retry can succeed. While a worker holds a chunked Push that
+// failed part-way (store_push_retry.cc) it refuses, so that no checkpoint
+// holds half a Push.
 #include <cstring>
 #include <unordered_set>
 
@@ -46,6 +48,9 @@ Status StoreImpl::Checkpoint() {
   std::vector<std::unique_lock<base::Mutex>> locks;
   locks.reserve(tables_.size());
   for (auto& table : tables_) locks.emplace_back(table->mu);
+  // With every table locked no Push runs, so no partial Push starts or ends
+  // meanwhile.
+  STRATA_RETURN_IF_ERROR(CheckNoPartialPush());
   for (auto& table : tables_) {
     table->mu.AssertHeld();  // through `locks`, which the analysis cannot follow
     STRATA_RETURN_IF_ERROR(

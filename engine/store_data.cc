@@ -9,14 +9,19 @@
 // T2, else the initializer; counted as stalls) and a second pass over just
 // those keys fills their rows of `out`.
 //
-// A Push is one T0 pass (DeviceTable::Push: repeats summed, one optimizer
-// step per distinct key). If some key is not resident the table applies
-// nothing; the missing keys are brought in and the Push runs again.
+// A Push first scans its gradients for NaN and infinity (counted; refused
+// with TableOptions::refuse_nonfinite_grads), then is one T0 pass
+// (DeviceTable::Push: repeats summed, one optimizer step per distinct key). If some key is not
+// resident the table applies nothing; the missing keys are brought in and the Push runs again.
 //
 // Batches larger than a T0 call takes, or whose missing keys outnumber T0's
-// free room, are done in chunks through host staging.
+// free room, are done in chunks through host staging. A chunked Push that
+// fails after its first chunk stays applied in part; the worker remembers
+// how far, and a retry of the same Push applies only the rest
+// (store_push_retry.cc).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "engine/store_impl.h"
@@ -117,6 +122,20 @@ Status StoreImpl::PullMisses(Table& table, std::span<const Key> keys,
   return Status::Ok();
 }
 
+Status StoreImpl::CheckGradients(const Table& table, std::span<const Key> keys, const float* grads,
+                                 void* stream) {
+  uint64_t rows = 0, first = 0;
+  STRATA_RETURN_IF_ERROR(table.t0->FindNonFinite(grads, keys.size(), stream, &rows, &first));
+  if (rows == 0) return Status::Ok();
+  counters_.nonfinite_grads.fetch_add(rows, std::memory_order_relaxed);
+  if (!table_options_[table.id].refuse_nonfinite_grads) return Status::Ok();
+  return Status::InvalidArgument(
+      "Push on table '" + table.name + "': the gradient of key " + std::to_string(keys[first]) +
+      " (position " + std::to_string(first) + ") holds a NaN or an infinity, as do " +
+      std::to_string(rows) + " of the " + std::to_string(keys.size()) +
+      " keys' gradients; nothing applied (TableOptions::refuse_nonfinite_grads)");
+}
+
 Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> keys,
                        const float* grads, void* stream) {
   CallScope call(this);
@@ -124,22 +143,29 @@ Status StoreImpl::Push(WorkerId worker, TableId table_id, std::span<const Key> k
   STRATA_RETURN_IF_ERROR(CheckDataCall(worker, table_id, keys, grads, "Push"));
   if (keys.empty()) return Status::Ok();
   Table& table = *tables_[table_id];
+  Worker& w = *workers_.slots[worker];
   base::MutexLock lock(&table.mu);
   counters_.pushes.fetch_add(keys.size(), std::memory_order_relaxed);
-  if (keys.size() > table.t0->batch_keys_max()) {
+  STRATA_RETURN_IF_ERROR(CheckGradients(table, keys, grads, stream));
+  // A retry of a chunked Push that failed part-way takes the chunked path
+  // whatever T0's room is now, so that it skips what was applied.
+  const bool may_resume = PushMayResume(w, table_id, keys.size());
+  if (may_resume || keys.size() > table.t0->batch_keys_max()) {
     table.dedup.Distinct(keys, &table.batch_unique);
-    return PushChunked(table, keys, table.batch_unique, grads, stream);
+    return PushChunked(table, w, keys, table.batch_unique, grads, may_resume, stream);
   }
   Status pushed = table.t0->Push(keys, grads, stream);
   if (!pushed.IsNotFound()) return pushed;
 
   // Some key is not resident and nothing was applied: bring the missing keys
-  // in and push again.
+  // in and push again. A failure up to that second Push applied nothing.
   STRATA_RETURN_IF_ERROR(table.t0->FindPresence(keys));
   STRATA_RETURN_IF_ERROR(table.t0->CollectMisses(keys));
   bool brought = false;
   STRATA_ASSIGN_OR_RETURN(brought, BringInMisses(table, keys, /*count_access=*/false));
-  if (!brought) return PushChunked(table, keys, table.batch_unique, grads, stream);
+  if (!brought) {
+    return PushChunked(table, w, keys, table.batch_unique, grads, /*may_resume=*/false, stream);
+  }
   return table.t0->Push(keys, grads, stream);
 }
 
@@ -194,8 +220,12 @@ Status StoreImpl::PullChunked(Table& table, std::span<const Key> keys,
   return kernels::RunnerSync(runner_, stream);
 }
 
-Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
-                              std::span<const Key> unique_keys, const float* grads, void* stream) {
+// A chunk applied cannot be undone (its rows may have left T0 since), so a
+// failure after the first is remembered for the worker: a retry of the same
+// Push resumes after the distinct keys applied (store_push_retry.cc).
+Status StoreImpl::PushChunked(Table& table, Worker& worker, std::span<const Key> keys,
+                              std::span<const Key> unique_keys, const float* grads, bool may_resume,
+                              void* stream) {
   const uint64_t room = PullRoom(table);
   if (room == 0) {
     return Status::ResourceExhausted("Push on table '" + table.name +
@@ -206,6 +236,12 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
   STRATA_RETURN_IF_ERROR(kernels::RunnerCopyOut(runner_, host_grads.data(), grads,
                                                 host_grads.size() * sizeof(float), stream));
   STRATA_RETURN_IF_ERROR(kernels::RunnerSync(runner_, stream));
+  std::optional<PartialPush> call;
+  uint64_t start = 0;
+  if (may_resume) {
+    call = DescribePush(table.id, keys, host_grads, unique_keys.size());
+    start = AppliedBefore(worker, *call);
+  }
   // Duplicates summed here, in batch order; the table then sees distinct keys.
   std::unordered_map<Key, uint64_t> position;
   position.reserve(unique_keys.size());
@@ -216,26 +252,18 @@ Status StoreImpl::PushChunked(Table& table, std::span<const Key> keys,
     const float* src = host_grads.data() + i * table.dim;
     for (uint32_t d = 0; d < table.dim; ++d) dst[d] += src[d];
   }
-  for (uint64_t off = 0; off < unique_keys.size(); off += chunk_max) {
+  for (uint64_t off = start; off < unique_keys.size(); off += chunk_max) {
     std::span<const Key> chunk =
         unique_keys.subspan(off, std::min(chunk_max, unique_keys.size() - off));
     uint64_t brought_in = 0;
-    // Once a chunk has been applied the Push cannot be undone, so a later
-    // chunk's transient I/O error is retried here rather than returned (a
-    // caller retrying the whole Push would apply the first chunks twice).
-    Status resident = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
-    for (uint32_t attempt = 0; off > 0 && resident.IsIOError() && attempt < kPushRetriesMax;
-         ++attempt) {
-      resident = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
-    }
-    if (!resident.ok() && off > 0) {
-      return Status::Internal("Push on table '" + table.name + "' applied " + std::to_string(off) +
-                              " of " + std::to_string(unique_keys.size()) +
-                              " keys, then failed: " + resident.ToString());
-    }
-    STRATA_RETURN_IF_ERROR(resident);
-    STRATA_RETURN_IF_ERROR(table.t0->PushHost(chunk, summed.data() + off * table.dim));
+    Status applied = MakeResident(table, chunk, /*count_access=*/false, &brought_in);
+    if (applied.ok()) applied = table.t0->PushHost(chunk, summed.data() + off * table.dim);
+    if (applied.ok()) continue;
+    if (off == 0) return applied;  // nothing applied
+    if (!call) call = DescribePush(table.id, keys, host_grads, unique_keys.size());
+    return RememberPartialPush(worker, table, *call, off, applied);
   }
+  if (start > 0) ForgetPartialPush(worker);
   return Status::Ok();
 }
 

@@ -23,6 +23,9 @@
 //   store_workers.cc     workers and clocks, FindTable, the checkpoint meta
 //   store_data.cc        the foreground data path: Pull and Push in one T0
 //                        pass, the slow path of missing keys, chunked batches
+//   store_push_retry.cc  a chunked Push that failed part-way: what each
+//                        worker remembers of it, so that a retry of the same
+//                        Push applies only the rest
 //   key_dedup.h          distinct keys by hashing (the slow path's dedup)
 //   store_tiers.cc       moving rows between tiers (MakeResident, EvictFromT0,
 //                        staging) and the cleaner thread
@@ -46,6 +49,7 @@
 //   intent_mu_           the IntentIndex; taken under a Table::mu, never the
 //                        other way round
 //   fallback_.mu, cleaner_.mu, planner_.mu, Worker::inbox_mu,
+//   Worker::push_mu,
 //   workers_.register_mu leaves: nothing is taken while one is held
 // The order is declared with ACQUIRED_AFTER/ACQUIRED_BEFORE, which clang
 // checks with -Wthread-safety-beta (an error in make lint).
@@ -56,6 +60,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -83,7 +88,7 @@ struct StoreCounters {
   std::atomic<uint64_t> t0_rows_in{0}, t0_rows_out{0}, t0_evictions{0}, t0_dirty_out{0};
   std::atomic<uint64_t> t0_bytes_in{0}, t0_bytes_out{0};
   std::atomic<uint64_t> ssd_row_reads{0}, created_rows{0};
-  std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0};
+  std::atomic<uint64_t> pulls{0}, pushes{0}, stall_pulls{0}, nonfinite_grads{0};
   std::atomic<uint64_t> prefetched_rows{0}, late_prefetches{0};
   std::atomic<uint64_t> intents{0}, expired_intents{0}, deferred_intents{0};
   // The intent index's size, set by the planner under intent_mu_.
@@ -164,6 +169,16 @@ class StoreImpl final : public Store {
     uint64_t offset;
     uint64_t count;
   };
+  // A chunked Push that failed after applying some of its distinct keys
+  // (store_push_retry.cc): the call, by strong hashes, and how far it got.
+  struct PartialPush {
+    TableId table = 0;
+    uint64_t keys = 0;                     // keys.size() of the call
+    std::array<uint64_t, 2> keys_hash{};   // XXH3-128 of the keys' bytes
+    std::array<uint64_t, 2> grads_hash{};  // XXH3-128 of the gradients' bytes
+    uint64_t distinct = 0;                 // its distinct keys
+    uint64_t applied = 0;  // the first `applied` of them (first-occurrence order) are applied
+  };
   struct Worker {
     std::atomic<Clock> clock{0};
     int device = -1;
@@ -171,6 +186,13 @@ class StoreImpl final : public Store {
     std::vector<PendingIntent> inbox GUARDED_BY(inbox_mu);
     std::vector<Key> inbox_keys GUARDED_BY(inbox_mu);
     std::unique_ptr<RateEstimator> estimator;  // planner thread only
+    // The worker's chunked Push that failed part-way, if any. Its own calls
+    // come from one thread at a time; the mutex is for Checkpoint, which
+    // reads every worker's. `has_partial_push` mirrors whether it is set, so
+    // a Push without one takes no lock.
+    std::atomic<bool> has_partial_push{false};
+    base::Mutex push_mu ACQUIRED_AFTER(Table::mu);  // a leaf
+    std::optional<PartialPush> partial_push GUARDED_BY(push_mu);
   };
   // Workers are registered once and never removed: slots [0, count) are set
   // and stay, so readers index them after an acquire load of count.
@@ -292,6 +314,10 @@ class StoreImpl final : public Store {
   Result<std::span<const int64_t>> PassNextUses(Table& table, std::span<const Key> keys,
                                                 int64_t* all) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
+  // Counts the keys whose gradient holds a NaN or an infinity; with
+  // refuse_nonfinite_grads, InvalidArgument naming the first when any does.
+  Status CheckGradients(const Table& table, std::span<const Key> keys, const float* grads,
+                        void* stream) REQUIRES(table.mu);
   Result<bool> BringInMisses(Table& table, std::span<const Key> keys, bool count_access)
       REQUIRES(table.mu) EXCLUDES(intent_mu_, fallback_.mu);
   Status PullMisses(Table& table, std::span<const Key> keys, std::span<const int64_t> next_use,
@@ -300,8 +326,32 @@ class StoreImpl final : public Store {
   Status PullChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
                      float* out, bool first_pass, void* stream) REQUIRES(table.mu)
       EXCLUDES(intent_mu_, fallback_.mu);
-  Status PushChunked(Table& table, std::span<const Key> keys, std::span<const Key> unique_keys,
-                     const float* grads, void* stream) REQUIRES(table.mu);
+  // `may_resume`: the worker's partial Push is on this table with as many
+  // keys (PushMayResume); when it is the same call, only the distinct keys
+  // after its applied prefix are applied.
+  Status PushChunked(Table& table, Worker& worker, std::span<const Key> keys,
+                     std::span<const Key> unique_keys, const float* grads, bool may_resume,
+                     void* stream) REQUIRES(table.mu) EXCLUDES(worker.push_mu);
+
+  // A chunked Push that failed part-way (store_push_retry.cc).
+  // Whether the worker's partial Push may be this call (same table, as many
+  // keys): true keeps it for PushChunked to compare; false forgets it.
+  bool PushMayResume(Worker& worker, TableId table, uint64_t keys) EXCLUDES(worker.push_mu);
+  // The call's hashes (keys and the gradients, host memory).
+  static PartialPush DescribePush(TableId table, std::span<const Key> keys,
+                                  std::span<const float> grads, uint64_t distinct);
+  // The distinct keys of `call` already applied when the worker's partial
+  // Push is the same call, else 0 (and it is forgotten).
+  uint64_t AppliedBefore(Worker& worker, const PartialPush& call) EXCLUDES(worker.push_mu);
+  // Remembers that `call` applied its first `applied` distinct keys, and
+  // returns `failure` (its code kept) saying so and that a retry of the same
+  // Push applies only the rest.
+  Status RememberPartialPush(Worker& worker, const Table& table, PartialPush call, uint64_t applied,
+                             const Status& failure) EXCLUDES(worker.push_mu);
+  void ForgetPartialPush(Worker& worker) EXCLUDES(worker.push_mu);
+  // FailedPrecondition naming the first worker with a partial Push: a
+  // checkpoint must not hold half a Push.
+  Status CheckNoPartialPush() const;
 
   // Tier movement (store_tiers.cc). REQUIRES: table.mu held.
   // Brings `unique_keys` (distinct) into T0; *brought_in: how many were not

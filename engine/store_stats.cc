@@ -12,7 +12,7 @@ std::string StoreStats::ToString() const {
       "T0(%s): hits %llu misses %llu rows %llu/%llu in %llu evicted %llu dirty-out %llu | "
       "T1: hits %llu misses %llu rows %llu/%llu evicted %llu written back %llu "
       "(cleaned ahead %llu) | "
-      "SSD: row reads %llu row writes %llu | pulls %llu pushes %llu stalls %llu "
+      "SSD: row reads %llu row writes %llu | pulls %llu pushes %llu (non-finite %llu) stalls %llu "
       "prefetched %llu (late %llu) intents %llu (expired %llu, deferred %llu, %llu bytes "
       "for %llu pending) | "
       "planner rounds %llu mean %.1f us max %llu us",
@@ -23,11 +23,12 @@ std::string StoreStats::ToString() const {
       (unsigned long long)t1.rows_max, (unsigned long long)t1.evictions,
       (unsigned long long)t1.dirty_writebacks, (unsigned long long)cleaned_ahead,
       (unsigned long long)ssd_row_reads, (unsigned long long)ssd_row_writes,
-      (unsigned long long)pulls, (unsigned long long)pushes, (unsigned long long)stall_pulls,
-      (unsigned long long)prefetched_rows, (unsigned long long)late_prefetches,
-      (unsigned long long)intents, (unsigned long long)expired_intents,
-      (unsigned long long)deferred_intents, (unsigned long long)intent_bytes,
-      (unsigned long long)intent_pairs, (unsigned long long)planner_rounds, planner_round_us_mean,
+      (unsigned long long)pulls, (unsigned long long)pushes, (unsigned long long)nonfinite_grads,
+      (unsigned long long)stall_pulls, (unsigned long long)prefetched_rows,
+      (unsigned long long)late_prefetches, (unsigned long long)intents,
+      (unsigned long long)expired_intents, (unsigned long long)deferred_intents,
+      (unsigned long long)intent_bytes, (unsigned long long)intent_pairs,
+      (unsigned long long)planner_rounds, planner_round_us_mean,
       (unsigned long long)planner_round_us_max);
   return buf;
 }
@@ -80,6 +81,7 @@ StoreStats StoreImpl::LiveStats() const {
   }
   s.pulls = c.pulls.load();
   s.pushes = c.pushes.load();
+  s.nonfinite_grads = c.nonfinite_grads.load();
   s.stall_pulls = c.stall_pulls.load();
   s.prefetched_rows = c.prefetched_rows.load();
   s.late_prefetches = c.late_prefetches.load();

@@ -36,6 +36,8 @@ Result<Clock> StoreImpl::CurrentClock(WorkerId worker) const {
 Status StoreImpl::AdvanceClock(WorkerId worker) {
   STRATA_RETURN_IF_ERROR(CheckOpen());
   if (worker >= workers_.count.load(std::memory_order_acquire)) return CheckWorker(worker);
+  // The worker moved on: a Push of it that failed part-way is not retried.
+  ForgetPartialPush(*workers_.slots[worker]);
   workers_.slots[worker]->clock.fetch_add(1, std::memory_order_acq_rel);
   return Status::Ok();
 }

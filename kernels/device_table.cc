@@ -137,9 +137,10 @@ Status DeviceTable::Allocate() {
   STRATA_RETURN_IF_ERROR(counters_.Allocate(r, detail::kTableCounterWords));
   STRATA_RETURN_IF_ERROR(owner_.Allocate(r, slots));
   STRATA_RETURN_IF_ERROR(slot_of_.Allocate(r, options_.batch_keys_max));
-  // The word FindTouch reads back; allocated here so that no call fails (or
-  // frees page-locked memory) after it queued work on a stream.
-  STRATA_RETURN_IF_ERROR(host_word_.Reserve(r, 1));
+  // The words FindTouch and FindNonFinite read back; allocated here so that
+  // no call fails (or frees page-locked memory) after it queued work on a
+  // stream.
+  STRATA_RETURN_IF_ERROR(host_word_.Reserve(r, 2));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, keys_.data(), 0, keys_.bytes()));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, states_.data(), 0, states_.bytes()));
   STRATA_RETURN_IF_ERROR(RunnerMemset(r, next_use_.data(), 0, next_use_.bytes()));
@@ -291,6 +292,19 @@ Status DeviceTable::PushAsync(const Key* keys, uint64_t n, const float* grads, v
   STRATA_CHECK_ARG(grads != nullptr, "Push", "grads is null");
   if (runner_ == Runner::kHost) return HostPush(keys, n, grads);
   return GpuPush(keys, n, grads, stream);
+}
+
+Status DeviceTable::FindNonFinite(const float* grads, uint64_t n, uint64_t* rows,
+                                  uint64_t* first_index, void* stream) {
+  if (rows == nullptr || first_index == nullptr) {
+    return Status::InvalidArgument("DeviceTable::FindNonFinite: rows or first_index is null");
+  }
+  *rows = 0;
+  *first_index = n;
+  if (n == 0) return Status::Ok();
+  STRATA_CHECK_ARG(grads != nullptr, "FindNonFinite", "grads is null");
+  if (runner_ == Runner::kHost) return HostFindNonFinite(grads, n, rows, first_index);
+  return GpuFindNonFinite(grads, n, rows, first_index, stream);
 }
 
 Status DeviceTable::Push(const Key* keys, uint64_t n, const float* grads) {

@@ -128,6 +128,13 @@ class DeviceTable {
   [[nodiscard]] Status Push(const Key* keys, uint64_t n, const float* grads);
   [[nodiscard]] Status PushAsync(const Key* keys, uint64_t n, const float* grads, void* stream);
 
+  // The rows of grads[n*dim] (runner memory) holding a NaN or an infinity:
+  // *rows (host memory) gets how many, *first_index the lowest such row (n
+  // when none). Changes nothing; any n. kGpu: runs on `stream` and waits
+  // for it.
+  [[nodiscard]] Status FindNonFinite(const float* grads, uint64_t n, uint64_t* rows,
+                                     uint64_t* first_index, void* stream);
+
   // Moves up to k unpinned rows with the largest next_use (ties broken
   // arbitrarily) out of the table into out (buffers hold k rows), with their
   // dirty flags and next_use, and frees their slots. out->count = rows
@@ -178,6 +185,7 @@ class DeviceTable {
   Status HostForEachFound(const Key* keys, uint64_t n, int op, const int64_t* next_use,
                           uint8_t* found);
   Status HostPush(const Key* keys, uint64_t n, const float* grads);
+  Status HostFindNonFinite(const float* grads, uint64_t n, uint64_t* rows, uint64_t* first_index);
   Status HostEvict(uint64_t k, RowBatch* out);
   Status HostLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count);
   Status HostExportAll(const std::function<Status(const RowBatch&)>& fn);
@@ -194,6 +202,8 @@ class DeviceTable {
   Status GpuForEachFound(const Key* keys, uint64_t n, int op, const int64_t* next_use,
                          uint8_t* found, void* stream);
   Status GpuPush(const Key* keys, uint64_t n, const float* grads, void* stream);
+  Status GpuFindNonFinite(const float* grads, uint64_t n, uint64_t* rows, uint64_t* first_index,
+                          void* stream);
   Status GpuEvict(uint64_t k, RowBatch* out);
   Status GpuLargestNextUses(uint64_t k, int64_t* out_host, uint64_t* count);
   // Radix select over the unpinned rows' next uses (as ordered unsigned):
@@ -227,7 +237,8 @@ class DeviceTable {
   // kHost scratch for LargestNextUses and Evict (grown and kept).
   std::vector<int64_t> host_next_uses_;
   std::vector<std::pair<int64_t, uint32_t>> host_candidates_;
-  // kGpu: a page-locked word FindTouch copies its miss count into.
+  // kGpu: page-locked words FindTouch copies its miss count into (one) and
+  // FindNonFinite its row count and first row (two).
   HostStaging<uint64_t> host_word_;
   // kGpu scratch for Push: summed gradients, grown on demand.
   RunnerBuffer<float> grad_sums_;

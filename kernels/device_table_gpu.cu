@@ -472,6 +472,33 @@ Status DeviceTable::GpuPush(const Key* keys, uint64_t n, const float* grads, voi
   return LaunchStatus("Push kernels");
 }
 
+// The rows of grads holding a NaN or an infinity, one thread per row:
+// counted, and the lowest kept, as a call's failures.
+__global__ void FindNonFiniteKernel(const float* grads, uint64_t n, uint32_t dim,
+                                    uint64_t* counters) {
+  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+    const float* g = grads + i * dim;
+    bool finite = true;
+    for (uint32_t d = 0; d < dim; ++d) finite &= isfinite(g[d]);
+    if (!finite) RecordFailure(counters, i);
+  }
+}
+
+Status DeviceTable::GpuFindNonFinite(const float* grads, uint64_t n, uint64_t* rows,
+                                     uint64_t* first_index, void* stream) {
+  uint64_t* c = counters_.data();
+  STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
+  FindNonFiniteKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(grads, n, options_.dim, c);
+  STRATA_RETURN_IF_ERROR(LaunchStatus("FindNonFiniteKernel"));
+  static_assert(kBatchFirst == kBatchFailed + 1);
+  STRATA_RETURN_IF_ERROR(detail::GpuCopy(host_word_.data(), c + kBatchFailed, 2 * sizeof(uint64_t),
+                                         detail::GpuCopyKind::kDeviceToHost, stream));
+  STRATA_RETURN_IF_ERROR(detail::GpuSync(stream));
+  *rows = host_word_.data()[0];
+  if (*rows > 0) *first_index = host_word_.data()[1];
+  return Status::Ok();
+}
+
 Status DeviceTable::GpuSelect(uint64_t k, uint64_t* threshold, uint64_t* greater, uint64_t* total) {
   uint64_t* c = counters_.data();
   const unsigned blocks = Blocks(ref_.slots());

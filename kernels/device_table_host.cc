@@ -3,6 +3,7 @@
 // before returning (streams are ignored).
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -192,6 +193,21 @@ Status DeviceTable::HostForEachFound(const Key* keys, uint64_t n, int op, const 
     if (found != nullptr) found[i] = s != kNoSlot;
     if (s != kNoSlot) ref.ApplyOp(op, s, next_use != nullptr ? next_use[i] : 0);
   });
+  return Status::Ok();
+}
+
+Status DeviceTable::HostFindNonFinite(const float* grads, uint64_t n, uint64_t* rows,
+                                      uint64_t* first_index) {
+  const uint32_t dim = options_.dim;
+  FailureRecord found;
+  ForEachKey(n, options_.host_threads, [&](uint64_t i) {
+    const float* g = grads + i * dim;
+    bool finite = true;
+    for (uint32_t d = 0; d < dim; ++d) finite &= std::isfinite(g[d]);
+    if (!finite) found.Add(i);
+  });
+  *rows = found.count.load();
+  if (*rows > 0) *first_index = found.first_index;
   return Status::Ok();
 }
 

@@ -84,6 +84,7 @@ py::dict StatsDict(const StoreStats& s) {
   d["ssd_row_writes"] = s.ssd_row_writes;
   d["pulls"] = s.pulls;
   d["pushes"] = s.pushes;
+  d["nonfinite_grads"] = s.nonfinite_grads;
   d["stall_pulls"] = s.stall_pulls;
   d["prefetched_rows"] = s.prefetched_rows;
   d["late_prefetches"] = s.late_prefetches;

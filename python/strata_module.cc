@@ -144,37 +144,39 @@ void DefineTable(py::module_& m) {
   const OptimizerOptions& o = d.optimizer;
   py::class_<TableOptions>(m, "Table",
                            "One embedding table: name, dimension, optimizer and initializer.")
-      .def(
-          py::init([](const std::string& name, uint32_t dim, const std::string& optimizer,
-                      float learning_rate, float epsilon, float initial_accumulator, float beta1,
-                      float beta2, float ftrl_alpha, float ftrl_beta, float ftrl_l1, float ftrl_l2,
-                      const std::string& initializer, float init_scale, double device_rows_weight) {
-            TableOptions t;
-            t.name = name;
-            t.dim = dim;
-            t.optimizer.kind = OptimizerByName(optimizer);
-            t.optimizer.learning_rate = learning_rate;
-            t.optimizer.epsilon = epsilon;
-            t.optimizer.initial_accumulator = initial_accumulator;
-            t.optimizer.beta1 = beta1;
-            t.optimizer.beta2 = beta2;
-            t.optimizer.ftrl_alpha = ftrl_alpha;
-            t.optimizer.ftrl_beta = ftrl_beta;
-            t.optimizer.ftrl_l1 = ftrl_l1;
-            t.optimizer.ftrl_l2 = ftrl_l2;
-            t.initializer = InitializerByName(initializer);
-            t.init_scale = init_scale;
-            t.device_rows_weight = device_rows_weight;
-            return t;
-          }),
-          py::arg("name"), py::kw_only(), py::arg("dim") = d.dim, py::arg("optimizer") = "adagrad",
-          py::arg("learning_rate") = o.learning_rate, py::arg("epsilon") = o.epsilon,
-          py::arg("initial_accumulator") = o.initial_accumulator, py::arg("beta1") = o.beta1,
-          py::arg("beta2") = o.beta2, py::arg("ftrl_alpha") = o.ftrl_alpha,
-          py::arg("ftrl_beta") = o.ftrl_beta, py::arg("ftrl_l1") = o.ftrl_l1,
-          py::arg("ftrl_l2") = o.ftrl_l2, py::arg("initializer") = "uniform",
-          py::arg("init_scale") = d.init_scale,
-          py::arg("device_rows_weight") = d.device_rows_weight)
+      .def(py::init([](const std::string& name, uint32_t dim, const std::string& optimizer,
+                       float learning_rate, float epsilon, float initial_accumulator, float beta1,
+                       float beta2, float ftrl_alpha, float ftrl_beta, float ftrl_l1, float ftrl_l2,
+                       const std::string& initializer, float init_scale, double device_rows_weight,
+                       bool refuse_nonfinite_grads) {
+             TableOptions t;
+             t.name = name;
+             t.dim = dim;
+             t.optimizer.kind = OptimizerByName(optimizer);
+             t.optimizer.learning_rate = learning_rate;
+             t.optimizer.epsilon = epsilon;
+             t.optimizer.initial_accumulator = initial_accumulator;
+             t.optimizer.beta1 = beta1;
+             t.optimizer.beta2 = beta2;
+             t.optimizer.ftrl_alpha = ftrl_alpha;
+             t.optimizer.ftrl_beta = ftrl_beta;
+             t.optimizer.ftrl_l1 = ftrl_l1;
+             t.optimizer.ftrl_l2 = ftrl_l2;
+             t.initializer = InitializerByName(initializer);
+             t.init_scale = init_scale;
+             t.device_rows_weight = device_rows_weight;
+             t.refuse_nonfinite_grads = refuse_nonfinite_grads;
+             return t;
+           }),
+           py::arg("name"), py::kw_only(), py::arg("dim") = d.dim, py::arg("optimizer") = "adagrad",
+           py::arg("learning_rate") = o.learning_rate, py::arg("epsilon") = o.epsilon,
+           py::arg("initial_accumulator") = o.initial_accumulator, py::arg("beta1") = o.beta1,
+           py::arg("beta2") = o.beta2, py::arg("ftrl_alpha") = o.ftrl_alpha,
+           py::arg("ftrl_beta") = o.ftrl_beta, py::arg("ftrl_l1") = o.ftrl_l1,
+           py::arg("ftrl_l2") = o.ftrl_l2, py::arg("initializer") = "uniform",
+           py::arg("init_scale") = d.init_scale,
+           py::arg("device_rows_weight") = d.device_rows_weight,
+           py::arg("refuse_nonfinite_grads") = d.refuse_nonfinite_grads)
       .def_readonly("name", &TableOptions::name)
       .def_readonly("dim", &TableOptions::dim)
       .def("__repr__", [](const TableOptions& t) {

@@ -82,6 +82,12 @@ struct TableOptions {
   // touches in the table (the rows it needs in T0 at once); a tiny table
   // needs few rows, a huge one room for a few batches' keys pinned at once.
   double device_rows_weight = 1.0;
+  // A Push whose gradients hold a NaN or an infinity: false applies it (a
+  // NaN then spreads through the row and its optimizer state) and counts it
+  // in StoreStats::nonfinite_grads; true refuses the whole Push
+  // (InvalidArgument naming the table and the first such key, nothing
+  // applied), which a caller must handle. Both scan the gradients once.
+  bool refuse_nonfinite_grads = false;
 };
 
 enum class SsdBackend : uint8_t { kNative, kRocksDb };

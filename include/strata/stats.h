@@ -30,8 +30,11 @@ struct StoreStats {
   uint64_t ssd_bytes_written = 0;
   uint64_t ssd_user_bytes_written = 0;
 
-  uint64_t pulls = 0;             // keys pulled
-  uint64_t pushes = 0;            // keys pushed
+  uint64_t pulls = 0;   // keys pulled
+  uint64_t pushes = 0;  // keys pushed
+  // Keys pushed (repeats included) whose gradient held a NaN or an infinity,
+  // applied or refused (TableOptions::refuse_nonfinite_grads).
+  uint64_t nonfinite_grads = 0;
   uint64_t stall_pulls = 0;       // distinct keys Pulls had to fetch synchronously
   uint64_t prefetched_rows = 0;   // rows moved up by the planner
   uint64_t late_prefetches = 0;   // prefetched after their window had opened

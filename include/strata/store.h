@@ -74,6 +74,19 @@ class Store {
                                     float* out, void* stream = nullptr) = 0;
   // Gradients (keys.size() * dim floats); duplicates are summed, then the
   // table's optimizer is applied once per key.
+  // Failure: a Push that fits T0's free room at once changes no row when it
+  // fails. A larger one is applied in chunks of its distinct keys (in the
+  // order of their first occurrence), each of which may read rows from the
+  // SSD and write others down; when a chunk after the first fails, the
+  // chunks before it stay applied (they cannot be undone without the I/O
+  // that failed), and the error keeps the failure's code (IOError,
+  // ResourceExhausted) and says "applied A of its D distinct keys". The
+  // worker remembers that call: retrying the same Push (same worker, table,
+  // keys and gradient bytes) applies only the other D - A keys, so no
+  // gradient is applied twice. The worker's next different Push (any
+  // table) or its AdvanceClock gives the retry up; meanwhile Checkpoint
+  // returns FailedPrecondition, so no checkpoint holds half a Push. Pulls
+  // in between see the applied part.
   [[nodiscard]] virtual Status Push(WorkerId worker, TableId table, std::span<const Key> keys,
                                     const float* grads, void* stream = nullptr) = 0;
 
@@ -89,6 +102,8 @@ class Store {
 
   // Flushes dirty rows of T0 and T1 into T2 and switches the manifest
   // (tables, clocks). Open on the directory restores exactly this state.
+  // FailedPrecondition, naming the worker, while a worker's chunked Push is
+  // applied in part and not given up (see Push).
   [[nodiscard]] virtual Status Checkpoint() = 0;
 
   virtual StoreStats Stats() const = 0;

@@ -26,6 +26,9 @@ Status DeviceTable::GpuForEachFound(const Key*, uint64_t, int, const int64_t*, u
   return NoGpu();
 }
 Status DeviceTable::GpuPush(const Key*, uint64_t, const float*, void*) { return NoGpu(); }
+Status DeviceTable::GpuFindNonFinite(const float*, uint64_t, uint64_t*, uint64_t*, void*) {
+  return NoGpu();
+}
 Status DeviceTable::GpuEvict(uint64_t, RowBatch*) { return NoGpu(); }
 Status DeviceTable::GpuLargestNextUses(uint64_t, int64_t*, uint64_t*) { return NoGpu(); }
 Status DeviceTable::GpuSelect(uint64_t, uint64_t*, uint64_t*, uint64_t*) { return NoGpu(); }
