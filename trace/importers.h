@@ -7,7 +7,8 @@
 //   csv:    a header row naming the columns, then one sample per row. The
 //           columns named in `columns` (all but `label` when empty) become
 //           tables; key = XXH64 of the value seeded by the table index.
-//           Fields are split at `delimiter`; quoting is not supported.
+//           Fields are split at `delimiter`; a field may be quoted
+//           ("a,b", "" is a quote) and must close on its line (trace/csv.h).
 //   lines:  one batch per line, decimal keys (0 .. 2^64-1) separated by
 //           spaces or tabs, one table named "keys".
 // Every batch is worker 0 at clock = batch index. Errors name the file, line
