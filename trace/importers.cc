@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/paths.h"
 #include "trace/csv.h"
 #include "trace/limits.h"
 
@@ -121,6 +122,20 @@ Status CheckBatchSize(uint32_t batch_size) {
 
 }  // namespace
 
+Status CheckTraceOutput(const std::string& option, const std::string& output,
+                        const std::string& input) {
+  STRATA_RETURN_IF_ERROR(base::CheckOutputFile(option, output));
+  for (const std::string& written : {output, output + ".tmp"}) {
+    STRATA_ASSIGN_OR_RETURN(const bool same, base::SameFile(input, written));
+    if (same) {
+      const std::string which = written == output ? "" : "its temporary file " + written + " ";
+      return Status::InvalidArgument(option + " " + output + ": " + which + "is the input file " +
+                                     input + "; the trace would replace it");
+    }
+  }
+  return Status::Ok();
+}
+
 Key HashFeature(uint32_t column, const char* value, size_t len) {
   return XXH64(value, len, kFeatureSeed + column);
 }
@@ -128,6 +143,7 @@ Key HashFeature(uint32_t column, const char* value, size_t len) {
 Result<TraceTotals> ImportCriteo(const std::string& input, const std::string& output,
                                  const ImportOptions& options) {
   STRATA_RETURN_IF_ERROR(CheckBatchSize(options.batch_size));
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   TraceHeader header;
@@ -164,6 +180,7 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
   if (options.delimiter == '"') {
     return Status::InvalidArgument("--delimiter '\"': a quote opens a quoted field");
   }
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   std::string_view line;
@@ -234,6 +251,7 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
 }
 
 Result<TraceTotals> ImportLines(const std::string& input, const std::string& output) {
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   TraceHeader header;

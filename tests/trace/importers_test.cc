@@ -161,6 +161,46 @@ TEST(ImportCsvTest, UnterminatedQuoteNamesFileAndLineAndLeavesNoTrace) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
 }
 
+// An --out that names the input (spelled otherwise, a symbolic or a hard
+// link, or the input being the trace's temporary file) replaced the input
+// with the trace; now every importer refuses it before reading, and the
+// input stays as it was.
+TEST(ImportTest, OutputThatIsTheInputIsRefusedAndTheInputKept) {
+  ScratchDir dir;
+  const std::string input = dir.File("in.csv");
+  const std::string text = "user,ad\nu1,a1\n";
+  WriteText(input, text);
+  std::filesystem::create_symlink(input, dir.File("soft"));
+  std::filesystem::create_hard_link(input, dir.File("hard"));
+  std::filesystem::create_directory(dir.File("sub"));
+  for (const std::string& out :
+       {input, dir.File("sub/../in.csv"), dir.File("soft"), dir.File("hard")}) {
+    SCOPED_TRACE(out);
+    for (const auto& status :
+         {ImportCsv(input, out, ImportOptions{}).status(), ImportLines(input, out).status(),
+          ImportCriteo(input, out, ImportOptions{}).status()}) {
+      EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
+      EXPECT_NE(status.message().find("--out " + out + ": is the input file " + input),
+                std::string::npos)
+          << status.ToString();
+    }
+  }
+  WriteText(dir.File("t.tmp"), text);
+  const auto temp = ImportLines(dir.File("t.tmp"), dir.File("t")).status();
+  EXPECT_NE(temp.message().find("its temporary file " + dir.File("t.tmp") + " is the input"),
+            std::string::npos)
+      << temp.ToString();
+  const std::vector<char> bytes = testing::ReadBytes(input);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), text);
+  EXPECT_EQ(testing::ReadBytes(dir.File("t.tmp")).size(), text.size());
+  // An --out that is a directory, or in one that does not exist, fails
+  // before the input is read (it failed after, at the rename).
+  EXPECT_NE(ImportLines(input, dir.File("sub")).status().message().find("is a directory"),
+            std::string::npos);
+  EXPECT_NE(ImportLines(input, dir.File("none/t")).status().message().find("does not exist"),
+            std::string::npos);
+}
+
 TEST(ImportLinesTest, RoundTripsThroughExport) {
   ScratchDir dir;
   const std::string text = "1 2 3\n18446744073709551615 0\n\n7 7 7\n";
