@@ -5,13 +5,23 @@
 //                   --mode randread --seconds 5 [--backend uring|psync]
 //                   [--io-cores 0,1] [--buffered] [--json]
 //
-// The file is laid out to --size-gib first when shorter (not timed). Then
-// `depth` requests are kept in flight: each completion records its latency
-// and issues the next request from the I/O thread (like fio's iodepth with
-// one job per I/O thread). Reports IOPS, MB/s (10^6 bytes) and latency
-// percentiles from every request's submit-to-completion time, and the
-// process's CPU time (user + system) per I/O over the measured run.
+// A missing --file is created and filled to --size-gib with pseudo-random
+// bytes, after a check that its file system has that much free; the fill
+// shows its progress and counts in --seconds, the time limit of the whole
+// run (a fill that does not finish in time fails and removes the file).
+// An existing file is only read: it must hold --size-gib already, and the
+// write modes refuse it, unless --overwrite lets the command write it (and
+// extend it when shorter). Then `depth` requests are kept in flight for the
+// rest of --seconds: each completion records its latency and issues the next
+// request from the I/O thread (like fio's iodepth with one job per I/O
+// thread). Reports IOPS, MB/s (10^6 bytes) and latency percentiles from
+// every request's submit-to-completion time, and the process's CPU time
+// (user + system) per I/O over the measured run.
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +60,7 @@ struct IoBenchArgs {
   std::string backend = "auto";
   std::string io_cores;
   bool buffered = false;
+  bool overwrite = false;
   bool json = false;
 };
 
@@ -114,18 +125,104 @@ void Issue(Run* run, Slot* slot) {
   }
 }
 
-// Extends `file` to `bytes` with pseudo-random data (so reads hit real blocks).
-Status LayOut(io::File* file, uint64_t bytes) {
+std::string GiB(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  return text;
+}
+
+// Extends `file` to `bytes` with pseudo-random data (so reads hit real
+// blocks), by `deadline`; prints its progress to stderr about once a second.
+Status LayOut(io::File* file, uint64_t bytes, SteadyClock::time_point deadline) {
   STRATA_ASSIGN_OR_RETURN(uint64_t have, file->Size());
   if (have >= bytes) return Status::Ok();
   constexpr size_t kChunk = 1 << 20;
   STRATA_ASSIGN_OR_RETURN(auto chunk, io::AlignedBuffer::Allocate(kChunk));
   std::mt19937_64 rng(7);
   for (size_t i = 0; i < kChunk / 8; ++i) reinterpret_cast<uint64_t*>(chunk.data())[i] = rng();
+  const auto start = SteadyClock::now();
+  auto report_at = start + std::chrono::seconds(1);
   for (uint64_t off = io::AlignDown(have, kChunk); off < bytes; off += kChunk) {
     STRATA_RETURN_IF_ERROR(file->Write(off, chunk.data(), std::min<uint64_t>(kChunk, bytes - off)));
+    const uint64_t done = std::min<uint64_t>(off + kChunk, bytes);
+    const auto now = SteadyClock::now();
+    if (now >= deadline && done < bytes) {
+      return Status::ResourceExhausted("filling --file " + file->path() + " to " + GiB(bytes) +
+                                       " took all of --seconds (" + GiB(done) +
+                                       " written); the time limit counts the fill: raise it");
+    }
+    if (now >= report_at) {
+      const double seconds = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "bench io: filling %s: %s of %s, %.0f MB/s\n", file->path().c_str(),
+                   GiB(done).c_str(), GiB(bytes).c_str(),
+                   static_cast<double>(done - std::min(done, have)) / seconds / 1e6);
+      report_at = now + std::chrono::seconds(1);
+    }
   }
   return file->Sync();
+}
+
+// Bytes free to an unprivileged writer on the file system holding `dir`.
+Result<uint64_t> FreeBytes(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return Status::FromErrno(errno, "statvfs " + dir);
+  return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+// Makes `a.file` hold `bytes` to run on, within `deadline`, writing only a
+// file this run creates unless --overwrite; refuses before it writes when
+// the file system has not the room. A file created here and not filled is
+// removed.
+Status PrepareFile(const IoBenchArgs& a, bool write, uint64_t bytes,
+                   SteadyClock::time_point deadline) {
+  const std::string& path = a.file;
+  char size_gib[32];
+  std::snprintf(size_gib, sizeof(size_gib), "%.15g", a.size_gib);
+  const std::string size =
+      "--size-gib " + std::string(size_gib) + " (" + std::to_string(bytes) + " bytes)";
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return Status::FromErrno(errno, "--file " + path + ": stat");
+  if (exists && !S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument("--file " + path + " is not a regular file");
+  }
+  const uint64_t have = exists ? static_cast<uint64_t>(st.st_size) : 0;
+  if (exists && !a.overwrite) {
+    if (have < bytes) {
+      return Status::FailedPrecondition(
+          "--file " + path + " exists with " + std::to_string(have) + " bytes, fewer than " + size +
+          "; bench io fills only a file it creates: name a new file, or pass --overwrite to let "
+          "it write this one");
+    }
+    if (write) {
+      return Status::FailedPrecondition("--mode " + a.mode + " would write over --file " + path +
+                                        ", which exists: name a new file, or pass --overwrite");
+    }
+  }
+  if (have >= bytes) return Status::Ok();
+  const std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  STRATA_ASSIGN_OR_RETURN(const uint64_t free_bytes, FreeBytes(dir.empty() ? "." : dir));
+  if (bytes - have > free_bytes) {
+    return Status::ResourceExhausted("--file " + path + ": " + size + " needs " +
+                                     std::to_string(bytes - have) + " bytes more and its file " +
+                                     "system has " + std::to_string(free_bytes) + " bytes free");
+  }
+  if (!exists) {  // exclusive: a file that appeared since the stat is not ours
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno(errno, "--file " + path + ": create");
+    ::close(fd);
+  }
+  io::Env* env = io::Env::Default();
+  Status filled = [&]() -> Status {
+    STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(path, {}));
+    return LayOut(file.get(), bytes, deadline);
+  }();
+  if (!filled.ok() && !exists) {
+    if (Status removed = env->DeleteFile(path); !removed.ok()) {
+      return filled.WithContext("(and could not remove it: " + removed.ToString() + ")");
+    }
+  }
+  return filled;
 }
 
 // CPU seconds (user + system) this process has used so far.
@@ -143,6 +240,7 @@ double Percentile(const std::vector<uint32_t>& sorted, double q) {
 }
 
 Status RunIoBench(const IoBenchArgs& a) {
+  const auto run_start = SteadyClock::now();
   const bool random = a.mode == "randread" || a.mode == "randwrite";
   const bool write = a.mode == "randwrite" || a.mode == "write";
   if (!random && a.mode != "read" && a.mode != "write") {
@@ -172,11 +270,18 @@ Status RunIoBench(const IoBenchArgs& a) {
   options.buffers_per_thread = (a.depth + a.threads - 1) / a.threads;
   options.buffer_bytes = a.block;
 
+  const auto deadline = run_start + std::chrono::duration_cast<SteadyClock::duration>(
+                                        std::chrono::duration<double>(a.seconds));
+  STRATA_RETURN_IF_ERROR(PrepareFile(a, write, size_bytes, deadline));
+  const double fill_seconds = std::chrono::duration<double>(SteadyClock::now() - run_start).count();
+  if (SteadyClock::now() >= deadline) {
+    return Status::ResourceExhausted(
+        "filling --file " + a.file + " took all of --seconds (" + std::to_string(fill_seconds) +
+        " s), nothing is left to measure; the file is kept: run again, or raise --seconds");
+  }
   io::Env* env = io::Env::Default();
-  STRATA_ASSIGN_OR_RETURN(auto setup, env->OpenFile(a.file, {.create = true}));
-  STRATA_RETURN_IF_ERROR(LayOut(setup.get(), size_bytes));
-  setup.reset();
-  STRATA_ASSIGN_OR_RETURN(auto file, env->OpenFile(a.file, {.direct = !a.buffered}));
+  STRATA_ASSIGN_OR_RETURN(auto file,
+                          env->OpenFile(a.file, {.direct = !a.buffered, .read_only = !write}));
   STRATA_ASSIGN_OR_RETURN(auto io, io::IoThreads::Create(options));
 
   Run run;
@@ -209,7 +314,7 @@ Status RunIoBench(const IoBenchArgs& a) {
   const double cpu_start = CpuSeconds();
   const auto start = SteadyClock::now();
   for (Slot& slot : slots) Issue(&run, &slot);
-  std::this_thread::sleep_for(std::chrono::duration<double>(a.seconds));
+  std::this_thread::sleep_until(deadline);  // the measured run: what the fill left
   run.stop.store(true);
   for (uint32_t left = run.outstanding.load(); left != 0; left = run.outstanding.load()) {
     run.outstanding.wait(left);
@@ -239,6 +344,7 @@ Status RunIoBench(const IoBenchArgs& a) {
                         {"depth", a.depth},
                         {"threads", a.threads},
                         {"seconds", elapsed},
+                        {"fill_seconds", fill_seconds},
                         {"direct", !a.buffered},
                         {"ios", all.size()},
                         {"iops", iops},
@@ -249,9 +355,10 @@ Status RunIoBench(const IoBenchArgs& a) {
                         {"lat_us", {{"p50", p50}, {"p99", p99}, {"p999", p999}}}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("bench io: %s %s block=%u depth=%u threads=%u cores=%s direct=%d %.1fs\n",
-                a.mode.c_str(), io::IoBackendName(io->backend()), a.block, a.depth, a.threads,
-                core_list.c_str(), !a.buffered, elapsed);
+    std::printf(
+        "bench io: %s %s block=%u depth=%u threads=%u cores=%s direct=%d %.1fs (fill %.1fs)\n",
+        a.mode.c_str(), io::IoBackendName(io->backend()), a.block, a.depth, a.threads,
+        core_list.c_str(), !a.buffered, elapsed, fill_seconds);
     std::printf("%12s %10s %10s %10s %10s %12s\n", "iops", "MB/s", "p50_us", "p99_us", "p999_us",
                 "cpu_us/io");
     std::printf("%12.0f %10.1f %10.1f %10.1f %10.1f %12.2f\n", iops, mbps, p50, p99, p999,
@@ -265,15 +372,21 @@ CommandRegistrar reg{
     "bench", [](CLI::App& group) {
       auto args = std::make_shared<IoBenchArgs>();
       CLI::App* c = group.add_subcommand("io", "I/O engine: IOPS, MB/s and latency of one file");
-      c->add_option("--file", args->file, "file to read/write (created and laid out)")->required();
+      c->add_option("--file", args->file,
+                    "file to read/write: created and filled when missing (checked against the "
+                    "free space); an existing one is only read unless --overwrite")
+          ->required();
       AddReal(c, "--size-gib", args->size_gib, "bytes of the file used, GiB",
               {.min = 0, .max = kSizeGibMax, .min_open = true});
+      c->add_flag("--overwrite", args->overwrite,
+                  "let the write modes, and the fill of a shorter file, write an existing --file");
       AddUnsigned<uint32_t>(c, "--block", args->block, "bytes per request", 1,
                             io::kIoRequestBytesMax);
       AddUnsigned<uint32_t>(c, "--depth", args->depth, "requests in flight", 1, kDepthMax);
       AddUnsigned<uint32_t>(c, "--threads", args->threads, "I/O threads", 1, io::kIoThreadsMax);
       c->add_option("--mode", args->mode, "randread, randwrite, read or write");
-      AddReal(c, "--seconds", args->seconds, "measured run time",
+      AddReal(c, "--seconds", args->seconds,
+              "time limit of the run, the file's fill included; the rest is measured",
               {.min = 0, .max = kBenchSecondsMax, .min_open = true});
       c->add_option("--backend", args->backend, "uring, psync or auto");
       c->add_option("--io-cores", args->io_cores, "cores for the I/O threads, e.g. 0,2-3");

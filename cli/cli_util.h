@@ -125,6 +125,29 @@ CLI::Option* AddUnsigned(CLI::App* command, const std::string& name, T& value,
                          range, kNumberCheck));
 }
 
+// Replaces `value`, "1" or "1,2,...", by the canonical form of its items
+// when `check` (CheckUnsigned or CheckReal bound to a range) accepts every
+// one; otherwise returns the one-line reason, naming the item.
+template <typename CheckItem>
+std::string CheckList(std::string& value, const CheckItem& check) {
+  auto items = SplitList(value, "list");
+  if (!items.ok()) return "empty item in '" + value + "'";
+  std::string canonical;
+  for (std::string& item : *items) {
+    if (std::string why = check(item); !why.empty()) {
+      return items->size() == 1 ? why : why + " (in '" + value + "')";
+    }
+    canonical += (canonical.empty() ? "" : ",") + item;
+  }
+  value = canonical;
+  return "";
+}
+
+// CheckList of decimal integers in [min, max] (CheckUnsigned).
+inline std::string CheckUnsignedList(std::string& value, uint64_t min, uint64_t max) {
+  return CheckList(value, [min, max](std::string& item) { return CheckUnsigned(item, min, max); });
+}
+
 // Adds an option taking "1" or "1,2,..." of decimal integers in [min, max]
 // (each checked as by AddUnsigned: a bad item is a usage error naming it);
 // read the text with ParseUints.
@@ -133,20 +156,7 @@ inline CLI::Option* AddUnsignedList(CLI::App* command, const std::string& name, 
   const std::string range = "list in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   return command->add_option(name, text, help)
       ->transform(CLI::Validator(
-          [min, max](std::string& value) -> std::string {
-            auto items = SplitList(value, "list");
-            if (!items.ok()) return "empty item in '" + value + "'";
-            std::string canonical;
-            for (std::string& item : *items) {
-              if (std::string why = CheckUnsigned(item, min, max); !why.empty()) {
-                return items->size() == 1 ? why : why + " (in '" + value + "')";
-              }
-              canonical += (canonical.empty() ? "" : ",") + item;
-            }
-            value = canonical;
-            return "";
-          },
-          range));
+          [min, max](std::string& value) { return CheckUnsignedList(value, min, max); }, range));
 }
 
 // Adds an option taking one of the words `choices` only: any other value is
@@ -207,6 +217,22 @@ CLI::Option* AddReal(CLI::App* command, const std::string& name, T& value, const
   return command->add_option(name, value, help)
       ->transform(CLI::Validator([range](std::string& text) { return CheckReal(text, range); },
                                  "in " + range.ToString(), kNumberCheck));
+}
+
+// CheckList of finite numbers in `range` (CheckReal).
+inline std::string CheckRealList(std::string& value, const RealRange& range) {
+  return CheckList(value, [&range](std::string& item) { return CheckReal(item, range); });
+}
+
+// Adds an option taking "1.5" or "1.5,2,..." of finite numbers in `range`
+// (each checked as by AddReal: a bad item is a usage error naming it); read
+// the text with ParseDoubles.
+inline CLI::Option* AddRealList(CLI::App* command, const std::string& name, std::string& text,
+                                const std::string& help, RealRange range) {
+  return command->add_option(name, text, help)
+      ->transform(
+          CLI::Validator([range](std::string& value) { return CheckRealList(value, range); },
+                         "list in " + range.ToString()));
 }
 
 // InvalidArgument naming an unsigned or floating point option under `app`

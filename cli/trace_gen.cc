@@ -53,8 +53,14 @@ Result<trace::GenOptions> BuildOptions(const GenArgs& a) {
 }
 
 void Run(const GenArgs& a) {
+  // Every error of BuildOptions is one of the command line (options that do
+  // not fit together: counts per table, a preset), so a usage error, code 2.
   auto options = BuildOptions(a);
-  if (!options.ok()) return ReportFailure("trace gen", options.status());
+  if (!options.ok()) {
+    std::fprintf(stderr, "strata trace gen: %s\n", options.status().message().c_str());
+    ExitCode() = 2;
+    return;
+  }
   auto totals = trace::Generate(*options, a.out);
   if (!totals.ok()) return ReportFailure("trace gen", totals.status());
   uint64_t key_space = 0;
@@ -83,14 +89,22 @@ CommandRegistrar reg{
       c->add_option("--out", args->out, "trace file to write")->required();
       c->add_option("--preset", args->preset, "table sizes: criteo-kaggle or criteo-1tb")
           ->capture_default_str();
-      c->add_option("--cardinalities", args->cardinalities,
-                    "key space per table, comma-separated (instead of a preset)");
-      c->add_option("--exponent", args->exponent,
-                    "Zipf exponent: one, or one per table (0: uniform)")
+      AddUnsignedList(c, "--cardinalities", args->cardinalities,
+                      "key space per table, comma-separated (instead of a preset)", 1,
+                      static_cast<uint64_t>(trace::kGenKeySpaceMax));
+      AddRealList(c, "--exponent", args->exponent,
+                  "Zipf exponent: one, or one per table (0: uniform)",
+                  {.min = 0, .max = trace::kGenExponentMax})
           ->capture_default_str();
       c->add_option("--hotness", args->hotness,
                     "ids per sample per table: one, one per table, or 'mlperf'")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->transform(CLI::Validator(
+              [](std::string& value) {
+                return value == "mlperf" ? std::string()
+                                         : CheckUnsignedList(value, 1, trace::kHotnessMax);
+              },
+              "list in [1, " + std::to_string(trace::kHotnessMax) + "] or mlperf"));
       AddReal(c, "--scale", args->scale, "multiplies every key space",
               {.min = 0, .max = 1e6, .min_open = true})
           ->capture_default_str();

@@ -1,9 +1,17 @@
 // Reshard (reshard.h).
 #include "cluster/reshard.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
+#include "base/paths.h"
 #include "cluster/manifest.h"
 #include "io/env.h"
 #include "kernels/optimizer.h"
@@ -15,6 +23,12 @@ namespace {
 
 // Rows buffered per new shard and table before one MultiPut.
 constexpr size_t kPutRowsMax = 4096;
+// Open files the reshard leaves to the rest of the process (standard streams,
+// the io_uring, what the allocator or a library opens) beyond its stores.
+constexpr uint64_t kSpareFilesMin = 64;
+// The files a new shard's row store holds, against what an empty one holds:
+// room for those it opens as it fills (log segments, RocksDB's tables).
+constexpr uint64_t kShardFilesGrowth = 2;
 
 // Where a Store keeps its SSD tier's row store inside its directory
 // (engine/store_open.cc).
@@ -77,11 +91,73 @@ Status CheckOut(io::Env* env, const std::string& out) {
   return Status::Ok();
 }
 
+// The new directory may be neither the old one nor inside it (the new shards
+// would be written among the old, and the old directory would no longer be
+// a cluster's). Compared resolved (base/paths.h): links and ".." included.
+Status CheckOutBesideFrom(const std::string& from, const std::string& out) {
+  STRATA_ASSIGN_OR_RETURN(const bool same, base::SameFile(out, from));
+  if (same) return Status::InvalidArgument("--out " + out + " is --from " + from);
+  STRATA_ASSIGN_OR_RETURN(const bool inside, base::SameOrInside(out, from));
+  if (inside) return Status::InvalidArgument("--out " + out + " lies inside --from " + from);
+  return Status::Ok();
+}
+
 storage::RowStoreOptions RowStoreAt(const ClusterManifest& m, const std::string& dir) {
   storage::RowStoreOptions o;
   o.backend = m.ssd_backend;
   o.dir = dir;
   return o;
+}
+
+// Files this process has open now (the entries of /proc/self/fd, less the
+// one listing them).
+Result<uint64_t> OpenFileCount() {
+  std::error_code ec;
+  uint64_t count = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++count;
+  }
+  if (ec) return Status::FromErrno(ec.value(), "list /proc/self/fd");
+  return count > 0 ? count - 1 : 0;
+}
+
+// Files one row store of `specs` holds open, counted on an empty one made in
+// a temporary directory (removed after).
+Result<uint64_t> ShardFiles(const ClusterManifest& m,
+                            const std::vector<storage::TableSpec>& specs) {
+  std::string dir = (std::filesystem::temp_directory_path() / "strata-reshard-XXXXXX").string();
+  if (::mkdtemp(dir.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + dir);
+  Result<uint64_t> files = [&]() -> Result<uint64_t> {
+    STRATA_ASSIGN_OR_RETURN(const uint64_t before, OpenFileCount());
+    STRATA_ASSIGN_OR_RETURN(auto store, storage::OpenRowStore(RowStoreAt(m, dir), specs));
+    STRATA_ASSIGN_OR_RETURN(const uint64_t after, OpenFileCount());
+    return std::max<uint64_t>(after - std::min(after, before), 1);
+  }();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return files;
+}
+
+// InvalidArgument unless `ranks` new shards fit the process's open-file
+// limit: Reshard holds every new shard's row store open at once, with one
+// old shard's, each some files per table.
+Status CheckRanksFit(uint32_t ranks, const ClusterManifest& m,
+                     const std::vector<storage::TableSpec>& specs) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return Status::FromErrno(errno, "getrlimit");
+  if (limit.rlim_cur == RLIM_INFINITY) return Status::Ok();
+  STRATA_ASSIGN_OR_RETURN(const uint64_t shard_files, ShardFiles(m, specs));
+  STRATA_ASSIGN_OR_RETURN(const uint64_t in_use, OpenFileCount());
+  const uint64_t per_shard = shard_files * kShardFilesGrowth;
+  const uint64_t reserved = in_use + per_shard + kSpareFilesMin;  // and one old shard
+  const uint64_t fit = limit.rlim_cur > reserved ? (limit.rlim_cur - reserved) / per_shard : 0;
+  if (ranks <= fit) return Status::Ok();
+  return Status::InvalidArgument(
+      "--ranks " + std::to_string(ranks) + ": reshard holds every new shard open at once, about " +
+      std::to_string(per_shard) + " files each (" + std::to_string(specs.size()) +
+      " tables), and this process may open " + std::to_string(limit.rlim_cur) +
+      " files (ulimit -n): at most " + std::to_string(fit) + " ranks here");
 }
 
 Status Flush(storage::RowStore& store, TableId table, Outbox* box) {
@@ -100,6 +176,7 @@ Result<ReshardReport> Reshard(const std::string& from, uint32_t ranks, const std
     return Status::InvalidArgument("--ranks " + std::to_string(ranks) + ": from 1 to " +
                                    std::to_string(kWorldSizeMax));
   }
+  STRATA_RETURN_IF_ERROR(CheckOutBesideFrom(from, out));
   STRATA_ASSIGN_OR_RETURN(ClusterManifest m, ReadManifest(env, from));
   STRATA_RETURN_IF_ERROR(CheckOut(env, out));
   std::vector<storage::TableSpec> specs;
@@ -108,6 +185,7 @@ Result<ReshardReport> Reshard(const std::string& from, uint32_t ranks, const std
     const uint32_t floats = t.dim + kernels::StateFloats(t.optimizer, t.dim);
     specs.push_back({static_cast<TableId>(i), t.name, floats * uint32_t{sizeof(float)}});
   }
+  STRATA_RETURN_IF_ERROR(CheckRanksFit(ranks, m, specs));
   ReshardReport report;
   report.from_ranks = m.world_size;
   report.to_ranks = ranks;

@@ -14,8 +14,13 @@
 //
 // --from must be a version-2 manifest (it names the tables and the SSD
 // backend) whose every shard is at its generation with nothing pending;
-// --out must be missing or empty. Opening the old row stores discards what
-// was written after their checkpoint, as reopening the cluster would.
+// --out must be missing or empty, and neither --from nor inside it (paths
+// compared resolved). Every new shard's row store is open at once, so the
+// new ranks must fit the process's open-file limit (ulimit -n): the files
+// of an empty row store of these tables, counted in a temporary directory,
+// twice over per rank. All of that is checked before anything is created.
+// Opening the old row stores discards what was written after their
+// checkpoint, as reopening the cluster would.
 //
 // Thread safety: one call at a time per directory. No MPI.
 #pragma once

@@ -23,8 +23,15 @@ cases=${CASES:-"randread:4096:64 randread:65536:64 randwrite:4096:64"}
 bin="$build/bin/strata"
 command -v fio >/dev/null || { echo "fio not found (scripts/deps.sh installs it)" >&2; exit 1; }
 
-# Lay the file out once (strata bench io extends it when shorter); note the
-# core strata's I/O thread runs on.
+# Lay the file out once for both tools when it is missing or shorter (strata
+# bench io fills only a file it creates, and its fill counts in --seconds);
+# both write it in the write cases (strata: --overwrite). Then note the core
+# strata's I/O thread runs on.
+size_bytes=$(python3 -c "print(int($size_gib * 2**30))")
+if [ ! -f "$file" ] || [ "$(stat -c %s "$file")" -lt "$size_bytes" ]; then
+  fio --name=layout --filename="$file" --size="${size_gib}G" --rw=write --bs=1M --direct=1 \
+    --output-format=terse >/dev/null
+fi
 core=$("$bin" bench io --file "$file" --size-gib "$size_gib" --seconds 0.2 --json |
        python3 -c 'import json, sys; print(json.load(sys.stdin)["io_cores"][0])')
 fio_pin=()
@@ -35,7 +42,8 @@ printf '%-10s %7s %5s %5s %12s %12s %7s %10s %10s %9s %9s\n' mode block depth ro
   strata_iops fio_iops ratio s_p99_us f_p99_us s_cpu_us f_cpu_us
 run_strata() {
   "$bin" bench io --file "$file" --size-gib "$size_gib" --block "$block" --depth "$depth" \
-    --threads 1 --mode "$mode" --seconds "$seconds" --backend "$backend" "${buffered_flag[@]}" --json
+    --threads 1 --mode "$mode" --seconds "$seconds" --backend "$backend" "${buffered_flag[@]}" \
+    --overwrite --json
 }
 run_fio() {
   fio --name=cmp --filename="$file" --size="${size_gib}G" --ioengine=io_uring --direct="$direct" \

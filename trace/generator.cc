@@ -70,9 +70,10 @@ Status ValidateGenOptions(const GenOptions& o) {
       return Status::InvalidArgument("--cardinalities times --scale: table " + std::to_string(t) +
                                      " has more than 2^62 keys");
     }
-    if (!(o.exponents[t] >= 0 && o.exponents[t] <= 10)) {
+    if (!(o.exponents[t] >= 0 && o.exponents[t] <= kGenExponentMax)) {
       return Status::InvalidArgument("--exponent of table " + std::to_string(t) +
-                                     " must be in [0, 10]");
+                                     " must be in [0, " +
+                                     std::to_string(static_cast<int>(kGenExponentMax)) + "]");
     }
     if (o.hotness[t] == 0 || o.hotness[t] > kHotnessMax) {
       return Status::InvalidArgument("--hotness of table " + std::to_string(t) +

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "base/paths.h"
+#include "trace/csv.h"
 #include "trace/limits.h"
 
 namespace strata::trace {
@@ -120,6 +122,20 @@ Status CheckBatchSize(uint32_t batch_size) {
 
 }  // namespace
 
+Status CheckTraceOutput(const std::string& option, const std::string& output,
+                        const std::string& input) {
+  STRATA_RETURN_IF_ERROR(base::CheckOutputFile(option, output));
+  for (const std::string& written : {output, output + ".tmp"}) {
+    STRATA_ASSIGN_OR_RETURN(const bool same, base::SameFile(input, written));
+    if (same) {
+      const std::string which = written == output ? "" : "its temporary file " + written + " ";
+      return Status::InvalidArgument(option + " " + output + ": " + which + "is the input file " +
+                                     input + "; the trace would replace it");
+    }
+  }
+  return Status::Ok();
+}
+
 Key HashFeature(uint32_t column, const char* value, size_t len) {
   return XXH64(value, len, kFeatureSeed + column);
 }
@@ -127,6 +143,7 @@ Key HashFeature(uint32_t column, const char* value, size_t len) {
 Result<TraceTotals> ImportCriteo(const std::string& input, const std::string& output,
                                  const ImportOptions& options) {
   STRATA_RETURN_IF_ERROR(CheckBatchSize(options.batch_size));
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   TraceHeader header;
@@ -160,13 +177,19 @@ Result<TraceTotals> ImportCriteo(const std::string& input, const std::string& ou
 Result<TraceTotals> ImportCsv(const std::string& input, const std::string& output,
                               const ImportOptions& options) {
   STRATA_RETURN_IF_ERROR(CheckBatchSize(options.batch_size));
+  if (options.delimiter == '"') {
+    return Status::InvalidArgument("--delimiter '\"': a quote opens a quoted field");
+  }
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   std::string_view line;
   STRATA_ASSIGN_OR_RETURN(bool has_header, lines.Next(&line));
   if (!has_header) return Status::InvalidArgument(input + ": empty file, expected a header row");
-  std::vector<std::string_view> fields;
-  Split(line, options.delimiter, &fields);
+  std::vector<std::string> fields;
+  if (Status s = SplitCsvLine(line, options.delimiter, &fields); !s.ok()) {
+    return lines.Error(s.message());
+  }
   if (fields.size() > kCsvColumnsMax) return lines.Error("too many columns");
   const std::vector<std::string> names(fields.begin(), fields.end());
   auto find = [&](const std::string& name) -> int64_t {
@@ -209,13 +232,15 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
     STRATA_ASSIGN_OR_RETURN(bool more, lines.Next(&line));
     if (!more) break;
     if (line.empty()) continue;
-    Split(line, options.delimiter, &fields);
+    if (Status s = SplitCsvLine(line, options.delimiter, &fields); !s.ok()) {
+      return lines.Error(s.message());
+    }
     if (fields.size() != names.size()) {
       return lines.Error("expected " + std::to_string(names.size()) + " fields, got " +
                          std::to_string(fields.size()));
     }
     for (size_t t = 0; t < columns.size(); ++t) {
-      const std::string_view v = fields[columns[t]];
+      const std::string& v = fields[columns[t]];
       if (!v.empty()) batcher.Add(t, HashFeature(static_cast<uint32_t>(t), v.data(), v.size()));
     }
     STRATA_RETURN_IF_ERROR(batcher.EndRow());
@@ -226,6 +251,7 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
 }
 
 Result<TraceTotals> ImportLines(const std::string& input, const std::string& output) {
+  STRATA_RETURN_IF_ERROR(CheckTraceOutput("--out", output, input));
   LineReader lines(input);
   STRATA_RETURN_IF_ERROR(lines.Open());
   TraceHeader header;

@@ -14,6 +14,9 @@ inline constexpr uint32_t kHotnessMax = 1024;
 // and the largest scaled key space of one table.
 inline constexpr uint64_t kGenBatchesMax = uint64_t{1} << 30;
 inline constexpr double kGenKeySpaceMax = 0x1p62;
+// Generator: the largest Zipf exponent (0: uniform; 10 puts nearly every
+// draw on the first key already).
+inline constexpr double kGenExponentMax = 10;
 // Importers: bytes of one input line, columns of a CSV file.
 inline constexpr size_t kImportLineBytesMax = 1 << 20;
 inline constexpr size_t kCsvColumnsMax = 4096;

@@ -9,6 +9,7 @@
 
 #include "base/hash.h"
 #include "examples/train/limits.h"
+#include "trace/csv.h"
 
 namespace strata::train {
 namespace {
@@ -17,35 +18,23 @@ std::string Where(std::string_view source, size_t line) {
   return std::string(source) + ":" + std::to_string(line);
 }
 
-// Splits `line` at `sep`; double-quoted fields may hold the separator ("" is a quote).
-Status SplitFields(std::string_view line, char sep, bool quotes, std::vector<std::string>* out,
-                   const std::string& where) {
+// Splits a Criteo line at its tabs (no quoting in that format).
+void SplitTabs(std::string_view line, std::vector<std::string>* out) {
   out->clear();
-  std::string field;
-  bool in_quotes = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quotes && in_quotes) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        in_quotes = false;
-      } else {
-        field += c;
-      }
-    } else if (quotes && c == '"' && field.empty()) {
-      in_quotes = true;
-    } else if (c == sep) {
-      out->push_back(std::move(field));
-      field.clear();
-    } else {
-      field += c;
-    }
+  size_t start = 0;
+  while (true) {
+    const size_t end = line.find('\t', start);
+    out->emplace_back(line.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return;
+    start = end + 1;
   }
-  if (in_quotes) return Status::InvalidArgument(where + ": unterminated quoted field");
-  out->push_back(std::move(field));
-  return Status::Ok();
+}
+
+// Splits a CSV line by the rule trace import follows too (trace/csv.h).
+Status SplitCsv(std::string_view line, char sep, std::vector<std::string>* out,
+                const std::string& where) {
+  if (sep == '"') return Status::InvalidArgument(where + ": a quote cannot separate CSV fields");
+  return trace::SplitCsvLine(line, sep, out).WithContext(where);
 }
 
 Result<float> ParseLabel(std::string_view text, const std::string& where) {
@@ -123,7 +112,7 @@ Result<Dataset> ParseCriteoStream(std::istream& in, std::string_view source, siz
        ++line_no) {
     if (line.empty()) continue;
     const std::string where = Where(source, line_no);
-    STRATA_RETURN_IF_ERROR(SplitFields(line, '\t', false, &fields, where));
+    SplitTabs(line, &fields);
     if (fields.size() != fields_expected) {
       return Status::InvalidArgument(where + ": " + std::to_string(fields.size()) +
                                      " tab-separated fields, a Criteo row has " +
@@ -160,7 +149,7 @@ Result<Dataset> ParseCsvStream(std::istream& in, std::string_view source, const 
     return Status::InvalidArgument(std::string(source) + ": empty, expected a header line");
   }
   std::vector<std::string> header;
-  STRATA_RETURN_IF_ERROR(SplitFields(line, spec.separator, true, &header, Where(source, 1)));
+  STRATA_RETURN_IF_ERROR(SplitCsv(line, spec.separator, &header, Where(source, 1)));
   auto find = [&](const std::string& name) -> Result<size_t> {
     for (size_t i = 0; i < header.size(); ++i) {
       if (header[i] == name) return i;
@@ -186,7 +175,7 @@ Result<Dataset> ParseCsvStream(std::istream& in, std::string_view source, const 
        ++line_no) {
     if (line.empty()) continue;
     const std::string where = Where(source, line_no);
-    STRATA_RETURN_IF_ERROR(SplitFields(line, spec.separator, true, &fields, where));
+    STRATA_RETURN_IF_ERROR(SplitCsv(line, spec.separator, &fields, where));
     if (fields.size() != header.size()) {
       return Status::InvalidArgument(where + ": " + std::to_string(fields.size()) +
                                      " fields, the header has " + std::to_string(header.size()));

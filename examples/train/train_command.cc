@@ -20,6 +20,7 @@
 #include "strata/store.h"
 #include "strata/trace.h"
 #include "trace/cache_sim.h"
+#include "trace/importers.h"
 
 #ifdef STRATA_HAVE_MPI
 #include "examples/train/cluster_train.h"
@@ -188,6 +189,11 @@ void PrintSummary(const nlohmann::json& j) {
 }
 
 Status RunTrain(TrainFlags f) {
+  // The trace is written as the run goes and renamed into place at its end:
+  // a path it cannot take would fail only then, after the whole run.
+  if (!f.options.trace_path.empty()) {
+    STRATA_RETURN_IF_ERROR(trace::CheckTraceOutput("--trace-out", f.options.trace_path, f.input));
+  }
   STRATA_ASSIGN_OR_RETURN(Dataset data, Load(f));
   // A scratch directory for the store (unless --dir) and the trace (unless --trace-out).
   STRATA_ASSIGN_OR_RETURN(const std::string scratch, TempDir());

@@ -124,6 +124,83 @@ TEST(ImportCsvTest, LabelSkippedColumnsChosenEmptyValuesSkipped) {
   EXPECT_NE(bad.status().message().find("'nope'"), std::string::npos);
 }
 
+// Quoted fields (trace/csv.h) hold the delimiter, in the header and the rows;
+// the key is that of the unquoted text.
+TEST(ImportCsvTest, QuotedFieldsHoldTheDelimiter) {
+  ScratchDir dir;
+  WriteText(dir.File("in.csv"), "user,\"ad\"\n\"u,1\",a1\nu2,\"a\"\"2\"\n");
+  auto r = ImportCsv(dir.File("in.csv"), dir.File("t"), ImportOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->keys, 4u);
+  auto info = ComputeTraceInfo(dir.File("t"));
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->tables.size(), 2u);
+  EXPECT_EQ(info->tables[1].name, "ad");
+  EXPECT_EQ(ExportToString(dir.File("t"), 0), std::to_string(HashFeature(0, "u,1", 3)) + " " +
+                                                  std::to_string(HashFeature(0, "u2", 2)) + "\n");
+  EXPECT_EQ(ExportToString(dir.File("t"), 1), std::to_string(HashFeature(1, "a1", 2)) + " " +
+                                                  std::to_string(HashFeature(1, "a\"2", 3)) + "\n");
+}
+
+// A quote left open was read as part of the value before; now the import
+// fails naming the file and the line, and writes no trace.
+TEST(ImportCsvTest, UnterminatedQuoteNamesFileAndLineAndLeavesNoTrace) {
+  ScratchDir dir;
+  WriteText(dir.File("in.csv"), "user,ad\nu1,a1\nu2,\"a2\n");
+  auto r = ImportCsv(dir.File("in.csv"), dir.File("t"), ImportOptions{});
+  ASSERT_TRUE(r.status().IsInvalidArgument()) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(dir.File("in.csv") + " line 3: field 2: unterminated"),
+            std::string::npos)
+      << r.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
+  WriteText(dir.File("header.csv"), "\"user,ad\nu1,a1\n");
+  auto h = ImportCsv(dir.File("header.csv"), dir.File("t"), ImportOptions{});
+  EXPECT_NE(h.status().message().find(dir.File("header.csv") + " line 1: field 1: unterminated"),
+            std::string::npos)
+      << h.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
+}
+
+// An --out that names the input (spelled otherwise, a symbolic or a hard
+// link, or the input being the trace's temporary file) replaced the input
+// with the trace; now every importer refuses it before reading, and the
+// input stays as it was.
+TEST(ImportTest, OutputThatIsTheInputIsRefusedAndTheInputKept) {
+  ScratchDir dir;
+  const std::string input = dir.File("in.csv");
+  const std::string text = "user,ad\nu1,a1\n";
+  WriteText(input, text);
+  std::filesystem::create_symlink(input, dir.File("soft"));
+  std::filesystem::create_hard_link(input, dir.File("hard"));
+  std::filesystem::create_directory(dir.File("sub"));
+  for (const std::string& out :
+       {input, dir.File("sub/../in.csv"), dir.File("soft"), dir.File("hard")}) {
+    SCOPED_TRACE(out);
+    for (const auto& status :
+         {ImportCsv(input, out, ImportOptions{}).status(), ImportLines(input, out).status(),
+          ImportCriteo(input, out, ImportOptions{}).status()}) {
+      EXPECT_TRUE(status.IsInvalidArgument()) << status.ToString();
+      EXPECT_NE(status.message().find("--out " + out + ": is the input file " + input),
+                std::string::npos)
+          << status.ToString();
+    }
+  }
+  WriteText(dir.File("t.tmp"), text);
+  const auto temp = ImportLines(dir.File("t.tmp"), dir.File("t")).status();
+  EXPECT_NE(temp.message().find("its temporary file " + dir.File("t.tmp") + " is the input"),
+            std::string::npos)
+      << temp.ToString();
+  const std::vector<char> bytes = testing::ReadBytes(input);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), text);
+  EXPECT_EQ(testing::ReadBytes(dir.File("t.tmp")).size(), text.size());
+  // An --out that is a directory, or in one that does not exist, fails
+  // before the input is read (it failed after, at the rename).
+  EXPECT_NE(ImportLines(input, dir.File("sub")).status().message().find("is a directory"),
+            std::string::npos);
+  EXPECT_NE(ImportLines(input, dir.File("none/t")).status().message().find("does not exist"),
+            std::string::npos);
+}
+
 TEST(ImportLinesTest, RoundTripsThroughExport) {
   ScratchDir dir;
   const std::string text = "1 2 3\n18446744073709551615 0\n\n7 7 7\n";

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 
 #include "examples/train/trainer.h"
 #include "strata/store.h"
@@ -80,6 +81,49 @@ TEST(TrainCommandTest, KeptDirectoryHoldsTheTrainedRows) {
   EXPECT_EQ(changed, keys);
   EXPECT_TRUE((*trained)->Close().ok());
   EXPECT_TRUE((*fresh)->Close().ok());
+}
+
+// The trace is renamed into place at the end of the run: a --trace-out it
+// cannot take failed only then, after the whole run, and dropped the
+// report. Now it is refused before the data is read or the store is made.
+TEST(TrainCommandTest, TraceOutThatCannotBeWrittenIsRefusedBeforeTraining) {
+  ASSERT_TRUE(std::filesystem::exists(Cli())) << Cli() << " not built";
+  strata::testing::ScratchDir tmp;
+  // The input, and a copy named like the trace's temporary file of "data".
+  const std::string input = tmp.File("train.txt");
+  const std::string temp_named = tmp.File("data.tmp");
+  std::filesystem::copy_file(strata::testing::CriteoSamplePath(), input);
+  std::filesystem::copy_file(strata::testing::CriteoSamplePath(), temp_named);
+  const auto input_bytes = std::filesystem::file_size(input);
+  std::filesystem::create_directory(tmp.File("a_dir"));
+  const std::string store = tmp.File("store");
+  struct Case {
+    std::string input, trace_out, why;
+  };
+  for (const Case& c :
+       std::initializer_list<Case>{{input, tmp.File("a_dir"), " is a directory"},
+                                   {input, tmp.File("missing/run.trace"),
+                                    ": directory " + tmp.File("missing") + " does not exist"},
+                                   {input, input, ": is the input file " + input},
+                                   {temp_named, tmp.File("data"),
+                                    ": its temporary file " + temp_named + " is the input file"}}) {
+    SCOPED_TRACE(c.trace_out);
+    std::string out;
+    EXPECT_EQ(RunCli("train " + c.input +
+                         " --rows-max 200 --epochs 1 --device-rows 512 --dram-rows 2048 --no-gpu "
+                         "--dir " +
+                         store + " --trace-out " + c.trace_out,
+                     &out, /*timeout_s=*/120),
+              1)
+        << out;
+    EXPECT_NE(out.find("strata train: InvalidArgument: --trace-out " + c.trace_out + c.why),
+              std::string::npos)
+        << out;
+    EXPECT_FALSE(std::filesystem::exists(store)) << out;
+  }
+  // No trace replaced an input.
+  EXPECT_EQ(std::filesystem::file_size(input), input_bytes);
+  EXPECT_EQ(std::filesystem::file_size(temp_named), input_bytes);
 }
 
 }  // namespace
