@@ -13,6 +13,7 @@
 
 #include "base/paths.h"
 #include "cluster/manifest.h"
+#include "engine/limits.h"
 #include "io/env.h"
 #include "kernels/optimizer.h"
 #include "storage/ssd/row_store_factory.h"
@@ -149,8 +150,10 @@ Status CheckRanksFit(uint32_t ranks, const ClusterManifest& m,
   if (limit.rlim_cur == RLIM_INFINITY) return Status::Ok();
   STRATA_ASSIGN_OR_RETURN(const uint64_t shard_files, ShardFiles(m, specs));
   STRATA_ASSIGN_OR_RETURN(const uint64_t in_use, OpenFileCount());
-  const uint64_t per_shard = shard_files * kShardFilesGrowth;
-  const uint64_t reserved = in_use + per_shard + kSpareFilesMin;  // and one old shard
+  // A new shard's files and its lock; one old shard's files and every old
+  // shard's two locks.
+  const uint64_t per_shard = shard_files * kShardFilesGrowth + 1;
+  const uint64_t reserved = in_use + per_shard + 2 * uint64_t{m.world_size} + kSpareFilesMin;
   const uint64_t fit = limit.rlim_cur > reserved ? (limit.rlim_cur - reserved) / per_shard : 0;
   if (ranks <= fit) return Status::Ok();
   return Status::InvalidArgument(
@@ -158,6 +161,38 @@ Status CheckRanksFit(uint32_t ranks, const ClusterManifest& m,
       std::to_string(per_shard) + " files each (" + std::to_string(specs.size()) +
       " tables), and this process may open " + std::to_string(limit.rlim_cur) +
       " files (ulimit -n): at most " + std::to_string(fit) + " ranks here");
+}
+
+// Takes `path`'s lock for the reshard: Unavailable naming `what` while a
+// cluster or a Store has it.
+Status Lock(io::Env* env, const std::string& path, const std::string& what,
+            std::vector<std::unique_ptr<io::FileLock>>* held) {
+  Result<std::unique_ptr<io::FileLock>> lock = env->LockFile(path);
+  if (!lock.ok()) {
+    if (!lock.status().IsUnavailable()) return lock.status();
+    return Status::Unavailable("reshard: " + what + " is in use (" + lock.status().message() +
+                               "); close the cluster first");
+  }
+  held->push_back(std::move(lock).value());
+  return Status::Ok();
+}
+
+// Every shard of the cluster in `dir` locked as its rank's Cluster::Open and
+// its Store lock them (dir/rank-<r>.LOCK, dir/rank-<r>/LOCK), so that no
+// cluster recovers, opens or checkpoints a shard while it is read (opening a
+// RocksDB tier rebuilds its live copy) or written.
+Status LockShards(io::Env* env, const std::string& dir, uint32_t ranks,
+                  std::vector<std::unique_ptr<io::FileLock>>* held) {
+  for (uint32_t r = 0; r < ranks; ++r) {
+    const std::string shard = ShardDir(dir, r);
+    if (!env->FileExists(shard)) {
+      return Status::FailedPrecondition(shard + " does not exist: not a shard of a cluster");
+    }
+    STRATA_RETURN_IF_ERROR(
+        Lock(env, shard + ".LOCK", "rank " + std::to_string(r) + " of " + dir, held));
+    STRATA_RETURN_IF_ERROR(Lock(env, shard + "/" + engine::kLockFileName, shard, held));
+  }
+  return Status::Ok();
 }
 
 Status Flush(storage::RowStore& store, TableId table, Outbox* box) {
@@ -179,6 +214,11 @@ Result<ReshardReport> Reshard(const std::string& from, uint32_t ranks, const std
   STRATA_RETURN_IF_ERROR(CheckOutBesideFrom(from, out));
   STRATA_ASSIGN_OR_RETURN(ClusterManifest m, ReadManifest(env, from));
   STRATA_RETURN_IF_ERROR(CheckOut(env, out));
+  // The shards locked, then the manifest read again: a cluster that
+  // checkpointed before the locks were taken has finished with it.
+  std::vector<std::unique_ptr<io::FileLock>> locks;
+  STRATA_RETURN_IF_ERROR(LockShards(env, from, m.world_size, &locks));
+  STRATA_ASSIGN_OR_RETURN(m, ReadManifest(env, from));
   std::vector<storage::TableSpec> specs;
   for (size_t i = 0; i < m.tables.size(); ++i) {
     const ManifestTable& t = m.tables[i];
@@ -195,6 +235,8 @@ Result<ReshardReport> Reshard(const std::string& from, uint32_t ranks, const std
   std::vector<std::unique_ptr<storage::RowStore>> shards;
   for (uint32_t q = 0; q < ranks; ++q) {
     STRATA_RETURN_IF_ERROR(env->CreateDirs(RowStoreDir(out, q)));
+    STRATA_RETURN_IF_ERROR(
+        Lock(env, ShardDir(out, q) + "/" + engine::kLockFileName, ShardDir(out, q), &locks));
     STRATA_ASSIGN_OR_RETURN(auto store,
                             storage::OpenRowStore(RowStoreAt(m, RowStoreDir(out, q)), specs));
     shards.push_back(std::move(store));

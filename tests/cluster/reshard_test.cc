@@ -7,9 +7,11 @@
 // that is --from or lies inside it (accepted before). The cluster is a
 // one-rank replay's (mpirun -np 1); skips without mpirun or MPI.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
+#include "io/env.h"
 #include "tests/cli/cli_runner.h"
 #include "tests/cluster/mpi_runner.h"
 #include "tests/util/scratch_dir.h"
@@ -93,6 +95,27 @@ TEST_F(ReshardTest, OutThatIsFromOrLiesInsideItIsRefused) {
   }
   ExpectRefused("--ranks 2 --out " + from_ + "/", "--out " + from_ + "/ is --from " + from_,
                 from_ + "/new");
+}
+
+// A shard open in a Store (its LOCK held here as a Store holds it) or in a
+// cluster's rank (rank-0.LOCK) is refused, with nothing read or written; a
+// RocksDB tier would have been rebuilt under the running store.
+TEST_F(ReshardTest, ShardInUseIsRefused) {
+  for (const std::string lock_path : {from_ + "/rank-0/LOCK", from_ + "/rank-0.LOCK"}) {
+    SCOPED_TRACE(lock_path);
+    auto held = io::Env::Default()->LockFile(lock_path);
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    const std::string out = dir_.File("busy");
+    std::string text;
+    EXPECT_EQ(RunCli("cluster reshard --from " + from_ + " --ranks 2 --out " + out, &text, 60), 1)
+        << text;
+    EXPECT_NE(text.find("Unavailable: reshard: "), std::string::npos) << text;
+    EXPECT_NE(text.find("is in use (lock of file " + lock_path + ": held by process " +
+                        std::to_string(::getpid())),
+              std::string::npos)
+        << text;
+    EXPECT_FALSE(std::filesystem::exists(out + "/CLUSTER")) << text;
+  }
 }
 
 }  // namespace

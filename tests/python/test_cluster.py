@@ -40,6 +40,6 @@ def test_cluster_ranks_agree_with_the_model(tmp_path, ranks):
             lines.append(f.read().strip())
     assert [l.split()[1] for l in lines] == [str(r) for r in range(ranks)], lines
     assert all(l.split()[2] == "ok" for l in lines), lines
-    # The cluster manifest and one shard per rank.
+    # The cluster manifest, and one shard per rank beside the lock its rank took.
     assert sorted(p for p in os.listdir(tmp_path / "c") if p.startswith("rank-")) == \
-        ["rank-%d" % r for r in range(ranks)]
+        sorted(["rank-%d" % r for r in range(ranks)] + ["rank-%d.LOCK" % r for r in range(ranks)])
