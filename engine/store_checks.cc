@@ -14,13 +14,6 @@
 namespace strata::engine {
 namespace {
 
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > kTableNameBytesMax) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-  });
-}
-
 Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOptions>& tables) {
   if (options.dir.empty()) return Status::InvalidArgument("StoreOptions.dir is empty");
   if (tables.empty()) return Status::InvalidArgument("Store::Open: no tables given");
@@ -110,7 +103,7 @@ Status CheckStoreOptions(const StoreOptions& options, const std::vector<TableOpt
 // Table i of `tables`, after the ones before it.
 Status CheckTableOptions(const std::vector<TableOptions>& tables, size_t i) {
   const TableOptions& t = tables[i];
-  if (!ValidName(t.name)) {
+  if (!IsValidTableName(t.name)) {
     return Status::InvalidArgument("table " + std::to_string(i) + ": name '" + t.name +
                                    "' must be 1-" + std::to_string(kTableNameBytesMax) +
                                    " characters of [A-Za-z0-9_.-]");

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "base/paths.h"
+#include "strata/options.h"
 #include "trace/csv.h"
 #include "trace/limits.h"
 
@@ -218,10 +219,11 @@ Result<TraceTotals> ImportCsv(const std::string& input, const std::string& outpu
   }
   if (columns.empty()) return lines.Error("no categorical columns to import");
   for (size_t c : columns) {  // each becomes a table, named after its column
-    if (names[c].empty() || names[c].size() > kTraceTableNameBytesMax) {
-      return lines.Error("column " + std::to_string(c + 1) + ": a table name needs 1 to " +
-                         std::to_string(kTraceTableNameBytesMax) + " bytes, the header has " +
-                         std::to_string(names[c].size()));
+    // The store's rule, so that replay and train take every imported trace.
+    if (!IsValidTableName(names[c])) {
+      return lines.Error("column " + std::to_string(c + 1) + ": '" + names[c] +
+                         "' is not a table name (1 to " + std::to_string(kTableNameBytesMax) +
+                         " characters of [A-Za-z0-9_.-])");
     }
   }
   TraceHeader header;

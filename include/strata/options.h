@@ -21,8 +21,20 @@ namespace strata {
 inline constexpr uint32_t kTablesMax = 1024;
 // Workers one store registers (RegisterWorker: ResourceExhausted above).
 inline constexpr uint32_t kWorkersMax = 256;
-// TableOptions::name: bytes, each of [A-Za-z0-9_.-].
+// TableOptions::name: bytes, each of [A-Za-z0-9_.-] (IsValidTableName).
 inline constexpr size_t kTableNameBytesMax = 128;
+// The one rule for a table's name, which Store::Open applies and `strata
+// trace import` applies to the tables it names after columns: 1 to
+// kTableNameBytesMax bytes, each of [A-Za-z0-9_.-].
+constexpr bool IsValidTableName(std::string_view name) {
+  if (name.empty() || name.size() > kTableNameBytesMax) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
 // TableOptions::dim: embedding floats per row.
 inline constexpr uint32_t kTableDimMax = 4096;
 // StoreOptions::device_rows_max and dram_rows_max each: about 10^12 rows, so

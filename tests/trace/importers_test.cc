@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "strata/options.h"
 #include "tests/trace/test_util.h"
 #include "tests/util/scratch_dir.h"
 #include "tests/util/source_files.h"
@@ -159,6 +160,26 @@ TEST(ImportCsvTest, UnterminatedQuoteNamesFileAndLineAndLeavesNoTrace) {
             std::string::npos)
       << h.status().ToString();
   EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
+}
+
+// Column names become table names: one the store refuses (not of
+// [A-Za-z0-9_.-], or longer than kTableNameBytesMax) fails the import,
+// naming the column, before the trace is written; replay and train then
+// take every trace an import writes.
+TEST(ImportCsvTest, ColumnNamesTheStoreRefusesFailBeforeTheTraceIsWritten) {
+  ScratchDir dir;
+  for (const std::string& name : {std::string("caf\xc3\xa9"), std::string(200, 'a'),
+                                  std::string("a b"), std::string("a/b")}) {
+    WriteText(dir.File("in.csv"), "user," + name + "\nu1,a1\n");
+    auto r = ImportCsv(dir.File("in.csv"), dir.File("t"), ImportOptions{});
+    ASSERT_TRUE(r.status().IsInvalidArgument()) << name << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find("column 2: '" + name + "' is not a table name"),
+              std::string::npos)
+        << r.status().ToString();
+    EXPECT_FALSE(std::filesystem::exists(dir.File("t")));
+  }
+  WriteText(dir.File("in.csv"), "user," + std::string(kTableNameBytesMax, 'b') + "\nu1,a1\n");
+  EXPECT_TRUE(ImportCsv(dir.File("in.csv"), dir.File("t"), ImportOptions{}).ok());
 }
 
 // An --out that names the input (spelled otherwise, a symbolic or a hard
