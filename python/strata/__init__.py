@@ -31,8 +31,35 @@ from ._errors import (  # noqa: F401
     ResourceExhausted,
     Unavailable,
 )
-from . import _strata
-from ._strata import Store, Table, __version__, build_info  # noqa: F401
+
+
+def _load_wheel_nccl():
+    """Loads the NCCL of NVIDIA's PyPI wheel (nvidia/nccl, which PyPI's torch
+    depends on) when it is installed. A build with NCCL links libnccl.so.2
+    (the cluster's NCCL form); the dynamic loader keeps one library per
+    soname, so the first NCCL loaded serves the module and torch alike. The
+    system's can be older than the wheel's and lack symbols that torch
+    needs, which broke `import strata` before `import torch`; the wheel's
+    first makes the order free (torch first already loaded the wheel's)."""
+    import ctypes
+    import importlib.util
+    import os
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, "nccl", "lib", "libnccl.so.2")
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return
+
+
+_load_wheel_nccl()
+from . import _strata  # noqa: E402
+from ._strata import Store, Table, __version__, build_info  # noqa: F401,E402
 
 # strata.Cluster (a store sharded across MPI ranks) exists when the build
 # has MPI.

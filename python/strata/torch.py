@@ -16,13 +16,19 @@ layers around it train with a torch optimizer as usual.
         loss.backward()          # pushes the tables' gradients
         dense_optimizer.step()
 
-Keys are 1-D int64 tensors (an id is its 64-bit pattern) and offsets 1-D
-int64 tensors of each sample's first key (as nn.EmbeddingBag's). When the
+Keys are 1-D int64 or int32 tensors (an id is its 64-bit pattern) and
+offsets 1-D int64 or int32 tensors of each sample's first key, or with
+include_last_offset=True one more, the number of keys (nn.EmbeddingBag's
+two conventions); they are checked, and B+1 offsets under the first
+convention are refused rather than read as an extra empty bag. A table is
+looked up once per training step (its backward's Push is the optimizer's
+step): a second lookup before the first one's backward is refused. When the
 store's T0 is on a GPU (store.t0_on_gpu), the rows are pulled straight into
 CUDA tensors and the gradients pushed from them on the current CUDA stream
 (no host copy); the pooled outputs are then on that device. Otherwise
 everything stays on the CPU.
 """
+import weakref
 from collections import deque
 
 import torch
@@ -30,19 +36,58 @@ import torch.nn.functional as F
 
 __all__ = ["EmbeddingBagCollection", "IntentLoader"]
 
+_INTEGER_DTYPES = (torch.int32, torch.int64)
+
+
+def _describe(x):
+    if isinstance(x, torch.Tensor):
+        return "tensor of %s with shape %s" % (x.dtype, tuple(x.shape))
+    return type(x).__name__
+
 
 def _check_keys(keys):
-    if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype != torch.int64:
-        raise TypeError("strata.torch: keys must be a 1-D int64 tensor (got %s)" % (
-            "tensor of %s with shape %s" % (keys.dtype, tuple(keys.shape))
-            if isinstance(keys, torch.Tensor) else type(keys).__name__))
+    if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype not in _INTEGER_DTYPES:
+        raise TypeError("strata.torch: keys must be a 1-D int64 or int32 tensor (got %s)"
+                        % _describe(keys))
 
 
 def _host_keys(keys):
     """The keys as a C-contiguous CPU int64 tensor: the store reads keys on
-    the host."""
+    the host. int32 ids are widened (a negative id sign-extends, as torch's
+    int64 conversion does)."""
     _check_keys(keys)
-    return keys.detach().to("cpu").contiguous()
+    return keys.detach().to(device="cpu", dtype=torch.int64).contiguous()
+
+
+def _check_offsets(offsets, keys_count, include_last_offset, what="offsets"):
+    """Checks bag offsets as nn.EmbeddingBag reads them and returns the
+    number of bags. Without include_last_offset there is one offset per bag
+    (its first key) and the last bag may not be empty: a last offset equal
+    to the number of keys is what B+1 offsets look like, so it is refused
+    rather than read as an extra, empty bag."""
+    if not isinstance(offsets, torch.Tensor) or offsets.dim() != 1 \
+            or offsets.dtype not in _INTEGER_DTYPES:
+        raise TypeError("strata.torch: %s must be a 1-D int64 or int32 tensor (got %s)"
+                        % (what, _describe(offsets)))
+    n = offsets.numel()
+    if n < (2 if include_last_offset else 1):
+        raise ValueError("strata.torch: %s has %d entries: at least %d with include_last_offset=%s"
+                         % (what, n, 2 if include_last_offset else 1, include_last_offset))
+    host = offsets.detach().to("cpu")
+    if int(host[0]) != 0:
+        raise ValueError("strata.torch: %s must start at 0 (got %d)" % (what, int(host[0])))
+    if n > 1 and bool((host[1:] < host[:-1]).any()):
+        raise ValueError("strata.torch: %s must be non-decreasing" % what)
+    last = int(host[-1])
+    if include_last_offset and last != keys_count:
+        raise ValueError("strata.torch: with include_last_offset=True the last of %s is the "
+                         "number of keys, %d (got %d)" % (what, keys_count, last))
+    if not include_last_offset and last >= keys_count:
+        raise ValueError(
+            "strata.torch: the last of %s is %d for %d keys: the last bag would be empty, which "
+            "is how B+1 offsets (each bag's start and the end) look; pass "
+            "include_last_offset=True for those" % (what, last, keys_count))
+    return n - 1 if include_last_offset else n
 
 
 def _stream(device):
@@ -53,34 +98,114 @@ def _stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
+class _OneLookupPerStep:
+    """One push per table per training step: the store applies its optimizer
+    on every push, so a second lookup of a table whose earlier lookup has
+    not had its backward yet would become a second optimizer step. Such a
+    lookup is refused. A lookup is held from its forward until its backward
+    pushes, or until its graph is freed without a backward (the weak
+    reference to its autograd node dies); lookups without grad are not held."""
+
+    def __init__(self, owner):
+        self._owner = owner
+        self._held = {}  # table -> weakref to the autograd node of its lookup
+
+    def check(self, table):
+        held = self._held.get(table)
+        if held is not None and held() is not None:
+            raise RuntimeError(
+                "%s: table %r was already looked up in this training step and that lookup's "
+                "backward has not pushed yet; a second lookup would be a second optimizer step. "
+                "Look up all of a table's bags in one forward, or run backward before the next "
+                "forward (lookups under torch.no_grad() are free)" % (self._owner, table))
+
+    def hold(self, table, node):
+        self._held[table] = weakref.ref(node)
+
+    def release(self, table, node):
+        held = self._held.get(table)
+        if held is not None and held() is node:
+            del self._held[table]
+
+
 class _PullPool(torch.autograd.Function):
     """Pulls a table's distinct keys and pools them; backward pushes their
-    gradients. `anchor` is an empty tensor that requires grad, so autograd
-    calls backward although the module has no parameters."""
+    gradients, once. `anchor` is an empty tensor that requires grad, so
+    autograd calls backward although the module has no parameters. `guard`
+    (a _OneLookupPerStep, or None) holds the table until then."""
 
     @staticmethod
-    def forward(ctx, anchor, store, worker, table, keys, offsets, weights, mode, device):
+    def forward(ctx, anchor, store, worker, table, keys, offsets, weights, mode, device,
+                include_last_offset, guard):
         unique, inverse = torch.unique(_host_keys(keys), return_inverse=True)
         rows = torch.empty((unique.numel(), store.dim(table)), dtype=torch.float32,
                            device=device)
         store.pull(worker, table, unique, out=rows, stream=_stream(device))
         index = inverse.to(device)
         ctx.store, ctx.worker, ctx.table, ctx.mode = store, worker, table, mode
+        ctx.include_last_offset, ctx.guard, ctx.pushed = include_last_offset, guard, False
         ctx.unique = unique
         ctx.save_for_backward(rows, index, offsets, weights)
-        return F.embedding_bag(index, rows, offsets, mode=mode, per_sample_weights=weights)
+        if guard is not None:
+            guard.hold(table, ctx)
+        return F.embedding_bag(index, rows, offsets, mode=mode, per_sample_weights=weights,
+                               include_last_offset=include_last_offset)
 
     @staticmethod
     def backward(ctx, grad_out):
+        if ctx.pushed:
+            raise RuntimeError("strata.torch: a second backward through one lookup of table %r "
+                               "would push its gradients twice (two optimizer steps)" % (ctx.table,))
         rows, index, offsets, weights = ctx.saved_tensors
         with torch.enable_grad():
             leaf = rows.detach().requires_grad_(True)
             pooled = F.embedding_bag(index, leaf, offsets, mode=ctx.mode,
-                                     per_sample_weights=weights)
+                                     per_sample_weights=weights,
+                                     include_last_offset=ctx.include_last_offset)
             (grad_rows,) = torch.autograd.grad(pooled, leaf, grad_out)
         ctx.store.push(ctx.worker, ctx.table, ctx.unique, grad_rows.detach().contiguous(),
                        stream=_stream(grad_rows.device))
-        return (None,) * 9
+        ctx.pushed = True
+        if ctx.guard is not None:
+            ctx.guard.release(ctx.table, ctx)
+        return (None,) * 11
+
+
+def _device_of(store, device):
+    """The device the rows of `store` live on: `device` checked against the
+    store's T0, or the store's own when None."""
+    if device is None:
+        device = torch.device("cuda", torch.cuda.current_device()) if store.t0_on_gpu \
+            else torch.device("cpu")
+    device = torch.device(device)
+    if (device.type == "cuda") != bool(store.t0_on_gpu):
+        raise ValueError("strata.torch: the store's T0 is %s, so the rows live there: device "
+                         "must be %s, not %s" % (
+                             "on a GPU" if store.t0_on_gpu else "on the host",
+                             "a CUDA device" if store.t0_on_gpu else "the CPU", device))
+    return device
+
+
+def _lookup(anchor, guard, store, worker, table, keys, offsets, weights, mode, device,
+            include_last_offset):
+    """Pooled rows of one table, (bags, dim) on `device`: the checks, then
+    _PullPool, held by `guard` when autograd records it."""
+    _check_keys(keys)
+    _check_offsets(offsets, keys.numel(), include_last_offset)
+    if weights is not None:
+        if mode != "sum":
+            raise ValueError("strata.torch: per-sample weights need mode 'sum'")
+        if not isinstance(weights, torch.Tensor) or weights.dim() != 1 \
+                or not weights.is_floating_point() or weights.numel() != keys.numel():
+            raise TypeError("strata.torch: per-sample weights must be a 1-D float tensor of "
+                            "one weight per key, %d (got %s)" % (keys.numel(), _describe(weights)))
+        weights = weights.detach().to(device=device, dtype=torch.float32)
+    training = torch.is_grad_enabled()
+    if training:
+        guard.check(table)
+    offsets = offsets.to(device=device, dtype=torch.int64)
+    return _PullPool.apply(anchor, store, worker, table, keys, offsets, weights, mode, device,
+                           include_last_offset, guard if training else None)
 
 
 class EmbeddingBagCollection(torch.nn.Module):
@@ -89,9 +214,18 @@ class EmbeddingBagCollection(torch.nn.Module):
     forward(features) takes a dict: table name -> (keys, offsets) or
     (keys, offsets, per_sample_weights), and returns a dict: table name ->
     (batch, dim) float32 tensor. mode: "sum" or "mean" (weights need "sum").
+    Keys are int64 or int32 tensors; offsets int64 or int32, one per bag
+    (each bag's first key), or with include_last_offset=True one more, the
+    number of keys, as nn.EmbeddingBag reads them.
+
+    Each table is looked up at most once per training step: its backward
+    pushes the gradients, which is the table's optimizer step, so a second
+    forward of a table before the first one's backward is a RuntimeError
+    (forwards under torch.no_grad() may repeat freely).
     """
 
-    def __init__(self, store, worker, tables, mode="sum", device=None):
+    def __init__(self, store, worker, tables, mode="sum", device=None,
+                 include_last_offset=False):
         super().__init__()
         if mode not in ("sum", "mean"):
             raise ValueError("strata.torch: mode must be 'sum' or 'mean', not %r" % (mode,))
@@ -101,18 +235,16 @@ class EmbeddingBagCollection(torch.nn.Module):
                 raise ValueError("strata.torch: the store has no table %r (it has %s)"
                                  % (t, sorted(names)))
         self.store, self.worker, self.tables, self.mode = store, worker, list(tables), mode
-        if device is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if store.t0_on_gpu \
-                else torch.device("cpu")
-        self.device = torch.device(device)
-        if (self.device.type == "cuda") != bool(store.t0_on_gpu):
-            raise ValueError("strata.torch: the store's T0 is %s, so the rows live there: device "
-                             "must be %s, not %s" % (
-                                 "on a GPU" if store.t0_on_gpu else "on the host",
-                                 "a CUDA device" if store.t0_on_gpu else "the CPU", self.device))
+        self.include_last_offset = bool(include_last_offset)
+        self.device = _device_of(store, device)
         self._anchor = torch.empty(0, requires_grad=True)
+        self._guard = _OneLookupPerStep("strata.torch.EmbeddingBagCollection")
 
     def forward(self, features):
+        if not hasattr(features, "items"):
+            raise TypeError("strata.torch: features must be a dict of table name -> (keys, "
+                            "offsets[, weights]) (got %s; a TorchRec KeyedJaggedTensor goes to "
+                            "strata.torchrec.EmbeddingBagCollection)" % type(features).__name__)
         out = {}
         for table, feature in features.items():
             if table not in self.tables:
@@ -120,13 +252,9 @@ class EmbeddingBagCollection(torch.nn.Module):
                                  "tables %s" % (table, self.tables))
             keys, offsets = feature[0], feature[1]
             weights = feature[2] if len(feature) > 2 else None
-            if weights is not None and self.mode != "sum":
-                raise ValueError("strata.torch: per-sample weights need mode 'sum'")
-            offsets = offsets.to(device=self.device, dtype=torch.int64)
-            if weights is not None:
-                weights = weights.to(self.device)
-            out[table] = _PullPool.apply(self._anchor, self.store, self.worker, table, keys,
-                                         offsets, weights, self.mode, self.device)
+            out[table] = _lookup(self._anchor, self._guard, self.store, self.worker, table,
+                                 keys, offsets, weights, self.mode, self.device,
+                                 self.include_last_offset)
         return out
 
 

@@ -1,6 +1,10 @@
 """strata.torch against PyTorch itself: the embedding-bag collection's rows
 after N SGD steps equal nn.EmbeddingBag's with torch.optim.SGD on the same
 data, and the loader signals each batch's intent window ahead of it."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -88,12 +92,89 @@ def test_bad_features_are_clear_errors(tmp_path):
             st.EmbeddingBagCollection(store, w, ["t"], mode="max")
         ebc = st.EmbeddingBagCollection(store, w, ["t"], mode="mean")
         offsets = torch.zeros(1, dtype=torch.int64)
-        with pytest.raises(TypeError, match="1-D int64 tensor"):
-            ebc({"t": (torch.zeros(2, dtype=torch.int32), offsets)})
+        with pytest.raises(TypeError, match="keys must be a 1-D int64 or int32 tensor"):
+            ebc({"t": (torch.zeros(2, dtype=torch.float32), offsets)})
         with pytest.raises(ValueError, match="per-sample weights need mode 'sum'"):
             ebc({"t": (torch.zeros(2, dtype=torch.int64), offsets, torch.ones(2))})
         with pytest.raises(ValueError, match="not one of"):
             ebc({"x": (torch.zeros(2, dtype=torch.int64), offsets)})
+        with pytest.raises(TypeError, match="one weight per key"):
+            st.EmbeddingBagCollection(store, w, ["t"])(
+                {"t": (torch.zeros(2, dtype=torch.int64), offsets, torch.ones(3))})
+        with pytest.raises(TypeError, match="KeyedJaggedTensor"):
+            ebc(torch.zeros(2, dtype=torch.int64))
+
+
+def test_int32_ids_pool_and_train_as_int64(tmp_path):
+    table = strata.Table("t", dim=DIM, optimizer="adagrad", learning_rate=0.1)
+    keys = torch.tensor([3, 7, 7, 1, 40], dtype=torch.int64)
+    offsets = torch.tensor([0, 2, 3], dtype=torch.int32)
+    results = []
+    for dtype in (torch.int64, torch.int32):
+        with strata.Store(str(tmp_path / str(dtype)), [table], use_gpu=False) as store:
+            w = store.register_worker()
+            ebc = st.EmbeddingBagCollection(store, w, ["t"])
+            for _ in range(3):
+                ebc({"t": (keys.to(dtype), offsets)})["t"].square().sum().backward()
+            results.append(store.pull(w, "t", keys.numpy()))
+    np.testing.assert_array_equal(results[0], results[1])
+
+
+def test_offsets_follow_include_last_offset_and_bad_ones_are_refused(tmp_path):
+    with strata.Store(str(tmp_path / "s"), [strata.Table("t", dim=DIM)], use_gpu=False) as store:
+        w = store.register_worker()
+        keys = torch.tensor([1, 2, 3, 4, 5], dtype=torch.int64)
+        starts = torch.tensor([0, 2, 2], dtype=torch.int64)  # 3 bags, the middle one empty
+        with_end = torch.tensor([0, 2, 2, 5], dtype=torch.int64)
+        plain = st.EmbeddingBagCollection(store, w, ["t"])
+        last = st.EmbeddingBagCollection(store, w, ["t"], include_last_offset=True)
+        with torch.no_grad():
+            a = plain({"t": (keys, starts)})["t"]
+            b = last({"t": (keys, with_end)})["t"]
+        assert a.shape == b.shape == (3, DIM)
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        rows = torch.from_numpy(store.pull(w, "t", keys.numpy()))
+        torch.testing.assert_close(a[2], rows[2:].sum(0))
+        assert not a[1].any()
+        # B+1 offsets given to the default convention: refused, not read as an extra bag.
+        with pytest.raises(ValueError, match="include_last_offset=True"):
+            plain({"t": (keys, with_end)})
+        with pytest.raises(ValueError, match="last of offsets is the number of keys, 5"):
+            last({"t": (keys, starts)})
+        with pytest.raises(TypeError, match="offsets must be a 1-D int64 or int32 tensor"):
+            plain({"t": (keys, starts.to(torch.float32))})
+        with pytest.raises(ValueError, match="non-decreasing"):
+            plain({"t": (keys, torch.tensor([0, 3, 2]))})
+        with pytest.raises(ValueError, match="start at 0"):
+            plain({"t": (keys, torch.tensor([1, 3]))})
+        with pytest.raises(ValueError, match="the last bag would be empty"):
+            plain({"t": (keys, torch.tensor([0, 6]))})
+        with pytest.raises(ValueError, match="at least 2"):
+            last({"t": (keys, torch.tensor([0]))})
+        assert store.stats()["pushes"] == 0
+
+
+def test_a_second_lookup_of_a_table_before_backward_is_refused(tmp_path):
+    with strata.Store(str(tmp_path / "s"), [strata.Table("t", dim=DIM, optimizer="sgd")],
+                      use_gpu=False) as store:
+        w = store.register_worker()
+        ebc = st.EmbeddingBagCollection(store, w, ["t"])
+        keys, offsets = torch.tensor([1, 2, 3]), torch.tensor([0, 1])
+        first = ebc({"t": (keys, offsets)})["t"]
+        with pytest.raises(RuntimeError, match="second optimizer step"):
+            ebc({"t": (keys, offsets)})
+        with torch.no_grad():  # evaluation pulls are not steps
+            ebc({"t": (keys, offsets)})
+        first.sum().backward()
+        assert store.stats()["pushes"] == 3
+        # After the backward, the next step's lookup goes through.
+        second = ebc({"t": (keys, offsets)})["t"]
+        del second  # a graph freed without backward frees the table too
+        third = ebc({"t": (keys, offsets)})["t"].sum()
+        third.backward(retain_graph=True)
+        with pytest.raises(RuntimeError, match="push its gradients twice"):
+            third.backward()
+        assert store.stats()["pushes"] == 6
 
 
 class FakeStore:
@@ -142,3 +223,11 @@ def test_loader_with_a_real_store_prefetches(tmp_path):
         assert store.stats()["intents"] == 60
     with pytest.raises(ValueError, match="lookahead"):
         st.IntentLoader([], store, w, lambda k: {}, lookahead=-1)
+
+
+def test_strata_imports_before_torch():
+    # A build with NCCL links libnccl.so.2; PyPI's torch needs its wheel's,
+    # newer one, which `import strata` loads first (strata/__init__.py).
+    run = subprocess.run([sys.executable, "-c", "import strata, torch, strata.torch"],
+                         env=os.environ, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
