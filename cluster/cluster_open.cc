@@ -165,13 +165,14 @@ Status ClusterImpl::LockShard() {
   if (local.ok()) {
     const std::string path = ShardDir(dir, rank()) + ".LOCK";
     Result<std::unique_ptr<io::FileLock>> lock = io::Env::Default()->LockFile(path);
-    if (lock.ok()) shard_lock_ = std::move(lock).value();
     if (!lock.ok()) {
       local = lock.status().IsUnavailable()
                   ? Status::Unavailable("rank " + std::to_string(rank()) + "'s shard of " + dir +
                                         " is in use by another cluster (" +
                                         lock.status().message() + ")")
                   : lock.status();
+    } else {
+      shard_lock_ = std::move(lock).value();
     }
   }
   return comm_->AgreeOn(local);

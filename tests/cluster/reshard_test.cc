@@ -101,7 +101,7 @@ TEST_F(ReshardTest, OutThatIsFromOrLiesInsideItIsRefused) {
 // cluster's rank (rank-0.LOCK) is refused, with nothing read or written; a
 // RocksDB tier would have been rebuilt under the running store.
 TEST_F(ReshardTest, ShardInUseIsRefused) {
-  for (const std::string lock_path : {from_ + "/rank-0/LOCK", from_ + "/rank-0.LOCK"}) {
+  for (const std::string& lock_path : {from_ + "/rank-0/LOCK", from_ + "/rank-0.LOCK"}) {
     SCOPED_TRACE(lock_path);
     auto held = io::Env::Default()->LockFile(lock_path);
     ASSERT_TRUE(held.ok()) << held.status().ToString();
