@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "strata/store.h"
@@ -143,6 +145,53 @@ TEST_P(StoreLockTest, ErrorIfExistsIsCheckedUnderTheLock) {
   EXPECT_EQ(Names(o.dir), before);
   o.error_if_exists = false;
   EXPECT_TRUE(Store::Open(o, SgdTables(1, kDim)).ok());
+}
+
+// Close while other threads pull, push, scan and read stats: each call
+// returns OK or FailedPrecondition, none touches a released tier (the
+// sanitizer builds check), and once Close returns the directory opens again.
+TEST_P(StoreLockTest, CloseWhileCallsAreInFlight) {
+  const StoreOptions o = Options(16, 32);
+  auto store = Open(o, SgdTables(1, kDim));
+  ASSERT_NE(store, nullptr);
+  constexpr int kThreads = 4;
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      WorkerId w = *store->RegisterWorker();
+      std::vector<Key> keys;
+      for (Key k = 0; k < 40; ++k) keys.push_back(k * kThreads + t);
+      std::vector<float> rows(keys.size() * kDim, 0.25f);
+      bool counted = false;
+      for (uint64_t i = 0;; ++i) {
+        Status s = i % 4 == 0   ? Pull(*store, w, 0, keys, rows.data())
+                   : i % 4 == 1 ? Push(*store, w, 0, keys, rows.data())
+                   : i % 4 == 2 ? store->ScanTable(
+                                      0, [](Key, std::span<const float>) { return Status::Ok(); })
+                                : store->AdvanceClock(w);
+        (void)store->Stats();
+        if (!counted && i >= 8) {
+          counted = true;
+          started.fetch_add(1);
+        }
+        if (s.IsFailedPrecondition()) break;
+        if (!s.ok()) {
+          errors[t] = s.ToString();
+          break;
+        }
+      }
+      if (!counted) started.fetch_add(1);
+    });
+  }
+  while (started.load() < kThreads) std::this_thread::yield();
+  Status closed = store->Close();
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(closed.ok()) << closed.ToString();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  auto again = Store::Open(o, SgdTables(1, kDim));
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, StoreLockTest, testing::StoreCombinations(),
