@@ -7,7 +7,7 @@
 // start) and how many of them the planner has acted on (the row stays pinned
 // in T0 while that count is positive).
 //
-// Layout (docs/design.md, "The intent index"): each table's keys sit in a
+// Layout (docs/benchmarks.md, "The intent index", has its sizes): each table's keys sit in a
 // flat IntentKeyTable, one 16-byte record per key (the key, its last window,
 // its acted count). A window holds one flat array of entries, one per key:
 // the key's record number and the id of the key's next window in start order

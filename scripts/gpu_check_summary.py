@@ -192,7 +192,7 @@ def main():
                         "pass": one[0]["lookup_vs_gather"] >= 0.8}
                 # Reported, not judged: lookups against the gather through an
                 # index line onto keyed slots (the least such an index reads;
-                # docs/dram-cache.md, "Where the bars stand", proposes 0.8 of
+                # docs/dram-cache.md, "Targets and current numbers", proposes 0.8 of
                 # it as the reachable form of the lookup bar), and at
                 # dimension 16 against the index-free gather.
                 checks["dram_d%d_lookup_vs_gather_slots" % dim] = {

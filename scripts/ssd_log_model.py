@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write and space amplification of two append designs for the native SSD
-row store (docs/ssd-format.md, "Version 2"), under uniform random overwrites
+row store (docs/ssd-format.md, "Native format, version 2"), under uniform random overwrites
 of 512-byte rows: a simulation, not the store.
 
   log   every row lives in an append-only log of segments; a greedy cleaner

@@ -192,8 +192,7 @@ struct StoreOptions {
   // batches come faster than planner rounds, the horizon spans many batches,
   // and pinning their windows took the T0 rows the one eviction order needed
   // (with T0 at 71% of the cache: 1.06x MIN's SSD reads without the bound,
-  // 1.02x with 2): docs/benchmarks.md, "Intents applied before a Pull's
-  // evictions; how far ahead the planner acts".
+  // 1.02x with 2): docs/benchmarks.md, "Replay".
   uint32_t intent_act_ahead_max = 2;
   // Use the GPU for T0 when one is visible; false forces the host runner.
   bool use_gpu = true;
