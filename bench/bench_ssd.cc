@@ -1,13 +1,14 @@
 // `strata bench ssd`: the tier-T2 row stores side by side (native page store
 // on io_uring, RocksDB) on the same machine, directory and workload.
 //
-//   strata bench ssd --dir D [--backend native|rocksdb|both] [--format 1|2|both]
+//   strata bench ssd --dir D [--backend native|rocksdb|both] [--format 2|1|both]
 //                    --rows N --dim 64 --state-floats 64 --batch 4096
 //                    --dist uniform|zipf --seconds S [--mix 0.5] [--clients 1]
 //                    [--write-log-fraction 0.25] [--segment-bytes 8388608]
-//                    [--index compact|exact|both|ranges] [--range-bits 6] [--json]
+//                    [--index ranges|compact|exact|both] [--range-bits 6] [--json]
 //
-// The native store runs in the formats --format names (docs/ssd-format.md:
+// The native store runs in the formats --format names (the default: 2 with
+// --index ranges, the Store's default; docs/ssd-format.md:
 // 1, leaf pages with a write log, reported as "native"; 2, the append-only
 // log with its cleaner, reported as "native2" with the compact DRAM index
 // and "native2_exact" with the exact one, as --index names, or with key
@@ -78,9 +79,9 @@ struct SsdBenchArgs {
   double mix = 0.5;  // fraction of gets among the mix phase's batches
   uint32_t clients = 1;
   double write_log_fraction = storage::RowStoreOptions{}.write_log_fraction;  // native only
-  std::string format = "1";                                                   // native: 1, 2, both
+  std::string format = "2";                                                   // native: 1, 2, both
   uint64_t segment_bytes = storage::RowStoreOptions{}.ssd_segment_bytes;      // format 2
-  std::string index = "compact";  // format 2's DRAM index: compact, exact, both, ranges
+  std::string index = "ranges";  // format 2's DRAM index: ranges, compact, exact, both
   uint32_t range_bits = storage::RowStoreOptions{}.ssd_range_bits;  // --index ranges
   bool json = false;
 };
@@ -494,7 +495,8 @@ CommandRegistrar reg{
               "their leaves)",
               {.min = 0, .max = kSsdWriteLogFractionMax});
       c->add_option("--format", args->format,
-                    "native store format: 1 (leaf pages), 2 (append-only log) or both");
+                    "native store format: 2 (append-only log), 1 (leaf pages) or both")
+          ->capture_default_str();
       AddUnsigned<uint64_t>(c, "--segment-bytes", args->segment_bytes,
                             "native format 2: log segment bytes (a power of two)",
                             storage::kSegmentBytesMin, storage::kSegmentBytesMax);
@@ -503,7 +505,8 @@ CommandRegistrar reg{
                 "reads it once), exact (about 11.7 bytes per key; puts read nothing), both, or "
                 "ranges (key-ordered base segments per key range and an exact index of the "
                 "log's rows only)",
-                {"compact", "exact", "both", "ranges"});
+                {"compact", "exact", "both", "ranges"})
+          ->capture_default_str();
       AddUnsigned<uint32_t>(c, "--range-bits", args->range_bits,
                             "--index ranges: a table's key ranges, 2^this", 0,
                             storage::kRangeBitsMax);

@@ -14,6 +14,7 @@
 #include "bench/verify_model.h"
 #include "strata/store.h"
 #include "strata/trace.h"
+#include "trace/distinct_sketch.h"
 
 namespace strata::bench {
 namespace {
@@ -328,12 +329,14 @@ Status Worker(Run& run, uint32_t w) {
 struct TraceShape {
   uint64_t batches = 0;
   std::vector<double> distinct_per_batch;  // by table id
+  std::vector<uint64_t> distinct_keys;     // over the replayed batches, estimated; by table id
 };
 
 Result<TraceShape> ScanTrace(const std::string& path, uint64_t batches_max, size_t tables) {
   STRATA_ASSIGN_OR_RETURN(auto reader, trace::TraceReader::Open(path));
   trace::TraceBatch batch;
   std::vector<uint64_t> distinct(tables, 0);
+  std::vector<trace::DistinctSketch> sketches(tables);
   std::vector<Key> unique;
   uint64_t seen = 0;
   while (true) {
@@ -346,6 +349,7 @@ Result<TraceShape> ScanTrace(const std::string& path, uint64_t batches_max, size
       unique.assign(t.keys.begin(), t.keys.end());
       std::sort(unique.begin(), unique.end());
       distinct[t.table] += std::unique(unique.begin(), unique.end()) - unique.begin();
+      for (Key k : t.keys) sketches[t.table].Add(k);
     }
   }
   TraceShape shape;
@@ -354,6 +358,8 @@ Result<TraceShape> ScanTrace(const std::string& path, uint64_t batches_max, size
   for (uint64_t d : distinct) {
     shape.distinct_per_batch.push_back(seen == 0 ? 0.0 : double(d) / double(seen));
   }
+  for (const trace::DistinctSketch& sketch : sketches)
+    shape.distinct_keys.push_back(sketch.Estimate());
   return shape;
 }
 
@@ -443,6 +449,8 @@ Result<ReplayPlan> PlanReplay(const ReplayOptions& o, bool check_dir) {
     // T0 split by working set: a table's share follows the distinct keys a
     // batch touches in it (the rows that must sit in T0 together).
     to.device_rows_weight = std::max(1.0, shape.distinct_per_batch[i]);
+    // The SSD layout sized for the keys the replay will store.
+    to.expected_rows = std::max<uint64_t>(1, shape.distinct_keys[i]);
     plan.tables.push_back(to);
   }
   return plan;

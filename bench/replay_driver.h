@@ -66,9 +66,9 @@ struct ReplayOptions {
   // StoreOptions::ssd_write_log_fraction (0: every put rewrites its leaf).
   double ssd_write_log_fraction = 0.25;
   // StoreOptions::ssd_format_version (1 or 2) of a new SSD tier directory.
-  uint32_t ssd_format_version = 1;
-  // StoreOptions::ssd_index: format 2's DRAM index.
-  SsdIndex ssd_index = SsdIndex::kCompact;
+  uint32_t ssd_format_version = StoreOptions{}.ssd_format_version;
+  // StoreOptions::ssd_index: format 2's layout and DRAM index.
+  SsdIndex ssd_index = StoreOptions{}.ssd_index;
   // StoreOptions::ssd_range_bits: key ranges of a new table (ssd_index kRanges).
   uint32_t ssd_range_bits = StoreOptions{}.ssd_range_bits;
   // Checkpoint once the batches are done, so the SSD tier's deferred merges

@@ -22,7 +22,8 @@ struct ReplayArgs {
   std::string faults;  // the --faults spelling of options.faults
   std::string fallback = "lru";
   std::string ssd_backend = "native";
-  std::string ssd_index = "compact";
+  std::string ssd_index = "ranges";
+  CLI::Option* ssd_index_flag = nullptr;  // given or not
   bool no_gpu = false;
   bool progress = false;
   bool json = false;
@@ -106,6 +107,12 @@ Status ParseWords(ReplayArgs* a) {
     a->options.ssd_backend = SsdBackend::kRocksDb;
   } else {
     return Status::InvalidArgument("--ssd-backend '" + a->ssd_backend + "' (native, rocksdb)");
+  }
+  if (a->options.ssd_format_version == 1 && a->ssd_index_flag != nullptr &&
+      a->ssd_index_flag->count() > 0) {
+    return Status::InvalidArgument("--ssd-index " + a->ssd_index +
+                                   " applies to --ssd-format 2 only (format 1 has no DRAM index "
+                                   "choice)");
   }
   // Checked by the parser (AddChoice): compact, exact or ranges.
   a->options.ssd_index = a->ssd_index == "exact"    ? SsdIndex::kExact
@@ -214,12 +221,13 @@ CommandRegistrar reg{
                             "2: append-only log)",
                             1, 2)
           ->capture_default_str();
-      AddChoice(c, "--ssd-index", args->ssd_index,
-                "native SSD tier, format 2: DRAM index (compact: 7 bytes per key, a put of a "
-                "stored key reads it once; exact: about 11.7 bytes per key, puts read nothing; "
-                "ranges: key-ordered base segments per key range, merged in the background)",
-                {"compact", "exact", "ranges"})
-          ->capture_default_str();
+      args->ssd_index_flag =
+          AddChoice(c, "--ssd-index", args->ssd_index,
+                    "native SSD tier, format 2: DRAM index (compact: 7 bytes per key, a put of a "
+                    "stored key reads it once; exact: about 11.7 bytes per key, puts read nothing; "
+                    "ranges: key-ordered base segments per key range, merged in the background)",
+                    {"compact", "exact", "ranges"})
+              ->capture_default_str();
       AddUnsigned<uint32_t>(c, "--ssd-range-bits", o.ssd_range_bits,
                             "native SSD tier, --ssd-index ranges: a new table's key ranges, 2^this",
                             0, storage::kRangeBitsMax)

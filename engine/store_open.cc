@@ -169,7 +169,7 @@ Status StoreImpl::Init() {
       table->t0 = std::make_unique<DeviceTier>(std::move(created).value());
     }
 
-    specs.push_back({table->id, opt.name, table->row_bytes});
+    specs.push_back({table->id, opt.name, table->row_bytes, opt.expected_rows});
     row_bytes_total += table->row_bytes;
     tables_.push_back(std::move(table));
   }

@@ -78,6 +78,8 @@ StoreStats StoreImpl::LiveStats() const {
     s.ssd_row_writes = r.rows_written;
     s.ssd_bytes_written = r.bytes_written;
     s.ssd_user_bytes_written = r.user_bytes_written;
+    s.ssd_merges = r.merges;
+    s.ssd_merge_failures = r.merge_failures;
   }
   s.pulls = c.pulls.load();
   s.pushes = c.pushes.load();

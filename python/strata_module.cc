@@ -148,7 +148,7 @@ void DefineTable(py::module_& m) {
                        float learning_rate, float epsilon, float initial_accumulator, float beta1,
                        float beta2, float ftrl_alpha, float ftrl_beta, float ftrl_l1, float ftrl_l2,
                        const std::string& initializer, float init_scale, double device_rows_weight,
-                       bool refuse_nonfinite_grads) {
+                       bool refuse_nonfinite_grads, uint64_t expected_rows) {
              TableOptions t;
              t.name = name;
              t.dim = dim;
@@ -166,6 +166,7 @@ void DefineTable(py::module_& m) {
              t.init_scale = init_scale;
              t.device_rows_weight = device_rows_weight;
              t.refuse_nonfinite_grads = refuse_nonfinite_grads;
+             t.expected_rows = expected_rows;
              return t;
            }),
            py::arg("name"), py::kw_only(), py::arg("dim") = d.dim, py::arg("optimizer") = "adagrad",
@@ -176,7 +177,8 @@ void DefineTable(py::module_& m) {
            py::arg("ftrl_l2") = o.ftrl_l2, py::arg("initializer") = "uniform",
            py::arg("init_scale") = d.init_scale,
            py::arg("device_rows_weight") = d.device_rows_weight,
-           py::arg("refuse_nonfinite_grads") = d.refuse_nonfinite_grads)
+           py::arg("refuse_nonfinite_grads") = d.refuse_nonfinite_grads,
+           py::arg("expected_rows") = d.expected_rows)
       .def_readonly("name", &TableOptions::name)
       .def_readonly("dim", &TableOptions::dim)
       .def("__repr__", [](const TableOptions& t) {

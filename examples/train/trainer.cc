@@ -7,6 +7,7 @@
 #include "bench/row_staging.h"
 #include "examples/train/limits.h"
 #include "examples/train/metrics.h"
+#include "trace/distinct_sketch.h"
 
 namespace strata::train {
 namespace {
@@ -103,11 +104,17 @@ std::vector<TableOptions> MakeTables(const Dataset& data, const FmConfig& config
     t.name = name;
     // T0 split by the column's distinct values (capped): a column with 3
     // values needs 3 rows, a column with 10,000 needs room for batches.
+    // And the SSD layout sized for the column's keys (a row per distinct
+    // value), estimated over every row.
     std::unordered_set<Key> distinct;
-    for (size_t r = 0; r < data.rows() && distinct.size() < train::kDeviceWeightKeysMax; ++r) {
-      if (data.present[r * columns + c]) distinct.insert(data.KeyAt(r, c));
+    trace::DistinctSketch all;
+    for (size_t r = 0; r < data.rows(); ++r) {
+      if (!data.present[r * columns + c]) continue;
+      all.Add(data.KeyAt(r, c));
+      if (distinct.size() < train::kDeviceWeightKeysMax) distinct.insert(data.KeyAt(r, c));
     }
     t.device_rows_weight = double(std::max<size_t>(distinct.size(), 1));
+    t.expected_rows = std::max<uint64_t>(all.Estimate(), 1);
     t.dim = RowDim(config.dim);
     t.optimizer.kind = Optimizer::kAdagrad;
     t.optimizer.learning_rate = config.learning_rate;

@@ -49,6 +49,10 @@ inline constexpr double kDeviceShareGrowthMax = 16.0;
 inline constexpr double kSsdWriteLogFractionMax = 16.0;
 // FaultOptions::delay_us: a longer delay per I/O is a hang, not a test.
 inline constexpr uint64_t kFaultDelayUsMax = 1'000'000;
+// Record bytes per key range the native SSD tier aims at for a new table
+// with TableOptions::expected_rows: a merge rewrites one range (its base and
+// log), so this bounds a merge's work and buffer.
+inline constexpr uint64_t kSsdRangeRecordBytes = uint64_t{128} << 20;
 
 // The optimizer applied by Push, in place, where the row lives. Its state is
 // part of the row and moves with it between tiers.
@@ -94,6 +98,12 @@ struct TableOptions {
   // touches in the table (the rows it needs in T0 at once); a tiny table
   // needs few rows, a huge one room for a few batches' keys pinned at once.
   double device_rows_weight = 1.0;
+  // Rows the table is expected to hold (0: unknown). Sizes a new table's
+  // native SSD layout: key ranges of about kSsdRangeRecordBytes of records
+  // each (so a small table gets one range and few partly filled segments);
+  // unknown, StoreOptions::ssd_range_bits. Not stored: a table keeps the
+  // layout it was created with.
+  uint64_t expected_rows = 0;
   // A Push whose gradients hold a NaN or an infinity: false applies it (a
   // NaN then spreads through the row and its optimizer state) and counts it
   // in StoreStats::nonfinite_grads; true refuses the whole Push
@@ -203,23 +213,25 @@ struct StoreOptions {
   // "Write log"); its DRAM index costs about 15 x this bytes per key. 0: every
   // put rewrites its leaf (version 1's writes). At most kSsdWriteLogFractionMax.
   double ssd_write_log_fraction = 0.25;
-  // Native SSD tier: the on-disk format of a new tier directory, 1 (leaf
-  // pages and the write log above, the default) or 2 (an append-only log
-  // of segments with a compact per-key index and a cleaner;
-  // docs/ssd-format.md, "Native format, version 2"). An existing directory
-  // opens in the format it was written in.
-  uint32_t ssd_format_version = 1;
+  // Native SSD tier: the on-disk format of a new tier directory, 2 (an
+  // append-only log of segments; with ssd_index kRanges, the default, key
+  // ranges merged in the background: docs/ssd-format.md, "Key ranges") or
+  // 1 (leaf pages and the write log above). An existing directory opens in
+  // the format it was written in.
+  uint32_t ssd_format_version = 2;
   // Native SSD tier, format 2: bytes of a log segment, a power of two in
   // [64 KiB, 64 MiB] (the unit of cleaning; tests use small ones).
   uint64_t ssd_segment_bytes = 8ull << 20;
-  // Native SSD tier, format 2: the DRAM index (SsdIndex: kCompact, fewer
-  // bytes per key; kExact, puts without reads; kRanges, key-ordered base
-  // segments per key range). Format 1 ignores it.
-  SsdIndex ssd_index = SsdIndex::kCompact;
-  // Native SSD tier, format 2 with kRanges: a new table's key ranges,
-  // 2^this, at most 12. More ranges make each merge shorter and its buffer
-  // smaller but hold more partly filled segments (about 1.5 segments per
-  // range): about a range per 300,000 rows of 512 bytes suits.
+  // Native SSD tier, format 2: the layout and DRAM index of a new table
+  // (SsdIndex: kRanges, the default, key-ordered base segments per key
+  // range; kCompact, fewer bytes per key; kExact, puts without reads).
+  // Format 1 ignores it.
+  SsdIndex ssd_index = SsdIndex::kRanges;
+  // Native SSD tier, format 2 with kRanges: the key ranges of a new table
+  // whose TableOptions::expected_rows is 0, 2^this, at most 12 (a table with
+  // expected_rows gets ranges of about kSsdRangeRecordBytes each). More
+  // ranges make each merge shorter and its buffer smaller but hold more
+  // partly filled segments (about 1.5 segments per range).
   uint32_t ssd_range_bits = 6;
   // Native SSD tier, kRanges: a merge runs while a table's log exceeds this
   // fraction of its live row bytes; in (0, 8]. Larger: fewer merges (less

@@ -29,6 +29,11 @@ struct StoreStats {
   // collection included) and row bytes it was handed to write.
   uint64_t ssd_bytes_written = 0;
   uint64_t ssd_user_bytes_written = 0;
+  // Native format 2: merges (key ranges) and cleaning steps completed, and
+  // those that failed (each retried after a back-off; docs/ssd-format.md,
+  // "Merge and cleaning errors"). 0 for format 1 and RocksDB.
+  uint64_t ssd_merges = 0;
+  uint64_t ssd_merge_failures = 0;
 
   uint64_t pulls = 0;   // keys pulled
   uint64_t pushes = 0;  // keys pushed

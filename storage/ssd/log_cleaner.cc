@@ -3,6 +3,7 @@
 // across their I/O, the background thread that runs them, and the pacing of
 // writes against it (log_row_store.h).
 #include <algorithm>
+#include <bit>
 #include <thread>
 
 #include "base/assert.h"
@@ -27,8 +28,13 @@ void Store::StartCleaner() {
     base::MutexLock lock(&cleaner_mu_);
     reclaimed_.assign(tables_.size(), 0);
     step_credit_.assign(tables_.size(), 0);
+    stuck_.assign(tables_.size(), Status::Ok());
+    failed_steps_.assign(tables_.size(), 0);
   }
-  for (size_t i = 0; i < tables_.size(); ++i) tables_[i]->pos = i;
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    tables_[i]->pos = i;
+    checkpoint_quiesces_ = checkpoint_quiesces_ || !tables_[i]->ranged;
+  }
   if (options_.ssd_background_cleaning) {
     cleaner_ = std::thread([this] { CleanerThread(); });
     base::NameThread(cleaner_.native_handle(), "strata-ssd-gc");
@@ -69,25 +75,109 @@ uint64_t Store::PickVictim(const Table& t) const {
 Status Store::Clean(Table& t, uint64_t records) {
   // Reclaim the room of twice the records about to be appended (so the
   // segments shrink back to the target), in whole victims; a bound on the
-  // victims ends the loop when they hold little.
+  // victims ends the loop when they hold little. A failed step is retried
+  // by a later write after its back-off; the write itself is refused only
+  // when its table is stuck past the stall bound.
   const uint64_t victims_max = 2 + 4 * (records / t.capacity);
   uint64_t freed = 0;
   for (uint64_t i = 0; i < victims_max && freed < 2 * records; ++i) {
     uint64_t reclaimed = 0;
-    STRATA_RETURN_IF_ERROR(Step(t, &reclaimed));
-    if (reclaimed == 0) break;
+    Clock::time_point retry_at = Clock::time_point::max();
+    if (!Step(t, &reclaimed, &retry_at).ok() || reclaimed == 0) break;
     freed += reclaimed;
   }
-  return Status::Ok();
+  return StuckOverStall(t);
 }
 
-Status Store::CleanStep(Table& t, uint64_t* reclaimed) {
+Status Store::Step(Table& t, uint64_t* reclaimed, Clock::time_point* retry_at) {
+  int32_t range = -1;
+  const Status s =
+      t.ranged ? MergeStep(t, reclaimed, &range, retry_at) : CleanStep(t, reclaimed, retry_at);
+  if (!s.ok()) {
+    *reclaimed = 0;
+    NoteStepFailure(t, range, s, retry_at);
+  } else if (*reclaimed > 0) {
+    ++merges_;
+    NoteStepSuccess(t, range);
+  }
+  return s;
+}
+
+void Store::NoteStepFailure(Table& t, int32_t range, const Status& s, Clock::time_point* retry_at) {
+  ++merge_failures_;
+  Status stuck;
+  {
+    base::WriterLock lock(&t.mu);
+    Retry& r = range >= 0 ? t.ranges[static_cast<size_t>(range)].retry : t.clean_retry;
+    ++r.failures;
+    const uint64_t growth = uint64_t{1} << std::min<uint32_t>(r.failures - 1, 6);
+    static_assert(kRetryBackoffGrowthMax == 64, "the shift above caps the growth at 2^6");
+    r.at = Clock::now() + std::chrono::microseconds(options_.merge_retry_backoff_us * growth);
+    *retry_at = std::min(*retry_at, r.at);
+    const std::string what = range >= 0
+                                 ? "merging key range " + std::to_string(range) + " of table "
+                                 : "cleaning table ";
+    r.last = s.WithContext(what + t.spec.name + " (file " + t.file->path() + ") failed " +
+                           std::to_string(r.failures) + " time(s) in a row");
+    if (r.failures >= kStuckFailures) stuck = r.last;
+    // Logged at the first failure in a row, then at 2, 4, 8, ... of them.
+    if (std::has_single_bit(r.failures)) {
+      STRATA_LOG_WARN("native store %s: %s", options_.dir.c_str(), r.last.ToString().c_str());
+    }
+  }
+  base::MutexLock lock(&cleaner_mu_);
+  ++failed_steps_[t.pos];
+  if (stuck.ok()) return;
+  if (stuck_[t.pos].ok()) {
+    stuck_[t.pos] = stuck.WithContext(
+        "puts and deletes past the table's space bound are refused "
+        "until a merge or cleaning step succeeds");
+  }
+  progress_cv_.SignalAll();
+}
+
+void Store::NoteStepSuccess(Table& t, int32_t range) {
+  bool still_stuck = false;
+  {
+    base::WriterLock lock(&t.mu);
+    Retry& r = range >= 0 ? t.ranges[static_cast<size_t>(range)].retry : t.clean_retry;
+    if (r.failures == 0) return;
+    r = Retry{};
+    still_stuck = t.clean_retry.failures >= kStuckFailures;
+    for (const Range& rg : t.ranges)
+      still_stuck = still_stuck || rg.retry.failures >= kStuckFailures;
+  }
+  if (still_stuck) return;
+  base::MutexLock lock(&cleaner_mu_);
+  stuck_[t.pos] = Status::Ok();
+}
+
+Status Store::StuckOverStall(Table& t) {
+  {
+    base::MutexLock lock(&cleaner_mu_);
+    if (stuck_[t.pos].ok()) return Status::Ok();
+  }
+  bool over = false;
+  {
+    base::ReaderLock lock(&t.mu);
+    over = Over(t, options_.gc_space_amp_trigger + options_.gc_space_amp_stall_slack);
+  }
+  if (!over) return Status::Ok();
+  base::MutexLock lock(&cleaner_mu_);
+  return stuck_[t.pos];
+}
+
+Status Store::CleanStep(Table& t, uint64_t* reclaimed, Clock::time_point* retry_at) {
   *reclaimed = 0;
   if (!Failed().ok()) return Status::Ok();  // writes refused: nothing to make room for
   uint64_t victim = kNone, records = 0, segment_seq = 0;
   {
     base::ReaderLock lock(&t.mu);
     if (!OverTarget(t)) return Status::Ok();
+    if (t.clean_retry.failures > 0 && Clock::now() < t.clean_retry.at) {
+      *retry_at = std::min(*retry_at, t.clean_retry.at);
+      return Status::Ok();
+    }
     victim = PickVictim(t);
     if (victim == kNone) return Status::Ok();
     records = t.slots[victim].records;
@@ -193,37 +283,36 @@ void Store::WakeCleaner() {
   }
 }
 
-Status Store::TakeCleanError() {
-  base::MutexLock lock(&cleaner_mu_);
-  Status s = std::move(clean_error_);
-  clean_error_ = Status::Ok();
-  if (!s.ok()) cleaner_cv_.Signal();  // reported: the cleaner may retry
-  return s;
-}
-
 Status Store::BeforeWrite(Table& t, uint64_t records) {
   bool stall = false;
   {
     base::ReaderLock lock(&t.mu);
     stall = Over(t, options_.gc_space_amp_trigger + options_.gc_space_amp_stall_slack);
   }
-  if (stall) Hook(CleanPoint::kStall);
-  base::MutexLock lock(&cleaner_mu_);
-  if (stall && clean_error_.ok()) {
+  if (!stall) return Status::Ok();
+  Hook(CleanPoint::kStall);
+  {
+    base::MutexLock lock(&cleaner_mu_);
     // Wait for the cleaner to reclaim twice this write's room, at most:
-    // also stop when it sleeps (nothing it can clean), fails or stops.
+    // also stop when it sleeps (nothing it can clean), gets stuck or stops.
+    // While it retries a failed step after its back-off, the write waits;
+    // on a stuck table it waits for the next retry (at most the longest
+    // back-off) and is refused only when that fails too, so that puts pass
+    // again as soon as a retry succeeds.
     const uint64_t target = reclaimed_[t.pos] + 2 * records;
+    const uint64_t failed = failed_steps_[t.pos];
     ++wake_seq_;
     cleaner_idle_ = false;
     cleaner_cv_.Signal();
-    while (reclaimed_[t.pos] < target && !cleaner_idle_ && clean_error_.ok() && !stopping_) {
+    while (reclaimed_[t.pos] < target && !cleaner_idle_ && !stopping_ &&
+           (stuck_[t.pos].ok() || failed_steps_[t.pos] == failed)) {
       progress_cv_.Wait(&cleaner_mu_);
     }
+    if (reclaimed_[t.pos] >= target || stuck_[t.pos].ok()) return Status::Ok();
   }
-  Status s = std::move(clean_error_);
-  clean_error_ = Status::Ok();
-  if (!s.ok()) cleaner_cv_.Signal();
-  return s;
+  // Stuck: refused while the table is still past the stall bound (merges
+  // of its other ranges may have brought it back).
+  return StuckOverStall(t);
 }
 
 void Store::Credit(const Table& t, uint64_t records) {
@@ -239,34 +328,35 @@ void Store::CleanerThread() {
     uint64_t seen = 0;
     {
       base::MutexLock lock(&cleaner_mu_);
-      while (!stopping_ && (cleaner_idle_ || pauses_ > 0 || !clean_error_.ok())) {
-        cleaner_cv_.Wait(&cleaner_mu_);
-      }
+      while (!stopping_ && (cleaner_idle_ || pauses_ > 0)) cleaner_cv_.Wait(&cleaner_mu_);
       if (stopping_) return;
       seen = wake_seq_;
     }
     bool stepped = false, whole_round = true;
+    // The first time a step skipped for its back-off (or failed just now)
+    // may run again.
+    Clock::time_point retry_at = Clock::time_point::max();
     for (auto& t : tables_) {
       uint64_t reclaimed = 0;
       Status s;
       {
         base::MutexLock clean(&clean_mu_);
-        s = Step(*t, &reclaimed);
-      }
-      if (!s.ok()) {
-        STRATA_LOG_WARN("native store %s: cleaning table %s failed: %s", options_.dir.c_str(),
-                        t->spec.name.c_str(), s.ToString().c_str());
+        s = Step(*t, &reclaimed, &retry_at);  // a failure is logged and recorded there
       }
       {
         base::MutexLock lock(&cleaner_mu_);
-        if (!s.ok()) clean_error_ = s.WithContext("cleaning table " + t->spec.name);
-        // What the step credited as it went is already counted.
+        // What the step credited as it went is already counted; a failed
+        // step reclaimed nothing, so its credits are taken back.
         uint64_t& credit = step_credit_[t->pos];
-        reclaimed_[t->pos] += reclaimed - std::min(reclaimed, credit);
+        if (s.ok()) {
+          reclaimed_[t->pos] += reclaimed - std::min(reclaimed, credit);
+        } else {
+          reclaimed_[t->pos] -= credit;
+        }
         credit = 0;
         if (!s.ok() || reclaimed > 0) progress_cv_.SignalAll();
         // A checkpoint waiting for the cleaning lock goes first.
-        whole_round = s.ok() && pauses_ == 0 && !stopping_;
+        whole_round = pauses_ == 0 && !stopping_;
       }
       Hook(CleanPoint::kStepEnd);
       stepped = stepped || reclaimed > 0;
@@ -274,7 +364,11 @@ void Store::CleanerThread() {
     }
     if (!stepped && whole_round) {
       base::MutexLock lock(&cleaner_mu_);
-      if (wake_seq_ == seen && clean_error_.ok()) {
+      if (retry_at != Clock::time_point::max()) {
+        // Only retries are left: wait for the first (or for a stop, a
+        // checkpoint's end); writes at the stall bound keep waiting.
+        if (!stopping_) cleaner_cv_.WaitUntil(&cleaner_mu_, retry_at);
+      } else if (wake_seq_ == seen) {
         cleaner_idle_ = true;  // until a write finds a table over its target
         progress_cv_.SignalAll();
       }

@@ -104,28 +104,44 @@ struct LogEntry {
 
 }  // namespace
 
-Status Store::MergeStep(Table& t, uint64_t* reclaimed) {
+Status Store::MergeStep(Table& t, uint64_t* reclaimed, int32_t* picked,
+                        Clock::time_point* retry_at) {
   *reclaimed = 0;
+  *picked = -1;
   if (!Failed().ok()) return Status::Ok();  // writes refused: nothing to make room for
   uint32_t range = 0;
   std::vector<MergeInput> logs, bases;
   int64_t delta_at_start = 0;
   {
-    // Pick the range with the most log segments; seal its head (its
-    // pending blocks written), so that the puts from now on go to a fresh
-    // segment and every log record of the range written before is in the
-    // segments read below.
+    // Pick the range with the most log bytes (records) among those not in
+    // their back-off; seal its head (its pending blocks written), so that
+    // the puts from now on go to a fresh segment and every log record of
+    // the range written before is in the segments read below.
     base::WriterLock lock(&t.mu);
     if (!OverTarget(t)) return Status::Ok();
-    std::vector<uint64_t> count(t.ranges.size(), 0);
+    std::vector<uint64_t> records(t.ranges.size(), 0);
     for (const Slot& slot : t.slots) {
       if ((slot.state == kCurrent || slot.state == kBoth) && slot.role == kRoleLog &&
           slot.range >= 0) {
-        ++count[static_cast<size_t>(slot.range)];
+        records[static_cast<size_t>(slot.range)] += slot.records;
       }
     }
-    range = static_cast<uint32_t>(std::max_element(count.begin(), count.end()) - count.begin());
-    if (count[range] == 0) return Status::Ok();
+    const Clock::time_point now = Clock::now();
+    uint64_t most = 0;
+    for (uint32_t r = 0; r < records.size(); ++r) {
+      if (records[r] == 0) continue;
+      const Retry& retry = t.ranges[r].retry;
+      if (retry.failures > 0 && now < retry.at) {
+        *retry_at = std::min(*retry_at, retry.at);
+        continue;
+      }
+      if (records[r] > most) {
+        most = records[r];
+        range = r;
+      }
+    }
+    if (most == 0) return Status::Ok();
+    *picked = static_cast<int32_t>(range);
     STRATA_RETURN_IF_ERROR(FlushHead(t, t.heads[kRangeHead0 + range]));
     for (uint64_t s = 0; s < t.slots.size(); ++s) {
       const Slot& slot = t.slots[s];

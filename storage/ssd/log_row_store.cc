@@ -135,7 +135,8 @@ std::unique_ptr<Table> Store::NewTable(const TableSpec& spec, uint64_t segment_b
   t->capacity = SegmentCapacity(segment_bytes, spec.row_bytes);
   t->slot_blocks = segment_bytes / kBlock;
   base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
-  ConfigureLayout(*t, options_.ssd_index == SsdIndex::kRanges, options_.ssd_range_bits);
+  ConfigureLayout(*t, options_.ssd_index == SsdIndex::kRanges,
+                  RangeBitsFor(spec, options_.ssd_range_bits));
   return t;
 }
 
@@ -152,6 +153,15 @@ void Store::ConfigureLayout(Table& t, bool ranged, uint32_t range_bits) {
   t.heads.clear();
   t.heads.resize(kRangeHead0 + ranges);
   for (size_t r = 0; r < ranges; ++r) t.heads[kRangeHead0 + r].hold = kRangeHeadHoldBytes;
+}
+
+uint32_t RangeBitsFor(const TableSpec& spec, uint32_t range_bits) {
+  if (spec.rows_hint == 0) return range_bits;
+  const unsigned __int128 bytes =
+      static_cast<unsigned __int128>(spec.rows_hint) * ssd::RecordBytes(spec.row_bytes);
+  uint32_t bits = 0;
+  while (bits < kRangeBitsMax && (bytes >> bits) > kSsdRangeRecordBytes) ++bits;
+  return bits;
 }
 
 namespace {
@@ -197,7 +207,13 @@ Status Store::OpenExisting(const ManifestV2& manifest, const std::vector<TableSp
   std::set<std::string> referenced{ssd::kManifestName};
   // Validate everything before changing any file.
   for (const ManifestTableV2& mt : manifest.tables) {
-    auto t = NewTable(mt.spec, mt.segment_bytes);
+    // The stored spec, with the size hint asked now (for a table still
+    // without a segment, whose layout is chosen at its first).
+    TableSpec spec = mt.spec;
+    for (const TableSpec& asked : tables) {
+      if (asked.id == spec.id) spec.rows_hint = asked.rows_hint;
+    }
+    auto t = NewTable(spec, mt.segment_bytes);
     base::WriterLock lock(&t->mu);  // not shared yet; for the analysis
     t->file_number = mt.file_number;
     t->next_seq = mt.next_seq;
@@ -356,8 +372,10 @@ Status Store::Rebuild(Table& t, const ManifestTableV2& mt, const std::string& mp
     }
     t.SetState(s.slot, kBoth);
   }
-  if (first_segment)
-    ConfigureLayout(t, options_.ssd_index == SsdIndex::kRanges, options_.ssd_range_bits);
+  if (first_segment) {
+    ConfigureLayout(t, options_.ssd_index == SsdIndex::kRanges,
+                    RangeBitsFor(t.spec, options_.ssd_range_bits));
+  }
   for (Range& rg : t.ranges) {
     std::sort(rg.base.begin(), rg.base.end(),
               [](const BaseSegment& a, const BaseSegment& b) { return a.first < b.first; });
@@ -950,7 +968,8 @@ void Store::AfterManifestSwitch(Table& t) {
   uint64_t keep = 0;
   for (uint64_t s = 0; s < t.slots.size(); ++s) {
     if (t.slots[s].state == kCheckpointOnly) t.SetState(s, kFree);
-    if (t.slots[s].state == kCurrent) t.SetState(s, kBoth);
+    // A running merge's output is in no MANIFEST yet: it stays current only.
+    if (t.slots[s].state == kCurrent && t.slots[s].role != kRoleMergeOutput) t.SetState(s, kBoth);
     if (t.slots[s].state != kFree) keep = s + 1;
   }
   t.slots.resize(keep);
@@ -963,13 +982,31 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     return Status::InvalidArgument("Checkpoint: meta larger than kCheckpointMetaBytesMax");
   }
   base::MutexLock checkpoint_lock(&checkpoint_mu_);
-  // Quiesce cleaning: the cleaner ends its step (its slots, heads and
-  // copies are then whole) and starts none until the switch is done.
+  // Pause the cleaner: it starts no step until the switch is done. When a
+  // table is cleaned (not of key ranges), also wait for its running step
+  // (a cleaning step's slots, heads and copies are then whole). A merge
+  // goes on beside the checkpoint, taking a table lock only to allocate and
+  // to switch: its output slots are left out of the MANIFEST, and its
+  // inputs stay current until its switch (docs/ssd-format.md, "Merges and
+  // checkpoints").
   {
     base::MutexLock lock(&cleaner_mu_);
     ++pauses_;
   }
-  base::MutexLock clean_lock(&clean_mu_);
+  // Holds clean_mu_ for the scope when asked (not annotated: held or not
+  // by a condition constant after open; nothing below reads what clean_mu_
+  // guards).
+  struct Quiesce {
+    base::Mutex* mu;
+    explicit Quiesce(base::Mutex* m) NO_THREAD_SAFETY_ANALYSIS : mu(m) {
+      if (mu != nullptr) mu->Lock();
+    }
+    ~Quiesce() NO_THREAD_SAFETY_ANALYSIS {
+      if (mu != nullptr) mu->Unlock();
+    }
+    Quiesce(const Quiesce&) = delete;
+    Quiesce& operator=(const Quiesce&) = delete;
+  } quiesce(checkpoint_quiesces_ ? &clean_mu_ : nullptr);
   struct Resume {
     Store* store;
     ~Resume() {
@@ -980,8 +1017,10 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
   } resume{this};
   std::vector<std::unique_lock<base::RwLock>> locks;
   for (auto& t : tables_) locks.emplace_back(t->mu);
+  // A failed cleaning step or merge does not stop the checkpoint: it freed
+  // what it wrote and changed nothing current (docs/ssd-format.md, "Merge
+  // and cleaning errors").
   STRATA_RETURN_IF_ERROR(Failed());
-  STRATA_RETURN_IF_ERROR(TakeCleanError());
   ManifestV2 m;
   m.generation = generation_ + 1;
   m.meta.assign(meta.begin(), meta.end());
@@ -1003,6 +1042,7 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     for (uint64_t s = 0; s < t->slots.size(); ++s) {
       const Slot& slot = t->slots[s];
       if (slot.state != kCurrent && slot.state != kBoth) continue;
+      if (slot.role == kRoleMergeOutput) continue;  // a running merge's, not switched in
       mt.segments.push_back({static_cast<uint32_t>(s), slot.records, slot.segment_seq});
     }
     m.tables.push_back(std::move(mt));
@@ -1016,7 +1056,9 @@ Status Store::Checkpoint(std::span<const std::byte> meta) {
     for (auto& t : tables_) {
       t->mu.AssertHeld();  // through `locks`
       for (uint64_t slot = 0; slot < t->slots.size(); ++slot) {
-        if (t->slots[slot].state == kCurrent) t->SetState(slot, kBoth);
+        if (t->slots[slot].state == kCurrent && t->slots[slot].role != kRoleMergeOutput) {
+          t->SetState(slot, kBoth);
+        }
       }
     }
     return s.WithContext("checkpoint " + std::to_string(m.generation) + " of " + options_.dir +
@@ -1044,6 +1086,8 @@ RowStoreStats Store::Stats() const {
   s.bytes_written = bytes_written_.load();
   s.user_bytes_written = user_bytes_written_.load();
   s.cleanup_errors = cleanup_errors_.load();
+  s.merges = merges_.load();
+  s.merge_failures = merge_failures_.load();
   for (const auto& t : tables_) {
     base::ReaderLock lock(&t->mu);
     s.live_rows += t->rows;

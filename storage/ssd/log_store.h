@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -155,6 +156,22 @@ struct BaseSegment {
   uint64_t MemoryBytes() const { return sizeof(*this) + fp.capacity() * sizeof(uint16_t); }
 };
 
+// The retry state of a table's cleaning or of one key range's merges
+// (docs/ssd-format.md, "Merge and cleaning errors"). A failed step changes
+// nothing durable (its output slots are freed, its inputs stay current), so
+// it is retried after a back-off that doubles per failure in a row, from
+// RowStoreOptions::merge_retry_backoff_us up to kRetryBackoffGrowthMax times
+// that; after kStuckFailures failures in a row the error is the table's
+// sticky error (Store::stuck_) until a step succeeds.
+using Clock = std::chrono::steady_clock;
+inline constexpr uint32_t kStuckFailures = 4;
+inline constexpr uint32_t kRetryBackoffGrowthMax = 64;
+struct Retry {
+  uint32_t failures = 0;   // in a row
+  Clock::time_point at{};  // not retried before
+  Status last;             // the last failure, with its context
+};
+
 // One key range of a table of key ranges (docs/ssd-format.md, "Key ranges").
 struct Range {
   std::vector<BaseSegment> base;  // sorted by first, disjoint
@@ -166,6 +183,7 @@ struct Range {
   int64_t log_delta = 0;
   AppendPlan plan;            // of one write's append to its head
   io::AlignedBuffer staging;  // its encoding
+  Retry retry;                // of its merges
 
   // The base segment whose key span holds `mixed`, or nullptr.
   const BaseSegment* Find(uint64_t mixed) const {
@@ -199,7 +217,8 @@ struct Table {
   size_t pos = 0;  // in the store's tables_
   // 4 KiB pages; set at open. Reads and writes of disjoint pages run
   // concurrently (the cleaner's I/O runs without `mu`); Truncate runs only
-  // with `mu` held exclusively and the cleaner quiesced.
+  // with `mu` held exclusively and no cleaning step running, and cuts only
+  // free slots (a running merge's are not free).
   std::unique_ptr<PageFile> file;
 
   mutable base::RwLock mu;
@@ -220,6 +239,7 @@ struct Table {
   io::AlignedBuffer staging GUARDED_BY(mu);   // encoding of one put's append
   AppendPlan plan GUARDED_BY(mu);             // of one put's append
   io::AlignedBuffer victim GUARDED_BY(mu);    // a segment being read at open
+  Retry clean_retry GUARDED_BY(mu);           // of its cleaning (no key ranges)
 
   uint64_t Address(uint64_t slot, uint64_t index) const { return slot * capacity + index; }
   uint64_t SlotOf(uint64_t address) const { return address / capacity; }
@@ -293,6 +313,10 @@ void SealSegmentHeader(std::byte* dst, const Table& t, uint64_t segment_seq, uin
                        uint32_t layout);
 Status VerifySegmentHeader(const std::byte* src, const Table& t, uint64_t segment_seq,
                            const std::string& path, uint64_t offset);
+// The key ranges of a new table, 2^this: about kSsdRangeRecordBytes of
+// records each for its rows_hint, at most kRangeBitsMax; `range_bits` when
+// it has none.
+uint32_t RangeBitsFor(const TableSpec& spec, uint32_t range_bits);
 // Grows `buf` to at least `bytes` (doubling).
 Status EnsureBytes(io::AlignedBuffer* buf, size_t bytes);
 
@@ -357,12 +381,26 @@ class Store final : public RowStore {
   // merged into a new base (its base and sealed log segments read, merged
   // by key, written sorted), switched in, and the old segments freed; the
   // table lock is held to pick and to switch, not across the I/O.
-  // *reclaimed: the log records freed (0: no merge).
-  Status MergeStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
-  // A cleaning step or, for a table of key ranges, a merge.
-  Status Step(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu) {
-    return t.ranged ? MergeStep(t, reclaimed) : CleanStep(t, reclaimed);
-  }
+  // *reclaimed: the log records freed (0: no merge); *range: the range
+  // merged or tried (-1: none); *retry_at: when a range skipped for its
+  // back-off may be retried (unchanged when none was). A range in its
+  // back-off is not picked. On failure the merge's output slots are free
+  // again and the credits it gave are taken back (the caller's part).
+  Status MergeStep(Table& t, uint64_t* reclaimed, int32_t* range, Clock::time_point* retry_at)
+      REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // A cleaning step or, for a table of key ranges, a merge. A failure is
+  // recorded in the retry state of the table or range (back-off, sticky
+  // error: NoteStepFailure) and returned; a success clears it.
+  Status Step(Table& t, uint64_t* reclaimed, Clock::time_point* retry_at) REQUIRES(clean_mu_)
+      EXCLUDES(t.mu, cleaner_mu_);
+  void NoteStepFailure(Table& t, int32_t range, const Status& s, Clock::time_point* retry_at)
+      EXCLUDES(t.mu, cleaner_mu_);
+  // After a successful step of `range` (-1: cleaning): clears its retry
+  // state, and the table's sticky error when no range is stuck any more.
+  void NoteStepSuccess(Table& t, int32_t range) EXCLUDES(t.mu, cleaner_mu_);
+  // The table's sticky error, when it is over the stall bound (a put or
+  // delete then is refused with it, nothing applied).
+  Status StuckOverStall(Table& t) EXCLUDES(t.mu, cleaner_mu_);
 
   // A free slot, marked kCurrent with a new segment seq.
   Result<uint64_t> AllocateSlot(Table& t) REQUIRES(t.mu);
@@ -417,25 +455,26 @@ class Store final : public RowStore {
   // records of the best victim to the cleaner head and frees it, taking the
   // table lock only to pick, to plan the copies and to switch entries, not
   // across the I/O. *reclaimed: the victim's records not copied (0: no step).
-  Status CleanStep(Table& t, uint64_t* reclaimed) REQUIRES(clean_mu_) EXCLUDES(t.mu);
+  // Skipped while the table's cleaning is in its back-off (*retry_at set).
+  Status CleanStep(Table& t, uint64_t* reclaimed, Clock::time_point* retry_at) REQUIRES(clean_mu_)
+      EXCLUDES(t.mu);
   // The background cleaner: steps over the tables over their target, until
-  // none is (then it sleeps until a write wakes it), an error is pending,
-  // or a checkpoint pauses it.
+  // none is (then it sleeps until a write wakes it) or a checkpoint pauses
+  // it; when the only steps left are in their back-off it waits for the
+  // first of them.
   void CleanerThread() EXCLUDES(cleaner_mu_);
   // A write found its table over the target: wakes the cleaner.
   void WakeCleaner() EXCLUDES(cleaner_mu_);
-  // Before a write of `records` records (background cleaning): the pending
-  // cleaner error, if any (reported once); and when the table is over the
-  // stall bound, waits for the cleaner to reclaim twice that room (or to
-  // find nothing to clean).
+  // Before a write of `records` records (background cleaning): when the
+  // table is over the stall bound, waits for the cleaner to reclaim twice
+  // that room (or to find nothing to clean); the table's sticky error when
+  // it gets stuck instead (the write is then refused, nothing applied).
   Status BeforeWrite(Table& t, uint64_t records) EXCLUDES(t.mu, cleaner_mu_);
   // A background merge's progress: `records` of the log records it will
   // free count as reclaimed now (at most its log's records over the
   // merge), so that a write waiting at the stall bound waits for a part of
   // the merge about its own size, not for the whole merge.
   void Credit(const Table& t, uint64_t records) EXCLUDES(cleaner_mu_);
-  // The cleaner's pending error, reported once (then it cleans again).
-  Status TakeCleanError() EXCLUDES(cleaner_mu_);
   void Hook(CleanPoint point) const {
     if (options_.clean_hook) options_.clean_hook(point);
   }
@@ -458,13 +497,16 @@ class Store final : public RowStore {
   std::vector<std::byte> meta_ GUARDED_BY(meta_mu_);
 
   std::atomic<uint64_t> rows_read_{0}, rows_written_{0}, bytes_read_{0}, bytes_written_{0},
-      user_bytes_written_{0}, cleanup_errors_{0};
+      user_bytes_written_{0}, cleanup_errors_{0}, merges_{0}, merge_failures_{0};
 
   // The cleaning lock: whoever cleans (the cleaner thread, or a write when
   // cleaning runs in the writes) holds it for a whole step, I/O included;
-  // Checkpoint holds it to quiesce cleaning. Taken before any table's mu
-  // (after checkpoint_mu_).
+  // Checkpoint holds it to quiesce cleaning when a table is cleaned (not of
+  // key ranges): a merge runs beside a checkpoint (its output slots are in
+  // no MANIFEST until its switch). Taken before any table's mu (after
+  // checkpoint_mu_).
   base::Mutex clean_mu_;
+  bool checkpoint_quiesces_ = false;  // some table is cleaned; constant after open
   io::AlignedBuffer clean_victim_ GUARDED_BY(clean_mu_);   // the victim segment read
   io::AlignedBuffer clean_staging_ GUARDED_BY(clean_mu_);  // encoding of its copies
   AppendPlan clean_plan_ GUARDED_BY(clean_mu_);
@@ -478,7 +520,10 @@ class Store final : public RowStore {
   bool cleaner_idle_ GUARDED_BY(cleaner_mu_) = false;  // asleep: nothing to clean
   int pauses_ GUARDED_BY(cleaner_mu_) = 0;             // checkpoints waiting or running
   bool stopping_ GUARDED_BY(cleaner_mu_) = false;
-  Status clean_error_ GUARDED_BY(cleaner_mu_);               // pending, not yet reported
+  // Per table: its sticky error (Retry), OK while none is; and its steps
+  // that failed, so that a put on a stuck table waits for one more try.
+  std::vector<Status> stuck_ GUARDED_BY(cleaner_mu_);
+  std::vector<uint64_t> failed_steps_ GUARDED_BY(cleaner_mu_);
   std::vector<uint64_t> reclaimed_ GUARDED_BY(cleaner_mu_);  // records, per table
   // Of reclaimed_, what the running step credited before its end, per table
   // (a merge credits its log's records as its I/O progresses: Credit).

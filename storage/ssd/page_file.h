@@ -7,7 +7,8 @@
 // and offset, so a torn or misdirected write is never returned as data.
 //
 // Thread safety: ReadPages/WritePages may run concurrently on disjoint pages;
-// Sync/Truncate need no other call in flight. Ownership: owns its io::File.
+// Sync and Truncate beside them too (Truncate only of pages no call in
+// flight uses). Ownership: owns its io::File.
 #pragma once
 
 #include <cstddef>

@@ -30,6 +30,9 @@ struct TableSpec {
   TableId id = 0;
   std::string name;
   uint32_t row_bytes = 0;  // fixed size of every row of the table
+  // Rows the table is expected to hold (0: unknown): sizes a new table's
+  // key ranges (SsdRangeBitsFor). Not stored, not compared at open.
+  uint64_t rows_hint = 0;
 };
 
 struct RowStoreStats {
@@ -46,6 +49,10 @@ struct RowStoreStats {
   // delete or truncate after a durable switch (the checkpoint stands; the
   // cleanup is retried later).
   uint64_t cleanup_errors = 0;
+  // Native format 2: merges and cleaning steps completed, and those that
+  // failed (each retried after a back-off; nothing durable changed).
+  uint64_t merges = 0;
+  uint64_t merge_failures = 0;
   double write_amp() const {
     return user_bytes_written ? double(bytes_written) / double(user_bytes_written) : 0.0;
   }

@@ -52,12 +52,12 @@ struct RowStoreOptions {
   io::Env* env = nullptr;  // native backend file access; nullptr: io::Env::Default()
 
   // Native backend.
-  // On-disk format of a new directory (docs/ssd-format.md): 1, leaf pages
-  // with the write log below (the default); 2, an append-only log of
-  // segments with a compact per-key index and a cleaner (write
-  // amplification about 2 for random puts). An existing directory opens in
-  // the format it was written in, whatever this says.
-  uint32_t ssd_format_version = 1;
+  // On-disk format of a new directory (docs/ssd-format.md): 2, an
+  // append-only log of segments (the default; with ssd_index kRanges, key
+  // ranges merged in the background); 1, leaf pages with the write log
+  // below. An existing directory opens in the format it was written in,
+  // whatever this says.
+  uint32_t ssd_format_version = 2;
   // Format 2: bytes of a log segment, a power of two in [64 KiB, 64 MiB]
   // (raised for a table until a segment holds 8 records). The unit of
   // cleaning: larger segments make each cleaning step longer.
@@ -70,7 +70,7 @@ struct RowStoreOptions {
   // key-ordered base segments and its own log head, folded together by
   // background merges (docs/ssd-format.md, "Key ranges"); a table keeps the
   // layout it was created with, whatever this says at later opens.
-  SsdIndex ssd_index = SsdIndex::kCompact;
+  SsdIndex ssd_index = SsdIndex::kRanges;
   // kRanges: a new table's key ranges, 2^this (at most kRangeBitsMax). More
   // ranges make each merge shorter but hold more partly filled segments
   // (about 1.5 segments per range).
@@ -103,9 +103,16 @@ struct RowStoreOptions {
   // before puts wait; smaller makes puts wait sooner when the cleaner falls
   // behind.
   double gc_space_amp_stall_slack = 0.1;
+  // Format 2: a failed cleaning step or merge is retried after this back-off,
+  // doubled per failure in a row (up to 64 times it); after 4 failures in a
+  // row puts past the stall bound are refused with the error until a step
+  // succeeds (docs/ssd-format.md, "Merge and cleaning errors"). 0: retried
+  // at once (tests).
+  uint64_t merge_retry_backoff_us = 10000;
   // Tests: called at points of format 2's cleaning (CleanPoint) on the
-  // thread there, which holds no table lock (the cleaner's kVictimRead and
-  // kCopiesWritten hold the cleaning lock, so a Checkpoint waits). Empty: none.
+  // thread there, which holds no table lock (kVictimRead and kCopiesWritten
+  // of a cleaning step hold the cleaning lock, so a Checkpoint waits; a
+  // merge's points do not hold up a Checkpoint). Empty: none.
   std::function<void(CleanPoint)> clean_hook;
   // Write log: puts append to a per-table log in large sequential writes.
   // Each table has two logs and one DRAM index over both, of this fraction

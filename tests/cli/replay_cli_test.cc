@@ -103,7 +103,7 @@ TEST_F(ReplayCliTest, SsdWriteCountsWithAndWithoutTheWriteLog) {
   for (int with_log = 0; with_log < 2; ++with_log) {
     auto j = RunJson("replay " + trace_ + " --dir " + dir_.File("w" + std::to_string(with_log)) +
                      " --device-rows 300 --dram-rows 400 --dim 8 --no-intents --checkpoint " +
-                     "--ssd-write-log-fraction " + (with_log ? "0.25" : "0"));
+                     "--ssd-format 1 --ssd-write-log-fraction " + (with_log ? "0.25" : "0"));
     ASSERT_FALSE(j.empty());
     EXPECT_EQ(j["checkpoint_at_end"], true);
     const double user = j["ssd_user_bytes_written"].get<double>();

@@ -20,6 +20,10 @@
 // DRAM index and the *NativeV2Ranges ones with key ranges and their merges
 // (StoreOptions::ssd_index, two ranges).
 //
+// Each campaign prints the SSD merges its trials crossed (StoreStats::
+// ssd_merges, noted in the progress file); the long form asserts that some
+// trials on format 2 died after merges.
+//
 // STRATA_CRASH_TRIALS sets the trials per test (default 20; `make crash` runs
 // 200); STRATA_CRASH_SEED replays a campaign (the seed is printed).
 #include <fcntl.h>
@@ -180,6 +184,8 @@ struct Campaign {
   uint64_t trials;
   std::map<char, int> last_steps;         // where the runs died: C checkpoint, P pull, U push, ...
   std::map<std::string, int> kill_calls;  // I/O-call kills: "<step>: <op> <file kind>"
+  uint64_t merges = 0;                    // SSD merges the trials crossed, summed
+  uint64_t trials_after_merges = 0;       // trials that died after at least one
 };
 
 Campaign StartCampaign(const char* name) {
@@ -215,10 +221,28 @@ void PrintSteps(const Campaign& c) {
     std::printf(" %s %d", StepName(step), count);
   }
   std::printf("\n");
+  std::printf("merges crossed: %llu, in %llu of %llu trials\n",
+              static_cast<unsigned long long>(c.merges),
+              static_cast<unsigned long long>(c.trials_after_merges),
+              static_cast<unsigned long long>(c.trials));
   if (c.kill_calls.empty()) return;
   std::printf("killed at I/O calls:");
   for (const auto& [call, count] : c.kill_calls) std::printf(" [%s] %d", call.c_str(), count);
   std::printf("\n");
+}
+
+// The long form (`make crash`, 100 trials or more) must have died in each
+// phase (the kill campaign) and, on format 2, after merges in some trials.
+void ExpectLongFormCoverage(SsdBackend backend, const Campaign& campaign, bool phases = true) {
+  if (campaign.trials < 100) return;
+  if (phases) {
+    for (char step : {'C', 'P', 'U'}) {
+      EXPECT_GT(campaign.last_steps.count(step) ? campaign.last_steps.at(step) : 0, 0) << step;
+    }
+  }
+  if (backend == SsdBackend::kNative && ssd_format == 2) {
+    EXPECT_GT(campaign.trials_after_merges, 0u) << "no trial crossed a merge";
+  }
 }
 
 // After a trial: notes where it died, reopens its directory and checks the
@@ -227,6 +251,8 @@ void ExpectTrialReopens(const std::string& dir, SsdBackend backend, uint64_t see
                         const std::string& progress_path, Campaign* campaign) {
   const Outcome outcome = ReadProgress(ReadFile(progress_path));
   campaign->last_steps[outcome.last_step]++;
+  campaign->merges += outcome.merges;
+  campaign->trials_after_merges += outcome.merges > 0;
   if (!outcome.killed_at.empty()) {
     campaign->kill_calls[std::string(StepName(outcome.last_step)) + ": " + outcome.killed_at]++;
   }
@@ -281,9 +307,7 @@ void KillCampaign(SsdBackend backend) {
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
   }
   PrintSteps(campaign);
-  if (campaign.trials >= 100) {  // the long form must have hit each phase
-    for (char step : {'C', 'P', 'U'}) EXPECT_GT(campaign.last_steps[step], 0) << step;
-  }
+  ExpectLongFormCoverage(backend, campaign);
 }
 
 TEST(CrashCampaignTest, KillNative) { KillCampaign(SsdBackend::kNative); }
@@ -384,6 +408,7 @@ void PowerLossCampaign(SsdBackend backend) {
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
   }
   PrintSteps(campaign);
+  ExpectLongFormCoverage(backend, campaign, /*phases=*/false);
 }
 
 TEST(CrashCampaignTest, PowerLossNative) { PowerLossCampaign(SsdBackend::kNative); }

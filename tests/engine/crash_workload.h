@@ -133,6 +133,7 @@ struct Outcome {
   int64_t last_done = 0;  // a new store is checkpoint 0 (clock 0, zero rows)
   int64_t in_flight = -1;
   char last_step = '-';
+  uint64_t merges = 0;    // SSD merges and cleaning steps done before the end ("M" lines)
   std::string killed_at;  // "<op> <file kind>" of an I/O-call kill, from its "K" line
 };
 
@@ -159,6 +160,11 @@ inline Outcome ReadProgress(const std::string& text) {
       continue;
     }
     const int64_t clock = std::stoll(text.substr(pos + 2, end - pos - 2));
+    if (what == 'M') {  // "M <merges so far>": not a step
+      o.merges = static_cast<uint64_t>(clock);
+      pos = end + 1;
+      continue;
+    }
     if (what == 'C') o.in_flight = clock;
     if (what == 'D') {
       o.last_done = clock;
@@ -184,6 +190,7 @@ inline Status RunWorkload(Store& store, const std::vector<Batch>& plan, Progress
     return Status::Ok();
   };
   for (int64_t b = start; b < start + kLookahead; ++b) STRATA_RETURN_IF_ERROR(intent(b));
+  uint64_t merges = 0;
   for (int64_t b = start; b < int64_t(plan.size()); ++b) {
     if (b > 0 && b % kCheckpointEvery == 0) {
       progress->Note('C', b);
@@ -201,6 +208,12 @@ inline Status RunWorkload(Store& store, const std::vector<Batch>& plan, Progress
       STRATA_RETURN_IF_ERROR(store.Push(w, t, keys, grads.data()));
     }
     STRATA_RETURN_IF_ERROR(store.AdvanceClock(w));
+    // The SSD tier's merges so far, when they grew (the campaign counts
+    // the merges its trials crossed).
+    if (const uint64_t m = store.Stats().ssd_merges; m > merges) {
+      merges = m;
+      progress->Note('M', static_cast<int64_t>(m));
+    }
   }
   return Status::Ok();
 }

@@ -67,6 +67,7 @@ StoreOptions HostOptions(const std::filesystem::path& dir, uint64_t device_rows,
   o.device_rows_max = device_rows;
   o.dram_rows_max = dram_rows;
   o.use_gpu = false;
+  o.ssd_format_version = 1;  // the write log is format 1's
   o.ssd_write_log_fraction = write_log_fraction;
   return o;
 }

@@ -43,8 +43,11 @@ StoreOptions Options(const std::string& dir) {
   o.device_rows_max = kDeviceRows;
   o.dram_rows_max = kDramRows;
   o.use_gpu = false;
-  // Every put rewrites its leaf (a read and a write per leaf): more I/O
-  // points per Push than the write log's batched appends.
+  // Format 1 with every put rewriting its leaf (a read and a write per
+  // leaf): a Push makes I/O calls of its own, where the default layout
+  // appends into range heads held in DRAM (the contract is the engine's,
+  // whatever the layout).
+  o.ssd_format_version = 1;
   o.ssd_write_log_fraction = 0;
   return o;
 }

@@ -221,6 +221,7 @@ TEST(ManifestTest, PageBeyondTheDataFileFailsOpenWithoutAllocating) {
   ScratchDir dir;
   RowStoreOptions options;
   options.dir = dir.path();
+  options.ssd_format_version = 1;  // leaves named by the MANIFEST
   const std::vector<TableSpec> tables = {{1, "t", 64}};
   {
     auto store = OpenRowStore(options, tables);

@@ -88,10 +88,13 @@ class NativeDurabilityFormatTest : public NativeDurabilityTest,
 INSTANTIATE_TEST_SUITE_P(, NativeDurabilityFormatTest,
                          ::testing::Values(FormatParam{1, SsdIndex::kCompact},
                                            FormatParam{2, SsdIndex::kCompact},
-                                           FormatParam{2, SsdIndex::kExact}),
+                                           FormatParam{2, SsdIndex::kExact},
+                                           FormatParam{2, SsdIndex::kRanges}),
                          [](const ::testing::TestParamInfo<FormatParam>& info) {
                            return "V" + std::to_string(info.param.format) +
-                                  (info.param.index == SsdIndex::kExact ? "Exact" : "");
+                                  (info.param.index == SsdIndex::kExact    ? "Exact"
+                                   : info.param.index == SsdIndex::kRanges ? "Ranges"
+                                                                           : "");
                          });
 
 // The reproduction: keys 1-3 at version 1, checkpoint; version 2,

@@ -58,6 +58,7 @@ class Sweep {
     o.ssd_format_version = format_;
     o.ssd_segment_bytes = 64 << 10;
     o.ssd_index = index_;
+    o.ssd_range_bits = 2;  // key ranges: 4 per table, so 4 range heads to seal
     o.dir = dir_.path() + "/store";
     o.env = &env_;
     o.gc_space_amp_trigger = gc_ ? 1.2 : 1000.0;
@@ -198,6 +199,10 @@ TEST(NativeFaultSweepTest, EveryDurabilityCallOfACheckpointFailsInTurn) {
 
 TEST(NativeFaultSweepTest, EveryDurabilityCallOfAVersion2CheckpointFailsInTurn) {
   EXPECT_GE(SweepAll(2, {false}), 20u);
+}
+
+TEST(NativeFaultSweepTest, EveryDurabilityCallOfAKeyRangesCheckpointFailsInTurn) {
+  EXPECT_GE(SweepAll(2, {false}, SsdIndex::kRanges), 20u);
 }
 
 TEST(NativeFaultSweepTest, EveryDurabilityCallOfAVersion2CheckpointFailsInTurnExactIndex) {

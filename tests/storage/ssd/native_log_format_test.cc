@@ -49,6 +49,7 @@ class NativeLogFormatTest : public testing::NativeRowStoreFixture {
     RowStoreOptions o = Options();
     o.ssd_format_version = 2;
     o.ssd_segment_bytes = 64 << 10;  // 274 records a segment
+    o.ssd_range_bits = 2;            // key ranges: 4
     o.ssd_background_cleaning = background_cleaning_;
     return o;
   }
@@ -103,6 +104,17 @@ INSTANTIATE_TEST_SUITE_P(, NativeLogIndexTest,
                          ::testing::Values(SsdIndex::kCompact, SsdIndex::kExact),
                          [](const ::testing::TestParamInfo<SsdIndex>& info) {
                            return info.param == SsdIndex::kExact ? "Exact" : "Compact";
+                         });
+
+// The power-loss and failure tests below run with either DRAM index and
+// with key ranges (whose merges take the place of cleaning).
+using NativeLogLayoutTest = NativeLogIndexTest;
+INSTANTIATE_TEST_SUITE_P(, NativeLogLayoutTest,
+                         ::testing::Values(SsdIndex::kCompact, SsdIndex::kExact, SsdIndex::kRanges),
+                         [](const ::testing::TestParamInfo<SsdIndex>& info) {
+                           return info.param == SsdIndex::kExact    ? "Exact"
+                                  : info.param == SsdIndex::kRanges ? "Ranges"
+                                                                    : "Compact";
                          });
 
 TEST_F(NativeLogFormatTest, FormatIsChosenForNewDirectoriesOnly) {
@@ -226,7 +238,7 @@ TEST_P(NativeLogIndexTest, PutsOfStoredKeysReadOnlyWithTheCompactIndex) {
   ExpectContent(store, kTable, kRowBytes, model);
 }
 
-TEST_P(NativeLogIndexTest, PowerLossAtRandomPointsGivesLastCheckpointExactly) {
+TEST_P(NativeLogLayoutTest, PowerLossAtRandomPointsGivesLastCheckpointExactly) {
   std::mt19937_64 rng(7);
   Model model, checkpointed;
   std::string meta;
@@ -261,7 +273,7 @@ TEST_P(NativeLogIndexTest, PowerLossAtRandomPointsGivesLastCheckpointExactly) {
 // A write error at each write request of a MultiPut that also cleans
 // (cleaning in the writes, so the nth write is the put's own): the call
 // fails and changes nothing; power loss then reopens the checkpoint.
-TEST_P(NativeLogIndexTest, FailedAppendOrCleanChangesNothingAndPowerLossGivesCheckpoint) {
+TEST_P(NativeLogLayoutTest, FailedAppendOrCleanChangesNothingAndPowerLossGivesCheckpoint) {
   background_cleaning_ = false;
   std::mt19937_64 rng(8);
   Model model;
@@ -288,7 +300,7 @@ TEST_P(NativeLogIndexTest, FailedAppendOrCleanChangesNothingAndPowerLossGivesChe
 // Power loss after each file-system call of a put that appends and cleans
 // (cleaning in the writes; the calls fail from the nth on, then unsynced
 // writes are dropped).
-TEST_P(NativeLogIndexTest, PowerLossMidAppendAndMidCleanGivesCheckpoint) {
+TEST_P(NativeLogLayoutTest, PowerLossMidAppendAndMidCleanGivesCheckpoint) {
   background_cleaning_ = false;
   std::mt19937_64 rng(9);
   std::vector<Key> batch(1200);
