@@ -4,7 +4,6 @@
 // (read_cluster_manifest). The owner and the manifest need no MPI.
 #include "export_module.h"
 
-#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
@@ -18,6 +17,29 @@
 #include "strata/cluster_owner.h"
 
 namespace strata::python {
+
+namespace {
+
+// A new NumPy array of `shape` and `dtype`, and its data. Made by
+// numpy.empty and reached through the buffer protocol: pybind11's own array
+// construction reads dtype fields whose layout NumPy 2 changed (a uint64
+// array came out with every element the first).
+py::object NewArray(const std::vector<size_t>& shape, const char* dtype, void** data) {
+  py::object a = py::module_::import("numpy").attr("empty")(py::tuple(py::cast(shape)), dtype);
+  *data = py::reinterpret_borrow<py::buffer>(a).request(/*writable=*/true).ptr;
+  return a;
+}
+
+// The same, holding a copy of `bytes` bytes at `from`.
+py::object Filled(const void* from, size_t bytes, const std::vector<size_t>& shape,
+                  const char* dtype) {
+  void* data = nullptr;
+  py::object a = NewArray(shape, dtype, &data);
+  std::memcpy(data, from, bytes);
+  return a;
+}
+
+}  // namespace
 
 void ScanChunks(Store& store, TableId table, const py::object& fn, uint64_t chunk_rows) {
   if (chunk_rows == 0) throw py::value_error("scan: chunk_rows must be at least 1");
@@ -33,10 +55,9 @@ void ScanChunks(Store& store, TableId table, const py::object& fn, uint64_t chun
     if (keys.empty()) return Status::Ok();
     py::gil_scoped_acquire locked;
     try {
-      py::array_t<uint64_t> k(static_cast<py::ssize_t>(keys.size()));
-      std::memcpy(k.mutable_data(), keys.data(), keys.size() * sizeof(Key));
-      py::array_t<float> r({static_cast<py::ssize_t>(keys.size()), static_cast<py::ssize_t>(dim)});
-      std::memcpy(r.mutable_data(), rows.data(), rows.size() * sizeof(float));
+      const py::object k = Filled(keys.data(), keys.size() * sizeof(Key), {keys.size()}, "uint64");
+      const py::object r =
+          Filled(rows.data(), rows.size() * sizeof(float), {keys.size(), dim}, "float32");
       fn(k, r);
     } catch (py::error_already_set&) {
       raised = true;
@@ -63,12 +84,13 @@ void ScanChunks(Store& store, TableId table, const py::object& fn, uint64_t chun
 
 namespace {
 
-py::array_t<uint32_t> Owners(uint32_t table, const py::handle& keys, uint32_t world_size) {
+py::object Owners(uint32_t table, const py::handle& keys, uint32_t world_size) {
   if (world_size == 0) throw py::value_error("cluster_owner: world_size must be at least 1");
   const ArrayView k = KeysArg("cluster_owner", keys);
   const std::span<const Key> span = KeySpan(k);
-  py::array_t<uint32_t> out(static_cast<py::ssize_t>(span.size()));
-  uint32_t* o = out.mutable_data();
+  void* data = nullptr;
+  py::object out = NewArray({span.size()}, "uint32", &data);
+  uint32_t* o = static_cast<uint32_t*>(data);
   for (size_t i = 0; i < span.size(); ++i) o[i] = ClusterOwner(table, span[i], world_size);
   return out;
 }
