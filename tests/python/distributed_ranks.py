@@ -10,6 +10,9 @@ EmbeddingBagCollection. Modes:
   reopen DIR   reopens at the same world size, load_state_dict of the saved
                state, and pulls every key the ranks wrote: each must equal
                its saved row
+  torchrec DIR as train, with strata.torchrec's EmbeddingBagCollection on
+               KeyedJaggedTensors (three features, two sharing table b);
+               writes DIR.rows-<rank>.npz
   open DIR     only opens the cluster (the world-size mismatch case): prints
                the error
 
@@ -90,6 +93,33 @@ def train(store, worker, rank, world):
     return ebc
 
 
+def torchrec_configs():
+    import torchrec
+    return [torchrec.EmbeddingBagConfig(name="a", embedding_dim=DIM, num_embeddings=KEYS,
+                                        feature_names=["fa"]),
+            torchrec.EmbeddingBagConfig(name="b", embedding_dim=DIM, num_embeddings=KEYS,
+                                        feature_names=["fb1", "fb2"])]
+
+
+def train_torchrec(store, worker, rank, world):
+    """The plan as KeyedJaggedTensors (fa: table a's bags, fb1: table b's,
+    fb2: table a's again, into table b), weighted, on strata.torchrec."""
+    import strata.torchrec
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+    ebc = strata.torchrec.EmbeddingBagCollection(torchrec_configs(), store, worker=worker,
+                                                 is_weighted=True)
+    for step in plan():
+        features, targets = bags(step, rank, world)
+        parts = [features["a"], features["b"], features["a"]]
+        lengths = [torch.diff(o, append=torch.tensor([k.numel()])) for k, o, _ in parts]
+        kjt = KeyedJaggedTensor.from_lengths_sync(
+            keys=["fa", "fb1", "fb2"], values=torch.cat([k % KEYS for k, _, _ in parts]),
+            lengths=torch.cat(lengths), weights=torch.cat([w for _, _, w in parts]))
+        target = torch.cat([targets["a"], targets["b"], targets["a"]], dim=1)
+        (ebc(kjt).values() * target).sum().backward()
+    return ebc
+
+
 def rows_of(store, table):
     keys, rows = [], []
     for k, r in strata.torch.table_rows(store, table, chunk_rows=7):
@@ -120,8 +150,8 @@ def main():
 
 def run(mode, cluster, directory, rank, world):
     worker = cluster.register_worker()
-    if mode == "train":
-        ebc = train(cluster, worker, rank, world)
+    if mode in ("train", "torchrec"):
+        ebc = (train if mode == "train" else train_torchrec)(cluster, worker, rank, world)
         cluster.checkpoint()
         torch.save(ebc.state_dict(), "%s.state-%d.pt" % (directory, rank))
         saved = {}

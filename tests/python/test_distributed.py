@@ -93,17 +93,34 @@ def torchrun(ranks, mode, directory):
     return run, lines
 
 
-def single_process_rows(tmp_path):
+def single_process_rows(tmp_path, mode="train"):
     """The plan's global batches on one strata.Store: table -> {key: row}."""
     import distributed_ranks as ranks
     with strata.Store(str(tmp_path / "single"), ranks.tables(), use_gpu=False,
                       **ranks.TIERS) as store:
-        ranks.train(store, store.register_worker(), 0, 1)
+        train = ranks.train if mode == "train" else ranks.train_torchrec
+        train(store, store.register_worker(), 0, 1)
         out = {}
         for t in ranks.TABLES:
             keys, rows = ranks.rows_of(store, t)
             out[t] = dict(zip(keys.tolist(), rows))
     return out
+
+
+def check_rows_equal_one_process(tmp_path, directory, mode):
+    want = single_process_rows(tmp_path, mode)
+    for t, rows in want.items():
+        got = {}
+        for r in range(2):
+            with np.load("%s.rows-%d.npz" % (directory, r)) as f:
+                keys, shard = f[t + ".keys"], f[t + ".rows"]
+            assert not set(keys.tolist()) & set(got), "a key on both shards"
+            got.update(zip(keys.tolist(), shard))
+        assert sorted(got) == sorted(rows), t
+        assert (-1) in got or mode != "train"  # key 2^64 - 1
+        for k, row in rows.items():
+            np.testing.assert_allclose(got[k], row, rtol=1e-5, atol=1e-6,
+                                       err_msg="table %s key %d" % (t, k))
 
 
 def test_two_ranks_train_to_one_process_rows_and_reopen(tmp_path):
@@ -114,20 +131,7 @@ def test_two_ranks_train_to_one_process_rows_and_reopen(tmp_path):
     assert strata.read_cluster_manifest(directory)["world_size"] == 2
     assert sorted(p for p in os.listdir(directory) if p.startswith("rank-")) == \
         ["rank-0", "rank-0.LOCK", "rank-1", "rank-1.LOCK"]
-
-    want = single_process_rows(tmp_path)
-    for t, rows in want.items():
-        got = {}
-        for r in range(2):
-            with np.load("%s.rows-%d.npz" % (directory, r)) as f:
-                keys, shard = f[t + ".keys"], f[t + ".rows"]
-            assert not set(keys.tolist()) & set(got), "a key on both shards"
-            got.update(zip(keys.tolist(), shard))
-        assert sorted(got) == sorted(rows), t
-        assert (-1) in got  # key 2^64 - 1
-        for k, row in rows.items():
-            np.testing.assert_allclose(got[k], row, rtol=1e-5, atol=1e-6,
-                                       err_msg="table %s key %d" % (t, k))
+    check_rows_equal_one_process(tmp_path, directory, "train")
 
     run, lines = torchrun(2, "reopen", directory)
     assert run.returncode == 0, "\n".join(lines) + run.stdout + run.stderr
@@ -142,3 +146,11 @@ def test_another_world_size_is_refused_naming_both(tmp_path):
     assert run.returncode != 0
     assert "FAIL InvalidArgument" in lines[0], lines
     assert "cluster of 2 ranks; this one has 1" in lines[0], lines
+
+
+def test_two_ranks_of_strata_torchrec_train_to_one_process_rows(tmp_path):
+    pytest.importorskip("torchrec", reason="TorchRec is not installed (make test-torch has it)")
+    directory = str(tmp_path / "c")
+    run, lines = torchrun(2, "torchrec", directory)
+    assert run.returncode == 0, "\n".join(lines) + run.stdout + run.stderr
+    check_rows_equal_one_process(tmp_path, directory, "torchrec")
