@@ -73,38 +73,39 @@ class _Collectives:
             return torch.empty(0, dtype=dtype)
         return torch.frombuffer(view, dtype=dtype)
 
-    def _run(self, host_tensors, fn):
-        """fn(*tensors) on the group's device: the host tensors themselves
-        on gloo, device copies (copied back) on NCCL."""
+    def _run(self, out, inp, fn):
+        """fn(out, inp) on the group's device: the host tensors themselves
+        on gloo; on NCCL, device copies, `out`'s copied back."""
         if not self.nccl:
-            fn(*host_tensors)
+            fn(out, inp)
             return
-        on_device = [t.to(self.device) for t in host_tensors]
-        fn(*on_device)
-        for host, dev in zip(host_tensors, on_device):
-            host.copy_(dev)
+        out_device = out.to(self.device)
+        inp_device = out_device if inp is out else inp.to(self.device)
+        fn(out_device, inp_device)
+        out.copy_(out_device)
 
     def all_to_all(self, send, send_bytes, recv, recv_bytes):
         def run(out, inp):
             dist.all_to_all_single(out, inp, output_split_sizes=recv_bytes,
                                    input_split_sizes=send_bytes, group=self.group)
-        self._run([self._host(recv), self._host(send)], run)
+        self._run(self._host(recv), self._host(send), run)
 
     def all_gather(self, send, recv):
         size = self.size()
 
         def run(out, inp):
             dist.all_gather(list(out.view(size, -1).unbind(0)), inp, group=self.group)
-        self._run([self._host(recv), self._host(send)], run)
+        self._run(self._host(recv), self._host(send), run)
 
     def broadcast(self, data, root):
         src = _global_rank(self.group, root)
-        self._run([self._host(data)], lambda t: dist.broadcast(t, src=src, group=self.group))
+        data = self._host(data)
+        self._run(data, data, lambda t, _: dist.broadcast(t, src=src, group=self.group))
 
     def all_reduce_sum(self, send, recv):
         out = self._host(recv, torch.int64)  # uint64 sums wrap as int64's do
         out.copy_(self._host(send, torch.int64))
-        self._run([out], lambda t: dist.all_reduce(t, group=self.group))
+        self._run(out, out, lambda t, _: dist.all_reduce(t, group=self.group))
 
 
 def Cluster(dir, tables, group=None, **options):  # noqa: N802 - a class to its callers
