@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 BUILD ?= build
 
-.PHONY: all deps build test test-torch demo demo-python crash asan tsan fuzz lint bench format format-check clean
+.PHONY: all deps build test test-torch demo demo-python demo-torchrec crash asan tsan fuzz lint bench format format-check clean
 
 all: build
 
@@ -42,6 +42,20 @@ PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo pyth
 demo-python: build
 	PYTHONPATH=$(BUILD)/python $(PYTHON) examples/python/train_ctr.py \
 	  examples/train/data/criteo_kaggle_train_head10k.txt
+
+# TorchRec's DLRM on the shipped Criteo sample with its tables in Strata
+# (tiers smaller than the tables, intents by prefetch) beside TorchRec's own
+# EmbeddingBagCollection, same seeds and data (examples/python/dlrm_torchrec.py):
+# both validation AUCs, both rows/s, Strata's hits per tier; then the same
+# under torchrun with 2 ranks and the store sharded over them (gloo). In the
+# venv of test-torch.
+CRITEO_SAMPLE = examples/train/data/criteo_kaggle_train_head10k.txt
+demo-torchrec: build
+	bash scripts/torch_venv.sh $(TORCH_VENV)
+	PYTHONPATH=$(BUILD)/python $(TORCH_VENV)/bin/python examples/python/dlrm_torchrec.py $(CRITEO_SAMPLE)
+	PYTHONPATH=$(BUILD)/python OMP_NUM_THREADS=1 $(TORCH_VENV)/bin/python -m torch.distributed.run \
+	  --nproc_per_node 2 --nnodes 1 --master_addr 127.0.0.1 --master_port 29545 \
+	  examples/python/dlrm_torchrec.py $(CRITEO_SAMPLE)
 
 # The long crash campaign (tests/engine/crash_campaign_test.cc): CRASH_TRIALS
 # kills and power losses per backend (make test runs 20 of each). A failure

@@ -45,6 +45,21 @@ Status Comm::Barrier() {
   return AllGather(&mine, barrier_bytes_.data(), sizeof(mine));
 }
 
+Result<std::vector<std::string>> Comm::AllGatherBytesPadded(const std::string& mine) {
+  const uint64_t len = mine.size();
+  std::vector<uint64_t> lens(size());
+  STRATA_RETURN_IF_ERROR(AllGather(&len, lens.data(), sizeof(len)));
+  const uint64_t longest = *std::max_element(lens.begin(), lens.end());
+  std::vector<std::string> out(size());
+  if (longest == 0) return out;
+  std::string padded = mine;
+  padded.resize(longest, '\0');
+  std::string all(longest * size(), '\0');
+  STRATA_RETURN_IF_ERROR(AllGather(padded.data(), all.data(), longest));
+  for (int r = 0; r < size(); ++r) out[r] = all.substr(r * longest, lens[r]);
+  return out;
+}
+
 Status Comm::AgreeOnKnown(std::span<const int32_t> codes, const Status& local) {
   const auto failed = std::find_if(codes.begin(), codes.end(), [](int32_t c) { return c != 0; });
   if (failed == codes.end()) return Status::Ok();

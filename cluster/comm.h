@@ -77,6 +77,11 @@ class Comm {
   // Unavailable once a collective timed out.
   virtual Status CheckUsable() const = 0;
 
+  // AllGatherBytes over AllGather, for a transport with no all-gather of
+  // varying sizes: every rank's length, then every rank's bytes padded to
+  // the longest.
+  [[nodiscard]] Result<std::vector<std::string>> AllGatherBytesPadded(const std::string& mine);
+
  private:
   std::vector<int32_t> agree_codes_;    // AgreeOn's scratch: every rank's code
   std::vector<uint8_t> barrier_bytes_;  // Barrier's scratch: a byte per rank

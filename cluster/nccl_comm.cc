@@ -331,19 +331,7 @@ Status NcclComm::AllGather(const void* send, void* recv, size_t bytes) {
 }
 
 Result<std::vector<std::string>> NcclComm::AllGatherBytes(const std::string& mine) {
-  const uint64_t len = mine.size();
-  std::vector<uint64_t> lens(size_);
-  STRATA_RETURN_IF_ERROR(AllGather(&len, lens.data(), sizeof(len)));
-  const uint64_t longest = *std::max_element(lens.begin(), lens.end());
-  std::vector<std::string> out(size_);
-  if (longest == 0) return out;
-  // Every rank sends `longest` bytes (NCCL has no all-gather of varying sizes).
-  std::string padded = mine;
-  padded.resize(longest, '\0');
-  std::string all(longest * size_, '\0');
-  STRATA_RETURN_IF_ERROR(AllGather(padded.data(), all.data(), longest));
-  for (int r = 0; r < size_; ++r) out[r] = all.substr(r * longest, lens[r]);
-  return out;
+  return AllGatherBytesPadded(mine);  // NCCL has no all-gather of varying sizes
 }
 
 Status NcclComm::Broadcast(void* data, size_t bytes, int root) {

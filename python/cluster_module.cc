@@ -1,8 +1,11 @@
 // strata.Cluster: strata::Cluster (include/strata/cluster.h) over
-// MPI_COMM_WORLD for Python programs started by mpirun. Built when the
+// MPI_COMM_WORLD for Python programs started by mpirun, or over a
+// torch.distributed process group (comm=, a strata.distributed collectives
+// object: torch_comm.h) for programs started by torchrun; the same cluster
+// code, owners, shard layout and manifest either way. Built when the
 // project is built with MPI (STRATA_HAVE_MPI).
 //
-// MPI: the first Cluster initializes MPI (MPI_THREAD_SERIALIZED) unless the
+// MPI: the first Cluster without comm= initializes MPI (MPI_THREAD_SERIALIZED) unless the
 // program already did (mpi4py, say); the module then finalizes it at
 // interpreter exit, after closing the clusters still open (Close is
 // collective: every rank reaches exit the same way). Arrays are host memory
@@ -20,8 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/cluster_impl.h"
+#include "export_module.h"
+#include "io/env.h"
 #include "module_common.h"
 #include "strata/cluster.h"
+#include "torch_comm.h"
 
 namespace strata::python {
 namespace {
@@ -54,14 +61,26 @@ void EnsureMpi() {
 
 class PyCluster {
  public:
-  PyCluster(const ClusterOptions& options, const std::vector<TableOptions>& tables) {
-    EnsureMpi();
+  // Over MPI_COMM_WORLD when `comm` is None, else over its collectives
+  // (TorchComm).
+  PyCluster(const ClusterOptions& options, const std::vector<TableOptions>& tables,
+            const py::object& comm) {
+    std::unique_ptr<TorchComm> torch_comm;
+    if (comm.is_none()) {
+      EnsureMpi();
+    } else {
+      torch_comm = TorchComm::Create(comm);
+    }
     Result<std::unique_ptr<Cluster>> opened = Status::Internal("not opened");
     {
       py::gil_scoped_release unlocked;
-      opened = Cluster::Open(options, tables, MPI_COMM_WORLD);
+      opened = torch_comm == nullptr
+                   ? Cluster::Open(options, tables, MPI_COMM_WORLD)
+                   : cluster::ClusterImpl::Open(options, tables, std::move(torch_comm),
+                                                io::Env::Default());
     }
     cluster_ = Value(std::move(opened));
+    dir_ = options.store.dir;
     OpenClusters().insert(this);
   }
   PyCluster(const PyCluster&) = delete;
@@ -94,6 +113,15 @@ class PyCluster {
     CallUnlocked([&] { return fn(*cluster_); });
   }
 
+  // The Python form's shards keep T0 in host memory: a call takes stream 0
+  // (as strata.Store's host form does), anything else is refused.
+  static void HostStream(const char* call, intptr_t stream) {
+    if (stream != 0) {
+      throw py::value_error(std::string("strata.Cluster.") + call +
+                            ": the shards' rows are in host memory; stream must be 0");
+    }
+  }
+
   WorkerId RegisterWorker() {
     Result<WorkerId> r = Status::Internal("not registered");
     {
@@ -111,7 +139,8 @@ class PyCluster {
   }
 
   py::object Pull(WorkerId worker, const py::handle& table, const py::handle& keys,
-                  const py::object& out) {
+                  const py::object& out, intptr_t stream) {
+    HostStream("pull", stream);
     const TableId t = TableArg(table);
     const ArrayView k = KeysArg("pull", keys);
     const Want want = RowsWant(t, k, /*writable=*/true);
@@ -125,7 +154,8 @@ class PyCluster {
   }
 
   void Push(WorkerId worker, const py::handle& table, const py::handle& keys,
-            const py::handle& grads) {
+            const py::handle& grads, intptr_t stream) {
+    HostStream("push", stream);
     const TableId t = TableArg(table);
     const ArrayView k = KeysArg("push", keys);
     const ArrayView g = View("push", "grads", grads, RowsWant(t, k, /*writable=*/false), 0);
@@ -144,9 +174,11 @@ class PyCluster {
   }
 
   Cluster& cluster() { return *cluster_; }
+  const std::string& dir() const { return dir_; }
 
  private:
   std::unique_ptr<Cluster> cluster_;
+  std::string dir_;  // as opened
   bool closed_ = false;
 };
 
@@ -190,15 +222,16 @@ void DefineCluster(py::module_& m) {
   const ClusterOptions cd;
   py::class_<PyCluster>(
       m, "Cluster",
-      "A store sharded across the ranks of MPI_COMM_WORLD (strata::Cluster): one per rank, rank "
-      "r's shard in dir/rank-<r>. register_worker, pull, push, advance_clock, drain_intents, "
+      "A store sharded across the ranks of MPI_COMM_WORLD, or of a torch.distributed process "
+      "group with comm= (strata.distributed.Cluster makes one) (strata::Cluster): one per rank, "
+      "rank r's shard in dir/rank-<r>. register_worker, pull, push, advance_clock, drain_intents, "
       "checkpoint, summed_stats and close are collective (every rank, same order). A context "
       "manager: leaving the block closes it.")
       .def(py::init([](const std::string& dir, const std::vector<TableOptions>& tables,
                        uint64_t device_rows_max, uint64_t dram_rows_max,
                        const std::string& ssd_backend, const std::string& fallback,
                        uint32_t io_threads, uint32_t planner_round_us, const std::string& faults,
-                       uint64_t collective_timeout_ms) {
+                       uint64_t collective_timeout_ms, const py::object& comm) {
              ClusterOptions o;
              o.store =
                  StoreOptionsOf(device_rows_max, dram_rows_max, ssd_backend, fallback,
@@ -206,16 +239,23 @@ void DefineCluster(py::module_& m) {
                                 StoreOptions{}.device_share_growth_max, planner_round_us, faults);
              o.store.dir = dir;
              o.collective_timeout_ms = collective_timeout_ms;
-             return std::make_unique<PyCluster>(o, tables);
+             return std::make_unique<PyCluster>(o, tables, comm);
            }),
            py::arg("dir"), py::arg("tables"), py::kw_only(),
            py::arg("device_rows_max") = d.device_rows_max,
            py::arg("dram_rows_max") = d.dram_rows_max, py::arg("ssd_backend") = "native",
            py::arg("fallback") = "lru", py::arg("io_threads") = d.io_threads,
            py::arg("planner_round_us") = d.planner_round_us, py::arg("faults") = "",
-           py::arg("collective_timeout_ms") = cd.collective_timeout_ms)
+           py::arg("collective_timeout_ms") = cd.collective_timeout_ms,
+           py::arg("comm") = py::none())
       .def_property_readonly("rank", [](PyCluster& c) { return c.cluster().rank(); })
       .def_property_readonly("world_size", [](PyCluster& c) { return c.cluster().world_size(); })
+      .def_property_readonly(
+          "dir", [](PyCluster& c) { return c.dir(); },
+          "The cluster's directory (rank r's shard in dir/rank-<r>), as opened.")
+      .def_property_readonly(
+          "t0_on_gpu", [](PyCluster&) { return false; },
+          "False: the shards' T0 is in host memory, so pull's out and push's grads are too.")
       .def("register_worker", &PyCluster::RegisterWorker,
            "Collective: a new worker, the same id on every rank.")
       .def("intent", &PyCluster::Intent, py::arg("worker"), py::arg("table"), py::arg("keys"),
@@ -223,11 +263,11 @@ void DefineCluster(py::module_& m) {
            "Local: queues keys for their owners, delivered by the next advance_clock or "
            "drain_intents.")
       .def("pull", &PyCluster::Pull, py::arg("worker"), py::arg("table"), py::arg("keys"),
-           py::arg("out") = py::none(),
+           py::arg("out") = py::none(), py::kw_only(), py::arg("stream") = 0,
            "Collective: this rank's keys' embeddings, (len(keys), dim) float32, from their "
            "owners.")
       .def("push", &PyCluster::Push, py::arg("worker"), py::arg("table"), py::arg("keys"),
-           py::arg("grads"),
+           py::arg("grads"), py::kw_only(), py::arg("stream") = 0,
            "Collective: gradients to the owners, which sum every rank's and step once per key.")
       .def(
           "advance_clock",
@@ -244,6 +284,13 @@ void DefineCluster(py::module_& m) {
       .def("checkpoint",
            [](PyCluster& c) { c.Unlocked([](Cluster& cl) { return cl.Checkpoint(); }); })
       .def("close", &PyCluster::Close)
+      .def(
+          "scan",
+          [](PyCluster& c, const py::handle& t, const py::object& fn, uint64_t chunk_rows) {
+            ScanChunks(c.cluster().shard(), c.TableArg(t), fn, chunk_rows);
+          },
+          py::arg("table"), py::arg("fn"), py::arg("chunk_rows") = 65536,
+          "Local: Store.scan over this rank's shard, the rows this rank owns.")
       .def(
           "stats", [](PyCluster& c) { return ClusterStatsDict(c.cluster().Stats()); },
           "This rank's counters: the shard's StoreStats and 'exchange'.")

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "export_module.h"
 #if STRATA_HAVE_MPI
 #include "cluster_module.h"
 #endif
@@ -48,6 +49,7 @@ class PyStore {
       opened = Store::Open(o, tables);
     }
     store_ = Value(std::move(opened));
+    dir_ = dir;
     rows_place_ = store_->Stats().t0_on_gpu ? Place::kCuda : Place::kHost;
   }
 
@@ -133,9 +135,14 @@ class PyStore {
   }
   uint32_t Dim(const py::handle& table) const { return store_->Tables()[TableArg(table)].dim; }
   bool T0OnGpu() const { return rows_place_ == Place::kCuda; }
+  const std::string& Dir() const { return dir_; }
+  void Scan(const py::handle& table, const py::object& fn, uint64_t chunk_rows) {
+    ScanChunks(*store_, TableArg(table), fn, chunk_rows);
+  }
 
  private:
   std::unique_ptr<Store> store_;
+  std::string dir_;                  // as opened
   Place rows_place_ = Place::kHost;  // where Pull's out and Push's grads live
 };
 
@@ -235,7 +242,12 @@ void DefineStore(py::module_& m) {
       .def("checkpoint", [](PyStore& s) { s.Unlocked([](Store& st) { return st.Checkpoint(); }); })
       .def("close", [](PyStore& s) { s.Unlocked([](Store& st) { return st.Close(); }); })
       .def("stats", &PyStore::Stats, "The store's counters (StoreStats) as a dict.")
+      .def("scan", &PyStore::Scan, py::arg("table"), py::arg("fn"), py::arg("chunk_rows") = 65536,
+           "Calls fn(keys, rows) for chunks of at most chunk_rows rows of the table, every row "
+           "in any tier once (uint64 (n,) and float32 (n, dim) arrays). Holds the table's lock: "
+           "for export, not for the training loop (strata.export.rows streams it).")
       .def_property_readonly("tables", &PyStore::TableNames)
+      .def_property_readonly("dir", &PyStore::Dir, "The store's directory, as opened.")
       .def("dim", &PyStore::Dim, py::arg("table"))
       .def("__enter__", [](PyStore& s) -> PyStore& { return s; })
       .def("__exit__",
@@ -251,6 +263,7 @@ PYBIND11_MODULE(_strata, m) {
   m.def("build_info", &strata::BuildInfo, "The build: version, CUDA, compiler.");
   strata::python::DefineTable(m);
   strata::python::DefineStore(m);
+  strata::python::DefineExport(m);
 #if STRATA_HAVE_MPI
   strata::python::DefineCluster(m);
 #endif

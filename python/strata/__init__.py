@@ -60,6 +60,9 @@ def _load_wheel_nccl():
 _load_wheel_nccl()
 from . import _strata  # noqa: E402
 from ._strata import Store, Table, __version__, build_info  # noqa: F401,E402
+# The cluster's owner function and manifest (docs/cluster.md), for tools and
+# checks beside strata.Cluster and strata.distributed.
+from ._strata import cluster_owner, cluster_ownership, read_cluster_manifest  # noqa: F401,E402
 
 # strata.Cluster (a store sharded across MPI ranks) exists when the build
 # has MPI.
@@ -69,4 +72,5 @@ if hasattr(_strata, "Cluster"):
 __all__ = [
     "Store", "Table", "Error", "InvalidArgument", "NotFound", "IOError", "Corruption",
     "ResourceExhausted", "FailedPrecondition", "Unavailable", "Internal", "build_info",
+    "cluster_owner", "cluster_ownership", "read_cluster_manifest",
 ] + (["Cluster"] if hasattr(_strata, "Cluster") else [])

@@ -27,14 +27,29 @@ store's T0 is on a GPU (store.t0_on_gpu), the rows are pulled straight into
 CUDA tensors and the gradients pushed from them on the current CUDA stream
 (no host copy); the pooled outputs are then on that device. Otherwise
 everything stays on the CPU.
+
+The store may be a strata.Store or a sharded one, a strata.Cluster
+(strata.distributed.Cluster under torchrun): on a cluster every rank runs
+the same forwards and backwards, whose pulls and pushes are collective.
+
+state_dict() holds no rows: its "_extra_state" checkpoints the store
+(collective on a cluster: every rank calls state_dict) and names that
+checkpoint (directory, cluster generation, the worker's clock, tables);
+load_state_dict() checks that the module's store is at that checkpoint
+(reopen the directory to go back to it) and raises ValueError naming what
+differs. table_rows(store, table) streams a table's rows as tensors for
+those who need them.
 """
+import os
+import queue
+import threading
 import weakref
 from collections import deque
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["EmbeddingBagCollection", "IntentLoader"]
+__all__ = ["EmbeddingBagCollection", "IntentLoader", "table_rows"]
 
 _INTEGER_DTYPES = (torch.int32, torch.int64)
 
@@ -208,6 +223,117 @@ def _lookup(anchor, guard, store, worker, table, keys, offsets, weights, mode, d
                            include_last_offset, guard if training else None)
 
 
+_STATE_VERSION = 1
+
+
+def _is_cluster(store):
+    return hasattr(store, "world_size")
+
+
+def checkpoint_state(store, worker, tables, **extra):
+    """Checkpoints `store` (collective on a cluster) and returns what names
+    that checkpoint: its directory, the cluster's world size and generation
+    (read back from its manifest) or None for a Store, the worker's clock,
+    and each table's name and dim; `extra` goes along."""
+    store.checkpoint()
+    state = {"version": _STATE_VERSION, "dir": os.path.abspath(store.dir),
+             "world_size": None, "generation": None,
+             "clock": int(store.current_clock(worker)),
+             "tables": [(t, int(store.dim(t))) for t in tables]}
+    if _is_cluster(store):
+        import strata
+        manifest = strata.read_cluster_manifest(store.dir)
+        state["world_size"] = int(store.world_size)
+        state["generation"] = int(manifest["generation"])
+    state.update(extra)
+    return state
+
+
+def verify_checkpoint_state(owner, store, worker, tables, state):
+    """Raises ValueError, naming both sides, when `store` is not at the
+    checkpoint `state` (from checkpoint_state) names."""
+    if not isinstance(state, dict) or state.get("version") != _STATE_VERSION:
+        raise ValueError("%s: the state is not a strata checkpoint state of version %d (got %r)"
+                         % (owner, _STATE_VERSION, state if not isinstance(state, dict)
+                            else state.get("version")))
+
+    def differ(what, saved, here):
+        raise ValueError("%s: the state names a checkpoint with %s %s; this module's store has "
+                         "%s (load it into a module over the store reopened from %s)"
+                         % (owner, what, saved, here, state["dir"]))
+
+    here_dir = os.path.abspath(store.dir)
+    if os.path.realpath(state["dir"]) != os.path.realpath(here_dir):
+        differ("directory", state["dir"], here_dir)
+    here_tables = [(t, int(store.dim(t))) for t in tables]
+    if [tuple(t) for t in state["tables"]] != here_tables:
+        differ("tables (name, dim)", list(map(tuple, state["tables"])), here_tables)
+    if _is_cluster(store):
+        if state["world_size"] != store.world_size:
+            differ("world size", state["world_size"], store.world_size)
+        import strata
+        generation = int(strata.read_cluster_manifest(store.dir)["generation"])
+        if state["generation"] != generation:
+            differ("cluster generation", state["generation"], generation)
+    elif state["world_size"] is not None:
+        differ("world size", state["world_size"], "one process (a strata.Store)")
+    clock = int(store.current_clock(worker))
+    if state["clock"] != clock:
+        differ("worker %d at clock" % worker, state["clock"], "it at clock %d" % clock)
+
+
+def table_rows(store, table, chunk_rows=65536):
+    """Iterates the rows of `table` as (keys, rows) tensors: int64 (n,)
+    (a key's 64-bit pattern) and float32 (n, dim), at most chunk_rows at a
+    time, every row in any tier once, in no particular order. On a cluster,
+    this rank's shard: the rows it owns (local, not collective). The scan
+    runs in a thread, one chunk ahead of the consumer, and holds the table's
+    lock until the iteration ends (or the iterator is closed): not for the
+    training loop."""
+    chunks = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    class _Stopped(Exception):
+        pass
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise _Stopped()
+
+    def scan():
+        try:
+            store.scan(table, lambda k, r: put((k, r)), chunk_rows)
+            put(done)
+        except _Stopped:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            try:
+                put(e)
+            except _Stopped:
+                pass
+
+    thread = threading.Thread(target=scan, name="strata-table-rows", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = chunks.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            keys, rows = item
+            yield torch.from_numpy(keys.view("int64")), torch.from_numpy(rows)
+    finally:
+        stop.set()
+        thread.join()
+
+
 class EmbeddingBagCollection(torch.nn.Module):
     """Pooled embeddings of several tables of one store, for one worker.
 
@@ -239,6 +365,14 @@ class EmbeddingBagCollection(torch.nn.Module):
         self.device = _device_of(store, device)
         self._anchor = torch.empty(0, requires_grad=True)
         self._guard = _OneLookupPerStep("strata.torch.EmbeddingBagCollection")
+
+    def get_extra_state(self):
+        """Checkpoints the store and names the checkpoint (no rows)."""
+        return checkpoint_state(self.store, self.worker, self.tables)
+
+    def set_extra_state(self, state):
+        verify_checkpoint_state("strata.torch.EmbeddingBagCollection", self.store, self.worker,
+                                self.tables, state)
 
     def forward(self, features):
         if not hasattr(features, "items"):

@@ -22,7 +22,10 @@ step of the table's optimizer, which runs in the store, per training step.
 Each forward is one batch at the worker's clock, which advances at the next
 forward (so a backward pushes at the clock of its pull); prefetch(kjt)
 signals a batch's ids for the clock at which it will be forwarded, batches
-prefetched in the order they will run. The store's rows are on the host
+prefetched in the order they will run. The store may be a strata.Store
+or a strata.Cluster (strata.distributed.Cluster under torchrun: every rank
+runs the same forwards and backwards). state_dict() names the store's
+checkpoint rather than holding rows (see strata.torch). The store's rows are on the host
 unless its T0 is on a GPU (see strata.torch); a KeyedJaggedTensor's ids are
 read on the host either way.
 """
@@ -39,7 +42,8 @@ import torch
 
 import strata
 
-from .torch import _device_of, _lookup, _OneLookupPerStep
+from .torch import (_device_of, _lookup, _OneLookupPerStep, checkpoint_state,
+                    verify_checkpoint_state)
 
 __all__ = ["EmbeddingBagCollection", "store_tables"]
 
@@ -128,6 +132,19 @@ class EmbeddingBagCollection(EmbeddingBagCollectionInterface):
         self._guard = _OneLookupPerStep("strata.torchrec.EmbeddingBagCollection")
         self._forwards = 0          # forwards so far: the clock advances before each but the first
         self._signalled = None      # the last clock a prefetch signalled
+
+    def get_extra_state(self):
+        """Checkpoints the store (collective on a strata.Cluster) and names
+        the checkpoint: no rows (see strata.torch)."""
+        return checkpoint_state(self.store, self.worker, [c.name for c in self._configs],
+                                forwards=self._forwards)
+
+    def set_extra_state(self, state):
+        verify_checkpoint_state("strata.torchrec.EmbeddingBagCollection", self.store,
+                                self.worker, [c.name for c in self._configs], state)
+        # The next forward is the batch after the checkpoint's: it advances the clock.
+        self._forwards = max(self._forwards, int(state.get("forwards", 0)))
+        self._signalled = None
 
     def embedding_bag_configs(self):
         return self._configs

@@ -249,3 +249,30 @@ def test_drops_into_torchrec_dlrm(tmp_path):
             losses.append(loss.item())
         assert losses[-1] < losses[0]
         assert store.stats()["pushes"] > 0
+
+
+def test_state_dict_names_the_checkpoint_and_the_next_forward_advances(tmp_path):
+    rng = np.random.default_rng(11)
+    cfgs = configs()
+    nums = {"f1": 40, "f2": 40, "f3": 30}
+    kjts = [make_kjt(rng, ["f1", "f2", "f3"], nums, torch.int64, True) for _ in range(4)]
+    with open_store(tmp_path / "s", cfgs, device_rows_max=32, dram_rows_max=32) as store:
+        ebc = srec.EmbeddingBagCollection(cfgs, store, is_weighted=True)
+        for kjt in kjts[:3]:
+            ebc(kjt).values().sum().backward()
+        state = ebc.state_dict()
+        assert list(state) == ["_extra_state"]  # no rows
+        assert state["_extra_state"]["tables"] == [("t", 8), ("u", 4)]
+        assert state["_extra_state"]["clock"] == 2 and state["_extra_state"]["forwards"] == 3
+        ebc(kjts[3]).values().sum().backward()
+        want = store.pull(ebc.worker, "t", np.arange(40, dtype=np.uint64))
+        with pytest.raises(ValueError, match="at clock 2.*at clock 3"):
+            ebc.load_state_dict(state)
+    with open_store(tmp_path / "s", cfgs, device_rows_max=32, dram_rows_max=32) as store:
+        ebc = srec.EmbeddingBagCollection(cfgs, store, is_weighted=True)
+        ebc.load_state_dict(state)
+        # The batch after the checkpoint runs at the next clock and trains to the same rows.
+        ebc(kjts[3]).values().sum().backward()
+        assert store.current_clock(ebc.worker) == 3
+        np.testing.assert_array_equal(store.pull(ebc.worker, "t", np.arange(40, dtype=np.uint64)),
+                                      want)
