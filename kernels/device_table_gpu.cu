@@ -67,7 +67,10 @@ constexpr uint32_t kKeyTile = kBucketSlots;
 static_assert(kKeyTile == 16);
 
 // The slot of `key` (kNoSlot when absent), found by a tile: lane j compares
-// slot j of each bucket on the key's probe sequence.
+// slot j of each bucket on the key's probe sequence. Key, state and the
+// bucket's overflow flag are loaded together (no load waits on a compare).
+// Plain loads: a find-only call runs while nothing writes the table, and
+// what earlier calls wrote is visible across the kernel boundary.
 __device__ inline uint64_t TileFind(const cooperative_groups::thread_block_tile<kKeyTile>& tile,
                                     const DeviceTableRef& ref, Key key) {
   const uint32_t lane = tile.thread_rank();
@@ -75,12 +78,131 @@ __device__ inline uint64_t TileFind(const cooperative_groups::thread_block_tile<
   const uint64_t step = ref.ProbeStep(key);
   for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
     const uint64_t s = bucket * kBucketSlots + lane;
-    const uint32_t hits = tile.ballot(ref.keys[s] == key && ref.states[s] == kSlotOccupied);
+    const Key k = ref.keys[s];
+    const uint32_t state = ref.states[s];
+    const uint32_t overflowed = ref.overflow[bucket];
+    const uint32_t hits = tile.ballot((k == key) & (state == kSlotOccupied));
     if (hits != 0) return bucket * kBucketSlots + (__ffs(hits) - 1);
-    if (ref.overflow[bucket] == 0) break;
+    if (overflowed == 0) break;
     bucket = ref.NextBucket(bucket, step);
   }
   return kNoSlot;
+}
+
+// ---- Claims on the GPU: the memory-order contract (docs/device-table.md) ----
+//
+// An insert call (FindOrInsert, InsertOrAssign) claims slots in one kernel
+// and publishes them in a later kernel of the same call. A claim is one
+// relaxed CAS of the state word kSlotEmpty -> kSlotClaimed + i by the tile of
+// batch key i; until the publishing kernel the state keeps that tag. So a
+// tile that meets a slot claimed during the call learns whose key it holds
+// from the state word alone: it compares keys_in[tag - kSlotClaimed], the
+// call's input (written before the kernel, read-only in it), and never reads
+// the slot's key, row or metadata that the claimer is writing. Hence:
+//  - no acquire anywhere: a tile reads only (a) what earlier kernels wrote
+//    (published rows, their keys and overflow flags: visible across the
+//    kernel boundary) and (b) state words, each a single location whose
+//    coherence order is empty -> tag (one CAS, at most once per call);
+//  - no release: the claimer's key, row and metadata are read by later
+//    kernels only, which the kernel boundary orders after every write of
+//    this one;
+//  - a relaxed load of a state may be stale only towards kSlotEmpty (the
+//    earlier value of its coherence order): the CAS then fails and returns
+//    the tag, which is compared like any other; a state once non-empty stays
+//    non-empty for the whole call (nothing is erased during an insert call);
+//  - the overflow flags set during the call (relaxed atomicOr) may be missed
+//    by pass 1; pass 2 then still walks the probe order up to the first
+//    empty slot, so it meets every slot claimed for the key.
+// Duplicates of a key meet at one slot: each tile claims the first slot of
+// the probe order it sees empty, and every slot before it was non-empty
+// (so stays non-empty) when it looked; a tile with the same key walks the
+// same order, sees those slots non-empty too (a stale empty fails its CAS),
+// and so reaches the claimed slot first, as a tag carrying its key.
+__device__ inline uint32_t LoadStateRelaxed(const DeviceTableRef& ref, uint64_t s) {
+  return detail::LoadRelaxed(&ref.states[s]);
+}
+
+// Whether state (of a slot holding `slot_key` when published) holds `key`,
+// for the tile of batch key `self`: published before the call, or claimed
+// during it by a key of keys_in equal to it.
+__device__ inline bool HoldsKey(uint32_t state, Key slot_key, Key key, const Key* keys_in) {
+  if (state == kSlotOccupied) return slot_key == key;
+  return state >= kSlotClaimed && keys_in[state - kSlotClaimed] == key;
+}
+
+// Finds keys_in[i] or claims a slot for it, by a tile (all lanes call it and
+// get the same answer). kClaimed: this tile's CAS took the slot (state
+// kSlotClaimed + i); the caller writes key, row and metadata, and a later
+// kernel publishes it. kFound: the key is in *slot_out (published before the
+// call, or claimed during it by an equal key). kFull: no empty slot within
+// the probe bound; nothing changed. Same outcomes as
+// DeviceTableRef::FindOrClaim on the host runner.
+__device__ ClaimResult TileFindOrClaim(const cooperative_groups::thread_block_tile<kKeyTile>& tile,
+                                       const DeviceTableRef& ref, const Key* keys_in, uint64_t i,
+                                       uint64_t* slot_out) {
+  const uint32_t lane = tile.thread_rank();
+  const Key key = keys_in[i];
+  const uint64_t home = ref.HomeBucket(key);
+  const uint64_t step = ref.ProbeStep(key);
+  // Pass 1: rows published before the call (erase may have left holes, so
+  // an empty slot does not end the search), and claims already seen.
+  uint64_t bucket = home;
+  for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
+    const uint64_t s = bucket * kBucketSlots + lane;
+    const Key k = ref.keys[s];
+    const uint32_t state = LoadStateRelaxed(ref, s);
+    const uint32_t overflowed = ref.overflow[bucket];
+    const uint32_t hits = tile.ballot(HoldsKey(state, k, key, keys_in));
+    if (hits != 0) {
+      *slot_out = bucket * kBucketSlots + (__ffs(hits) - 1);
+      return ClaimResult::kFound;
+    }
+    if (overflowed == 0) break;
+    bucket = ref.NextBucket(bucket, step);
+  }
+  // Pass 2: in probe order, the first slot that holds the key or is empty;
+  // the lowest empty lane's CAS claims it. A lost CAS returns the winner's
+  // tag: a match ends the search, else the bucket is looked at again (that
+  // slot is non-empty now, so each retry has one empty slot fewer).
+  bucket = home;
+  for (uint32_t p = 0; p < ref.probe_buckets; ++p) {
+    const uint64_t base = bucket * kBucketSlots;
+    const uint64_t s = base + lane;
+    for (;;) {
+      const Key k = ref.keys[s];
+      const uint32_t state = LoadStateRelaxed(ref, s);
+      const uint32_t hits = tile.ballot(HoldsKey(state, k, key, keys_in));
+      if (hits != 0) {
+        *slot_out = base + (__ffs(hits) - 1);
+        return ClaimResult::kFound;
+      }
+      const uint32_t empties = tile.ballot(state == kSlotEmpty);
+      if (empties == 0) break;
+      const uint32_t first = __ffs(empties) - 1;
+      uint32_t seen = 0;
+      if (lane == first) {
+        seen = atomicCAS(&ref.states[s], kSlotEmpty, kSlotClaimed + static_cast<uint32_t>(i));
+      }
+      seen = tile.shfl(seen, first);
+      if (seen == kSlotEmpty) {
+        if (lane == 0) {
+          uint64_t passed = home;
+          for (uint32_t q = 0; q < p; ++q) {
+            detail::AtomicOr(&ref.overflow[passed], 1u);
+            passed = ref.NextBucket(passed, step);
+          }
+        }
+        *slot_out = base + first;
+        return ClaimResult::kClaimed;
+      }
+      if (seen >= kSlotClaimed && keys_in[seen - kSlotClaimed] == key) {
+        *slot_out = base + first;
+        return ClaimResult::kFound;
+      }
+    }
+    bucket = ref.NextBucket(bucket, step);
+  }
+  return ClaimResult::kFull;
 }
 
 // Copies `floats` floats from src to dst by the tile's lanes: 16-byte accesses
@@ -101,8 +223,9 @@ __device__ inline void TileCopy(uint32_t lane, float* dst, const float* src, uin
   for (uint32_t d = lane; d < floats; d += kKeyTile) dst[d] = src[d];
 }
 
-__global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out,
-                           uint32_t out_floats, uint8_t* found) {
+__global__ void __launch_bounds__(kBlockThreads, 8)
+    FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, float* out, uint32_t out_floats,
+               uint8_t* found) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
@@ -117,7 +240,8 @@ __global__ void FindKernel(DeviceTableRef ref, const Key* keys, uint64_t n, floa
 
 // FindTouch: the tile search, the gather to the key's output row and the
 // next-use store in one pass; misses counted in counters[kBatchFailed].
-__global__ void FindTouchKernel(DeviceTableRef ref, TouchBatch b, uint64_t* counters) {
+__global__ void __launch_bounds__(kBlockThreads, 8)
+    FindTouchKernel(DeviceTableRef ref, TouchBatch b, uint64_t* counters) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
@@ -138,65 +262,122 @@ __global__ void FindTouchKernel(DeviceTableRef ref, TouchBatch b, uint64_t* coun
   }
 }
 
-__global__ void FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init,
-                                   OptimizerOptions opt, const Key* keys, uint64_t n,
-                                   uint8_t* inserted, int64_t next_use, uint32_t* slot_of,
-                                   uint64_t* counters) {
-  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
-    uint64_t s = kNoSlot;
-    const ClaimResult r = ref.FindOrInsert(keys[i], init, opt, next_use, &s);
-    if (r == ClaimResult::kFull) {
-      inserted[i] = kInsertNoRoom;
-      slot_of[i] = kNoSlot32;
-      RecordFailure(counters, i);
-      continue;
-    }
-    inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
-    slot_of[i] = static_cast<uint32_t>(s);
-  }
-}
-
-// Copies the embeddings of slot_of[i] to values, a tile per key.
-__global__ void GatherKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
-                             float* values) {
+// FindOrInsert, kernel 1: a tile per key finds or claims its slot; the
+// claiming tile writes the key, a fresh row (InitValue per element over the
+// lanes, the optimizer state by lane 0) and the metadata. Rows created here
+// are published by PublishGatherKernel.
+__global__ void __launch_bounds__(kBlockThreads)
+    FindOrInsertKernel(DeviceTableRef ref, InitializerOptions init, OptimizerOptions opt,
+                       const Key* keys, uint64_t n, uint8_t* inserted, int64_t next_use,
+                       uint32_t* slot_of, uint64_t* counters) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
   const uint64_t tiles = GridStride() / kKeyTile;
-  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
-    const uint32_t s = slot_of[i];
-    if (s == kNoSlot32) continue;
-    TileCopy(tile.thread_rank(), values + i * ref.dim, ref.Row(s), ref.dim);
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
+    uint64_t s = kNoSlot;
+    const ClaimResult r = TileFindOrClaim(tile, ref, keys, i, &s);
+    if (r == ClaimResult::kFull) {
+      if (lane == 0) {
+        inserted[i] = kInsertNoRoom;
+        slot_of[i] = kNoSlot32;
+        RecordFailure(counters, i);
+      }
+      continue;
+    }
+    if (r == ClaimResult::kClaimed) {
+      const Key key = keys[i];
+      float* row = ref.Row(s);
+      for (uint32_t d = lane; d < ref.dim; d += kKeyTile) row[d] = InitValue(init, key, d);
+      if (lane == 0) {
+        InitOptimizerState(opt, ref.dim, row);
+        ref.keys[s] = key;
+        ref.next_use[s] = next_use;
+        ref.pins[s] = 0;
+        ref.dirty[s] = 0;
+        detail::AtomicAdd(ref.size, uint64_t{1});
+      }
+    }
+    if (lane == 0) {
+      inserted[i] = r == ClaimResult::kClaimed ? kInsertCreated : kInsertFound;
+      slot_of[i] = static_cast<uint32_t>(s);
+    }
   }
 }
 
-__global__ void ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t n,
-                                  uint32_t* slot_of, uint32_t* owner, uint64_t* counters) {
-  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
-    slot_of[i] = ref.ClaimOwner(keys[i], i, owner);
-    if (slot_of[i] == kNoSlot32) RecordFailure(counters, i);
-  }
-}
-
-// Owners write their rows, a tile per key (coalesced row copies).
-__global__ void AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
-                                  const uint32_t* owner, const float* rows, const int64_t* next_use,
-                                  const uint8_t* dirty) {
+// FindOrInsert, kernel 2, a tile per key: the claimer publishes its slot
+// (tag -> kSlotOccupied: nothing reads states in this kernel, and the next
+// call's kernels see the store across the kernel boundary), and every key's
+// embedding is copied to values (null: none). The rows were written by
+// kernel 1, so no ordering within this kernel is needed.
+__global__ void __launch_bounds__(kBlockThreads, 8)
+    PublishGatherKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of,
+                        const uint8_t* inserted, float* values) {
   namespace cg = cooperative_groups;
   const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
   const uint32_t lane = tile.thread_rank();
   const uint64_t tiles = GridStride() / kKeyTile;
   for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
     const uint32_t s = slot_of[i];
-    if (!ref.Owns(owner, s, i)) continue;
-    TileCopy(lane, ref.Row(s), rows + i * ref.row_floats, ref.row_floats);
-    if (lane == 0) ref.AssignMeta(s, next_use, dirty, i);
+    if (s == kNoSlot32) continue;
+    if (lane == 0 && inserted[i] == kInsertCreated) ref.states[s] = kSlotOccupied;
+    if (values != nullptr) TileCopy(lane, values + i * ref.dim, ref.Row(s), ref.dim);
   }
 }
 
-__global__ void ClearOwnersKernel(uint64_t n, const uint32_t* slot_of, uint32_t* owner) {
-  for (uint64_t i = GlobalIndex(); i < n; i += GridStride()) {
+// InsertOrAssign, kernel 1: a tile per key finds or claims its slot (a new
+// slot gets its key and no pins), and bids for the slot's ownership: the
+// last occurrence of a key wins (atomicMax, relaxed: read by kernel 2).
+__global__ void __launch_bounds__(kBlockThreads)
+    ClaimOwnersKernel(DeviceTableRef ref, const Key* keys, uint64_t n, uint32_t* slot_of,
+                      uint32_t* owner, uint64_t* counters) {
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {  // uniform per tile
+    uint64_t s = kNoSlot;
+    const ClaimResult r = TileFindOrClaim(tile, ref, keys, i, &s);
+    if (tile.thread_rank() != 0) continue;
+    if (r == ClaimResult::kFull) {
+      slot_of[i] = kNoSlot32;
+      RecordFailure(counters, i);
+      continue;
+    }
+    if (r == ClaimResult::kClaimed) {
+      ref.keys[s] = keys[i];
+      ref.pins[s] = 0;
+      detail::AtomicAdd(ref.size, uint64_t{1});
+    }
+    detail::AtomicMax(&owner[s], static_cast<uint32_t>(i + 1));
+    slot_of[i] = static_cast<uint32_t>(s);
+  }
+}
+
+// InsertOrAssign, kernel 2: owners write their rows, a tile per key
+// (coalesced row copies), their metadata, publish the slot (a slot claimed
+// by kernel 1 holds a tag; one already published is rewritten as it was)
+// and clear their owner word. Lane 0 reads owner[s] once and shares it, so
+// the clear cannot change the tile's answer; another key of the same slot
+// reads either the owner's index + 1 or 0, neither its own index + 1.
+__global__ void __launch_bounds__(kBlockThreads, 8)
+    AssignOwnedKernel(DeviceTableRef ref, uint64_t n, const uint32_t* slot_of, uint32_t* owner,
+                      const float* rows, const int64_t* next_use, const uint8_t* dirty) {
+  namespace cg = cooperative_groups;
+  const auto tile = cg::tiled_partition<kKeyTile>(cg::this_thread_block());
+  const uint32_t lane = tile.thread_rank();
+  const uint64_t tiles = GridStride() / kKeyTile;
+  for (uint64_t i = GlobalIndex() / kKeyTile; i < n; i += tiles) {
     const uint32_t s = slot_of[i];
-    if (s != kNoSlot32) owner[s] = 0;  // every writer stores 0
+    if (s == kNoSlot32) continue;
+    bool owns = false;
+    if (lane == 0) owns = ref.Owns(owner, s, i);
+    if (!tile.shfl(owns, 0)) continue;
+    TileCopy(lane, ref.Row(s), rows + i * ref.row_floats, ref.row_floats);
+    if (lane == 0) {
+      ref.AssignMeta(s, next_use, dirty, i);
+      ref.states[s] = kSlotOccupied;
+      owner[s] = 0;
+    }
   }
 }
 
@@ -412,15 +593,14 @@ Status DeviceTable::GpuFindOrInsert(const Key* keys, uint64_t n, float* values, 
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
-  FindOrInsertKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(
-      ref_, options_.initializer, options_.optimizer, keys, n, inserted, next_use, slot_of_.data(),
-      c);
-  if (values != nullptr) {
-    GatherKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(),
-                                                                        values);
-  }
+  const unsigned tiles = Blocks(n * kKeyTile);
+  FindOrInsertKernel<<<tiles, kBlockThreads, 0, S(stream)>>>(ref_, options_.initializer,
+                                                             options_.optimizer, keys, n, inserted,
+                                                             next_use, slot_of_.data(), c);
+  PublishGatherKernel<<<tiles, kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(), inserted,
+                                                              values);
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 0, c);
-  return LaunchStatus("FindOrInsertKernel");
+  return LaunchStatus("FindOrInsert kernels");
 }
 
 Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* rows,
@@ -428,11 +608,11 @@ Status DeviceTable::GpuInsertOrAssign(const Key* keys, uint64_t n, const float* 
   if (n == 0) return Status::Ok();
   uint64_t* c = counters_.data();
   STRATA_RETURN_IF_ERROR(BeginCall(c, stream));
-  ClaimOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
-                                                                owner_.data(), c);
-  AssignOwnedKernel<<<Blocks(n * kKeyTile), kBlockThreads, 0, S(stream)>>>(
-      ref_, n, slot_of_.data(), owner_.data(), rows, next_use, dirty);
-  ClearOwnersKernel<<<Blocks(n), kBlockThreads, 0, S(stream)>>>(n, slot_of_.data(), owner_.data());
+  const unsigned tiles = Blocks(n * kKeyTile);
+  ClaimOwnersKernel<<<tiles, kBlockThreads, 0, S(stream)>>>(ref_, keys, n, slot_of_.data(),
+                                                            owner_.data(), c);
+  AssignOwnedKernel<<<tiles, kBlockThreads, 0, S(stream)>>>(ref_, n, slot_of_.data(), owner_.data(),
+                                                            rows, next_use, dirty);
   FinishCallKernel<<<1, 1, 0, S(stream)>>>(keys, n, 1, c);
   return LaunchStatus("InsertOrAssign kernels");
 }

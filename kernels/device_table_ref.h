@@ -7,7 +7,9 @@
 //
 // Layout (structure of arrays, `slots` = num_buckets * kBucketSlots):
 //   keys[slots]      uint64 key of a slot (meaningful only when occupied)
-//   states[slots]    kSlotEmpty / kSlotBusy (being written) / kSlotOccupied
+//   states[slots]    kSlotEmpty / kSlotBusy (being written) / kSlotOccupied;
+//                    on the GPU, during an insert call, kSlotClaimed + i
+//                    (claimed by key i of the batch; see device_table_gpu.cu)
 //   rows[slots * row_floats]  fp32 embedding then optimizer state
 //   next_use[slots]  int64 clock of the row's next use (eviction order)
 //   pins[slots]      pin count; pinned rows are never evicted
@@ -43,6 +45,12 @@ namespace strata::kernels {
 inline constexpr uint32_t kSlotEmpty = 0;
 inline constexpr uint32_t kSlotBusy = 1;
 inline constexpr uint32_t kSlotOccupied = 2;
+// GPU insert calls only: a slot claimed by key i of the running batch holds
+// kSlotClaimed + i until a later kernel of the same call publishes it
+// (kSlotOccupied), so a thread that finds it claimed learns whose key it
+// holds from the state word alone (device_table_gpu.cu, TileFindOrClaim).
+inline constexpr uint32_t kSlotClaimed = 4;
+static_assert(kBatchKeysMax <= ~uint32_t{0} - kSlotClaimed, "a claim tag fits the state word");
 inline constexpr uint64_t kNoSlot = ~uint64_t{0};
 // A batch's per-key slot ids are 32-bit (slots < 2^32); this marks "none".
 inline constexpr uint32_t kNoSlot32 = ~uint32_t{0};

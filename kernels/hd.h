@@ -34,11 +34,14 @@ STRATA_HD inline uint64_t MulHi64(uint64_t a, uint64_t b) {
 #endif
 }
 
-// A load that may race with atomic writers (no ordering; on the device a
-// plain load: a stale value is acceptable to its callers).
+// A load that may race with atomic writers (no ordering: a stale value is
+// acceptable to its callers). On the device ld.relaxed.gpu: a strong load
+// served by L2 (never a stale L1 line), with no fence.
 STRATA_HD inline uint32_t LoadRelaxed(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)
-  return *p;
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
 #else
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_relaxed);
 #endif
@@ -62,10 +65,16 @@ STRATA_HD inline void StoreRelaxed(uint32_t* p, uint32_t v) {
 #endif
 }
 
+// Acquire and release at device scope. On sm_90 ld.acquire.gpu is a strong
+// load + CCTL.IVALL (the SM's L1 invalidated) and st.release.gpu is
+// MEMBAR.ALL.GPU + a strong store; neither is a sequentially consistent
+// fence (MEMBAR.SC, what __threadfence() compiles to). The table's hot GPU
+// kernels use neither (see the memory-order contract in
+// docs/device-table.md); the host runner's FindOrClaim does.
 STRATA_HD inline uint32_t AtomicLoadAcquire(const uint32_t* p) {
 #if defined(__CUDA_ARCH__)
-  uint32_t v = *reinterpret_cast<const volatile uint32_t*>(p);
-  __threadfence();
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 #else
   return std::atomic_ref<uint32_t>(*const_cast<uint32_t*>(p)).load(std::memory_order_acquire);
@@ -74,8 +83,7 @@ STRATA_HD inline uint32_t AtomicLoadAcquire(const uint32_t* p) {
 
 STRATA_HD inline void AtomicStoreRelease(uint32_t* p, uint32_t v) {
 #if defined(__CUDA_ARCH__)
-  __threadfence();
-  atomicExch(p, v);
+  asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
   std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release);
 #endif
