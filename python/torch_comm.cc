@@ -35,8 +35,12 @@ TorchComm::TorchComm(py::object ops, int rank, int size)
     : ops_(std::move(ops)), rank_(rank), size_(size) {}
 
 TorchComm::~TorchComm() {
-  py::gil_scoped_acquire locked;
-  ops_ = py::object();
+  try {
+    py::gil_scoped_acquire locked;
+    ops_ = py::object();
+  } catch (...) {
+    (void)ops_.release();  // no interpreter to take the GIL from: the reference is left
+  }
 }
 
 Status TorchComm::CheckUsable() const {
